@@ -1,0 +1,88 @@
+//! Command-line interface. Library errors are typed; here they become `anyhow` reports.
+
+mod plugin;
+mod render;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use tessera::wasm::{EngineOptions, WasmRuntime};
+
+/// Tessera: Kubernetes control-plane reconciler whose cluster-shaping logic runs as
+/// sandboxed WebAssembly plugins.
+#[derive(Debug, Parser)]
+#[command(name = "tessera", version, about, long_about = None)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Directory for precompiled plugins [default: ~/.cache/tessera/wasm].
+    #[arg(long, global = true, env = "TESSERA_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Compile plugins every time instead of using the precompiled cache.
+    #[arg(long, global = true)]
+    pub no_cache: bool,
+    /// Log format on stderr.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "TESSERA_LOG_FORMAT"
+    )]
+    pub log_format: LogFormat,
+    /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or `tessera=debug`.
+    #[arg(long, global = true, default_value = "warn", env = "TESSERA_LOG")]
+    pub log: String,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Render a Runtime into a Gardener Shoot with the plugin chain and print it as YAML.
+    Render(render::RenderArgs),
+    /// Plugin author tools: golden tests, inspection, benchmarks.
+    #[command(subcommand)]
+    Plugin(plugin::PluginCommand),
+}
+
+pub fn init_tracing(global: &Global) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&global.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match global.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+fn runtime(global: &Global) -> anyhow::Result<WasmRuntime> {
+    let mut options = EngineOptions::default();
+    if global.no_cache {
+        options.cache_dir = None;
+    } else if let Some(dir) = &global.cache_dir {
+        options.cache_dir = Some(dir.clone());
+    }
+    Ok(WasmRuntime::new(options)?)
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let rt = runtime(&cli.global)?;
+    match cli.command {
+        Command::Render(args) => render::run(&rt, args),
+        Command::Plugin(command) => plugin::run(&rt, command),
+    }
+}

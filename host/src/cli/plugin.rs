@@ -1,0 +1,184 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Subcommand;
+use tessera::harness::{bench_plugin, test_plugin};
+use tessera::plugins::LimitsOverride;
+use tessera::wasm::{Limits, WasmRuntime};
+
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// Run golden cases (one YAML file each) against a plugin component.
+    Test {
+        /// The plugin component (`.wasm`).
+        plugin: PathBuf,
+        /// Directory of golden case files.
+        #[arg(long)]
+        cases: PathBuf,
+        /// Memory limit per call, MiB.
+        #[arg(long)]
+        memory_mib: Option<u64>,
+        /// Time budget per call, milliseconds.
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+    },
+    /// Show a plugin's contract version, kind, exports, imports, size and digest.
+    Inspect {
+        /// The plugin component (`.wasm`).
+        plugin: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure per-call latency (p50/p99) on the inputs of golden cases.
+    Bench {
+        /// The plugin component (`.wasm`).
+        plugin: PathBuf,
+        /// Directory of golden case files; every successful case is one workload.
+        #[arg(long)]
+        cases: PathBuf,
+        /// Calls per case.
+        #[arg(long, default_value_t = 2000)]
+        iterations: usize,
+    },
+}
+
+fn read(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+pub fn run(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        PluginCommand::Test {
+            plugin,
+            cases,
+            memory_mib,
+            timeout_ms,
+        } => {
+            let loaded = rt.load(&read(&plugin)?, &plugin.display().to_string())?;
+            let limits = LimitsOverride {
+                memory_mib,
+                timeout_ms,
+                output_kib: None,
+            }
+            .apply(Limits::default());
+            let results = test_plugin(rt, &loaded, &cases, &limits)?;
+            let failed = results.iter().filter(|r| r.failure.is_some()).count();
+            for result in &results {
+                match &result.failure {
+                    None => println!("ok    {} {}", result.name, dim(&result.description)),
+                    Some(failure) => {
+                        println!("FAIL  {} {}", result.name, dim(&result.description));
+                        for line in failure.lines() {
+                            println!("      {line}");
+                        }
+                    }
+                }
+            }
+            println!(
+                "{} {}: {} passed, {} failed",
+                loaded.info.name,
+                loaded.info.version,
+                results.len() - failed,
+                failed
+            );
+            if results.is_empty() {
+                anyhow::bail!("no golden cases in {}", cases.display());
+            }
+            Ok(if failed == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        PluginCommand::Inspect { plugin, json } => {
+            let bytes = read(&plugin)?;
+            let source = plugin.display().to_string();
+            let inspection = rt.inspect(&bytes, &source)?;
+            let loaded = rt.load(&bytes, &source);
+            if json {
+                let info = loaded.as_ref().ok().map(|p| &p.info);
+                let error = loaded.as_ref().err().map(|e| e.to_string());
+                let doc = serde_json::json!({ "inspection": inspection, "info": info, "loadError": error });
+                println!("{}", serde_json::to_string_pretty(&doc)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            println!("file:      {source}");
+            println!("digest:    sha256:{}", inspection.digest);
+            println!("size:      {} bytes", inspection.size);
+            println!(
+                "kind:      {}",
+                inspection
+                    .kind
+                    .map(|k| serde_json::to_value(k)
+                        .unwrap_or_default()
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string())
+                    .unwrap_or_else(|| "not a Tessera plugin".into())
+            );
+            println!(
+                "contract:  {}",
+                inspection.contract.as_deref().unwrap_or("-")
+            );
+            match &loaded {
+                Ok(p) => {
+                    println!("name:      {}", p.info.name);
+                    println!("version:   {}", p.info.version);
+                    println!("about:     {}", p.info.description);
+                }
+                Err(err) => println!("loads:     no — {err}"),
+            }
+            println!("exports:");
+            for export in &inspection.exports {
+                println!("  {export}");
+            }
+            println!("imports:");
+            for import in &inspection.imports {
+                let mark = if inspection.missing_imports.contains(import) {
+                    "  (not offered by this host)"
+                } else {
+                    ""
+                };
+                println!("  {import}{mark}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        PluginCommand::Bench {
+            plugin,
+            cases,
+            iterations,
+        } => {
+            let loaded = rt.load(&read(&plugin)?, &plugin.display().to_string())?;
+            println!(
+                "{} {} ({} bytes, loaded in {:.2?}{})",
+                loaded.info.name,
+                loaded.info.version,
+                loaded.inspection.size,
+                loaded.load_time,
+                if loaded.from_cache {
+                    " from cache"
+                } else {
+                    ", compiled"
+                }
+            );
+            println!("{:<40} {:>10} {:>10} {:>10}", "case", "p50", "p99", "max");
+            for (case, stats) in bench_plugin(rt, &loaded, &cases, iterations)? {
+                println!(
+                    "{:<40} {:>10.1?} {:>10.1?} {:>10.1?}",
+                    case, stats.p50, stats.p99, stats.max
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn dim(text: &str) -> String {
+    if text.is_empty() {
+        String::new()
+    } else {
+        format!("— {text}")
+    }
+}

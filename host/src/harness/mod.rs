@@ -1,0 +1,93 @@
+//! The plugin author's harness: golden cases and micro-benchmarks on the Wasm build.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use tessera_sdk::glue::RawExtendInput;
+use tessera_sdk::testing::{CaseError, CaseResult, Outcome, load_cases, run_cases};
+
+use crate::wasm::{CallContext, Failure, Limits, LoadedPlugin, WasmRuntime};
+
+/// Run the golden cases in `cases` against a loaded component.
+pub fn test_plugin(
+    rt: &WasmRuntime,
+    plugin: &LoadedPlugin,
+    cases: &Path,
+    limits: &Limits,
+) -> Result<Vec<CaseResult>, CaseError> {
+    let ctx = CallContext {
+        runtime_id: "golden-case".into(),
+    };
+    run_cases(cases, |input| {
+        match plugin.extend(rt, input.clone(), limits, &ctx) {
+            Ok(output) => Outcome::Output(output),
+            Err(err) => match err.cause {
+                Failure::Plugin(plugin_error) => Outcome::PluginError(plugin_error),
+                other => Outcome::HostError(other.to_string()),
+            },
+        }
+    })
+}
+
+/// Latency percentiles of repeated calls.
+#[derive(Debug, Clone, Copy)]
+pub struct Percentiles {
+    pub p50: Duration,
+    pub p99: Duration,
+    pub min: Duration,
+    pub max: Duration,
+    pub samples: usize,
+}
+
+impl Percentiles {
+    /// Compute from raw samples (sorted in place).
+    pub fn from_samples(samples: &mut [Duration]) -> Self {
+        samples.sort_unstable();
+        let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+        Self {
+            p50: at(0.50),
+            p99: at(0.99),
+            min: samples[0],
+            max: samples[samples.len() - 1],
+            samples: samples.len(),
+        }
+    }
+}
+
+/// Time `iterations` calls (after a warm-up) of `f`.
+pub fn measure(iterations: usize, mut f: impl FnMut()) -> Percentiles {
+    for _ in 0..iterations.min(50) {
+        f();
+    }
+    let mut samples: Vec<Duration> = (0..iterations.max(1))
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        })
+        .collect();
+    Percentiles::from_samples(&mut samples)
+}
+
+/// Benchmark one plugin on the inputs of the golden cases in `cases` that succeed.
+pub fn bench_plugin(
+    rt: &WasmRuntime,
+    plugin: &LoadedPlugin,
+    cases: &Path,
+    iterations: usize,
+) -> Result<Vec<(String, Percentiles)>, CaseError> {
+    let limits = Limits::default();
+    let ctx = CallContext::default();
+    let mut results = Vec::new();
+    for case in load_cases(cases)? {
+        if case.expected_error.is_some() {
+            continue;
+        }
+        let input: RawExtendInput = case.input();
+        let stats = measure(iterations, || {
+            let _ = plugin.extend(rt, input.clone(), &limits, &ctx);
+        });
+        results.push((case.name.clone(), stats));
+    }
+    Ok(results)
+}

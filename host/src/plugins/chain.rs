@@ -1,0 +1,152 @@
+//! A shoot-extension chain: each plugin gets the Runtime and the previous plugin's draft.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tessera_sdk::Operation;
+use tessera_sdk::glue::RawExtendInput;
+
+use super::config::ChainConfig;
+use crate::wasm::{CallContext, CallError, Limits, LoadError, LoadedPlugin, WasmRuntime};
+
+/// One configured step.
+#[derive(Debug, Clone)]
+pub struct ChainStep {
+    pub plugin: Arc<LoadedPlugin>,
+    /// The plugin's configuration as JSON text (what the plugin receives).
+    pub config: String,
+    pub limits: Limits,
+}
+
+/// An ordered list of loaded, configured shoot extensions.
+#[derive(Debug, Clone)]
+pub struct ShootChain {
+    pub steps: Vec<ChainStep>,
+}
+
+/// The result of running a chain.
+#[derive(Debug, Clone)]
+pub struct ChainOutput {
+    pub shoot: serde_json::Value,
+    /// (plugin, warning)
+    pub warnings: Vec<(String, String)>,
+    /// (plugin, version, sha256) of every step, in order.
+    pub digests: Vec<(String, String, String)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChainError {
+    #[error(
+        "plugin {name}: no component at {path} (build the first-party plugins with `cargo xtask build-plugins`, or pass --plugins DIR)"
+    )]
+    NotFound { name: String, path: PathBuf },
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error(
+        "plugin file {path} says its name is {found:?}, but the chain lists it as {expected:?}"
+    )]
+    NameMismatch {
+        path: PathBuf,
+        expected: String,
+        found: String,
+    },
+    #[error(transparent)]
+    Call(#[from] CallError),
+}
+
+impl ShootChain {
+    /// Load every plugin the configuration names from `plugin_dir` (or its `file`).
+    pub fn load(
+        rt: &WasmRuntime,
+        config: &ChainConfig,
+        plugin_dir: &Path,
+    ) -> Result<Self, ChainError> {
+        let defaults = config.limits.apply(Limits::default());
+        let mut steps = Vec::new();
+        for name in config.order() {
+            let settings = config.plugins.get(&name).cloned().unwrap_or_default();
+            let path = match &settings.file {
+                Some(file) => config
+                    .base_dir
+                    .as_deref()
+                    .unwrap_or(Path::new("."))
+                    .join(file),
+                None => plugin_dir.join(format!("{name}.wasm")),
+            };
+            if !path.is_file() {
+                return Err(ChainError::NotFound { name, path });
+            }
+            let plugin = rt.load_file(&path)?;
+            if plugin.name() != name {
+                return Err(ChainError::NameMismatch {
+                    path,
+                    expected: name,
+                    found: plugin.name().to_string(),
+                });
+            }
+            steps.push(ChainStep {
+                plugin: Arc::new(plugin),
+                config: settings
+                    .config
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "{}".to_string()),
+                limits: settings.limits.apply(defaults),
+            });
+        }
+        Ok(Self { steps })
+    }
+
+    /// Run the chain. `runtime` and `current` are JSON documents.
+    pub fn run(
+        &self,
+        rt: &WasmRuntime,
+        runtime: &str,
+        runtime_id: &str,
+        current: Option<&str>,
+    ) -> Result<ChainOutput, CallError> {
+        let operation = if current.is_some() {
+            Operation::Patch
+        } else {
+            Operation::Create
+        };
+        let ctx = CallContext {
+            runtime_id: runtime_id.to_string(),
+        };
+        let mut draft = "{}".to_string();
+        let mut warnings = Vec::new();
+        for step in &self.steps {
+            let input = RawExtendInput {
+                runtime: runtime.to_string(),
+                draft,
+                operation,
+                current_shoot: current.map(str::to_string),
+                config: step.config.clone(),
+            };
+            let output = step.plugin.extend(rt, input, &step.limits, &ctx)?;
+            warnings.extend(
+                output
+                    .warnings
+                    .into_iter()
+                    .map(|w| (step.plugin.name().to_string(), w)),
+            );
+            draft = output.shoot;
+        }
+        let shoot =
+            serde_json::from_str(&draft).expect("plugin output was checked to be a JSON object");
+        Ok(ChainOutput {
+            shoot,
+            warnings,
+            digests: self
+                .steps
+                .iter()
+                .map(|s| {
+                    (
+                        s.plugin.name().to_string(),
+                        s.plugin.info.version.clone(),
+                        s.plugin.inspection.digest.clone(),
+                    )
+                })
+                .collect(),
+        })
+    }
+}

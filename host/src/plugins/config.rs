@@ -1,0 +1,107 @@
+//! The chain configuration file (`tessera render --config`, and later the host's config).
+//!
+//! ```yaml
+//! limits: {memoryMiB: 64, timeoutMs: 1000, outputKiB: 4096}   # defaults for every plugin
+//! chain: [base, annotations, provider]                        # order; default: first-party
+//! plugins:
+//!   provider:
+//!     file: ./my-provider.wasm        # default: <plugin dir>/<name>.wasm
+//!     limits: {timeoutMs: 2000}
+//!     config: {openstack: {floatingPoolName: FloatingIP-external-01}}
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::catalog::FIRST_PARTY;
+use crate::wasm::Limits;
+
+/// Limits that override the defaults field by field.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsOverride {
+    #[serde(rename = "memoryMiB")]
+    pub memory_mib: Option<u64>,
+    #[serde(rename = "timeoutMs")]
+    pub timeout_ms: Option<u64>,
+    #[serde(rename = "outputKiB")]
+    pub output_kib: Option<u64>,
+}
+
+impl LimitsOverride {
+    /// Apply on top of `base`.
+    pub fn apply(&self, base: Limits) -> Limits {
+        Limits {
+            memory_mib: self.memory_mib.unwrap_or(base.memory_mib),
+            timeout_ms: self.timeout_ms.unwrap_or(base.timeout_ms),
+            output_kib: self.output_kib.unwrap_or(base.output_kib),
+        }
+    }
+}
+
+/// Settings of one plugin in the chain.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PluginSettings {
+    /// Component file; relative paths are relative to the config file.
+    pub file: Option<PathBuf>,
+    #[serde(default)]
+    pub limits: LimitsOverride,
+    /// The plugin's configuration, passed as JSON.
+    pub config: Option<serde_json::Value>,
+}
+
+/// A whole chain configuration.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChainConfig {
+    #[serde(default)]
+    pub limits: LimitsOverride,
+    pub chain: Option<Vec<String>>,
+    #[serde(default)]
+    pub plugins: BTreeMap<String, PluginSettings>,
+    /// Directory the config file was read from (for relative `file` paths).
+    #[serde(skip)]
+    pub base_dir: Option<PathBuf>,
+}
+
+/// The configuration file is unusable.
+#[derive(Debug, thiserror::Error)]
+#[error("configuration {path}: {message}")]
+pub struct ConfigError {
+    pub path: String,
+    pub message: String,
+}
+
+impl ChainConfig {
+    /// Read a YAML configuration file.
+    pub fn from_file(path: &std::path::Path) -> Result<Self, ConfigError> {
+        let err = |message: String| ConfigError {
+            path: path.display().to_string(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        let mut config: ChainConfig =
+            serde_saphyr::from_str(&text).map_err(|e| err(e.to_string()))?;
+        for name in config.plugins.keys() {
+            let in_chain = config.order().iter().any(|n| n == name);
+            if !in_chain {
+                return Err(err(format!(
+                    "plugins.{name} is configured but not in the chain ({})",
+                    config.order().join(", ")
+                )));
+            }
+        }
+        config.base_dir = path.parent().map(|p| p.to_path_buf());
+        Ok(config)
+    }
+
+    /// Plugin names in chain order.
+    pub fn order(&self) -> Vec<String> {
+        self.chain
+            .clone()
+            .unwrap_or_else(|| FIRST_PARTY.iter().map(|s| s.to_string()).collect())
+    }
+}

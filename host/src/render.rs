@@ -1,0 +1,109 @@
+//! Runtime → Shoot: read and check a Runtime manifest, run the chain, produce the Shoot.
+
+use tessera_sdk::models::{RUNTIME_API_VERSION, Runtime};
+
+use crate::plugins::{ChainOutput, ShootChain};
+use crate::wasm::{CallError, WasmRuntime};
+
+/// Why rendering failed; every variant says where.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("{source_name} is not valid YAML: {message}")]
+    InvalidYaml {
+        source_name: String,
+        message: String,
+    },
+    #[error("{source_name}: invalid Runtime at {field}: {message}")]
+    InvalidRuntime {
+        source_name: String,
+        field: String,
+        message: String,
+    },
+    #[error("{source_name}: invalid current Shoot: {message}")]
+    InvalidShoot {
+        source_name: String,
+        message: String,
+    },
+    #[error(transparent)]
+    Plugin(#[from] CallError),
+}
+
+/// A Runtime read from a manifest: the typed view and the JSON the plugins get.
+#[derive(Debug, Clone)]
+pub struct RuntimeDocument {
+    pub runtime: Runtime,
+    pub json: String,
+}
+
+fn yaml_to_json(text: &str, source_name: &str) -> Result<serde_json::Value, RenderError> {
+    serde_saphyr::from_str(text).map_err(|e| RenderError::InvalidYaml {
+        source_name: source_name.to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// Parse and check a Runtime manifest (YAML or JSON).
+pub fn parse_runtime(text: &str, source_name: &str) -> Result<RuntimeDocument, RenderError> {
+    let value = yaml_to_json(text, source_name)?;
+    let invalid = |field: &str, message: String| RenderError::InvalidRuntime {
+        source_name: source_name.to_string(),
+        field: field.to_string(),
+        message,
+    };
+    if !value.is_object() {
+        return Err(invalid("(document)", "expected a Runtime object".into()));
+    }
+    match value["kind"].as_str() {
+        Some("Runtime") => {}
+        other => return Err(invalid("kind", format!("expected Runtime, got {other:?}"))),
+    }
+    match value["apiVersion"].as_str() {
+        Some(RUNTIME_API_VERSION) => {}
+        Some(v) if v.starts_with("infrastructuremanager.kyma-project.io/") => {
+            return Err(invalid(
+                "apiVersion",
+                format!(
+                    "{v} is KIM's API; a KIM Runtime ports by setting apiVersion: {RUNTIME_API_VERSION}"
+                ),
+            ));
+        }
+        other => {
+            return Err(invalid(
+                "apiVersion",
+                format!("expected {RUNTIME_API_VERSION}, got {other:?}"),
+            ));
+        }
+    }
+    let json = value.to_string();
+    let runtime: Runtime = tessera_sdk::glue::parse_document(&json, "")
+        .map_err(|e| invalid(e.field.as_deref().unwrap_or("(document)"), e.message))?;
+    if runtime.id().is_empty() {
+        return Err(invalid(
+            "metadata.name",
+            "the Runtime needs a name (its runtime id)".into(),
+        ));
+    }
+    Ok(RuntimeDocument { runtime, json })
+}
+
+/// Parse the Shoot currently on the Gardener side (YAML or JSON) into JSON text.
+pub fn parse_current_shoot(text: &str, source_name: &str) -> Result<String, RenderError> {
+    let value = yaml_to_json(text, source_name)?;
+    if value["kind"] != "Shoot" {
+        return Err(RenderError::InvalidShoot {
+            source_name: source_name.to_string(),
+            message: format!("expected kind Shoot, got {}", value["kind"]),
+        });
+    }
+    Ok(value.to_string())
+}
+
+/// Render a Runtime into a Shoot with `chain`; `current` (JSON) makes it a patch.
+pub fn render(
+    rt: &WasmRuntime,
+    chain: &ShootChain,
+    runtime: &RuntimeDocument,
+    current: Option<&str>,
+) -> Result<ChainOutput, RenderError> {
+    Ok(chain.run(rt, &runtime.json, runtime.runtime.id(), current)?)
+}

@@ -1,0 +1,148 @@
+//! The process-wide engine: component model, epoch interruption driven by a ticker thread,
+//! the pooling allocator when the address space allows it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use wasmtime::component::Linker;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use super::cache::PrecompiledCache;
+use super::error::LoadError;
+use super::sandbox::{self, PluginState};
+
+/// How the engine is set up.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Where precompiled components are kept; `None` disables the disk cache.
+    pub cache_dir: Option<PathBuf>,
+    /// Epoch tick; time budgets are enforced with this granularity.
+    pub tick: Duration,
+    /// Concurrent plugin instances the pooling allocator reserves slots for.
+    pub pool_slots: u32,
+    /// The largest memory limit any plugin may be given, MiB (pooling slot size).
+    pub max_memory_mib: u64,
+    /// Try the pooling allocator (falls back to on-demand when it cannot reserve memory).
+    pub pooling: bool,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        Self {
+            cache_dir: default_cache_dir(),
+            tick: Duration::from_millis(5),
+            pool_slots: 128,
+            max_memory_mib: 1024,
+            pooling: true,
+        }
+    }
+}
+
+/// `$XDG_CACHE_HOME/tessera/wasm` or `~/.cache/tessera/wasm`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("tessera").join("wasm"))
+}
+
+/// Stops the ticker thread when the runtime goes away.
+struct Ticker {
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Engine, linker and precompiled cache shared by every plugin of the process.
+pub struct WasmRuntime {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<PluginState>,
+    pub(crate) cache: Option<PrecompiledCache>,
+    pub(crate) tick: Duration,
+    pooling: bool,
+    _ticker: Ticker,
+}
+
+fn base_config() -> Config {
+    let mut config = Config::new();
+    config.wasm_component_model(true);
+    config.epoch_interruption(true);
+    config.cranelift_opt_level(wasmtime::OptLevel::Speed);
+    config
+}
+
+impl WasmRuntime {
+    /// Build the engine, the sandbox linker and the cache, and start the epoch ticker.
+    pub fn new(options: EngineOptions) -> Result<Self, LoadError> {
+        let (engine, pooling) = build_engine(&options)?;
+        let linker = sandbox::linker(&engine).map_err(|e| LoadError::Engine(e.to_string()))?;
+        let cache = match &options.cache_dir {
+            Some(dir) => Some(PrecompiledCache::open(dir, &engine).map_err(LoadError::Engine)?),
+            None => None,
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ticking_engine, flag, tick) = (engine.clone(), stop.clone(), options.tick);
+        std::thread::Builder::new()
+            .name("tessera-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(tick);
+                    ticking_engine.increment_epoch();
+                }
+            })
+            .map_err(|e| LoadError::Engine(format!("cannot start the epoch ticker: {e}")))?;
+        Ok(Self {
+            engine,
+            linker,
+            cache,
+            tick,
+            pooling,
+            _ticker: Ticker { stop },
+        })
+    }
+
+    /// True when the pooling allocator is in use.
+    pub fn pooling(&self) -> bool {
+        self.pooling
+    }
+
+    /// The wasmtime engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Epoch ticks that make up `budget` (at least one).
+    pub(crate) fn deadline_ticks(&self, budget: Duration) -> u64 {
+        (budget.as_micros() / self.tick.as_micros().max(1)).max(1) as u64 + 1
+    }
+}
+
+fn build_engine(options: &EngineOptions) -> Result<(Engine, bool), LoadError> {
+    if options.pooling {
+        let mut pool = PoolingAllocationConfig::default();
+        let slots = options.pool_slots;
+        pool.total_component_instances(slots)
+            .total_core_instances(slots * 8)
+            .total_memories(slots * 2)
+            .total_tables(slots * 4)
+            .max_memory_size((options.max_memory_mib as usize) << 20);
+        let mut config = base_config();
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        match Engine::new(&config) {
+            Ok(engine) => return Ok((engine, true)),
+            Err(err) => tracing::warn!(
+                error = %err,
+                "pooling allocator unavailable (address space limits?); using on-demand allocation"
+            ),
+        }
+    }
+    Engine::new(&base_config())
+        .map(|e| (e, false))
+        .map_err(|e| LoadError::Engine(e.to_string()))
+}

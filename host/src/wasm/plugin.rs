@@ -1,0 +1,380 @@
+//! A loaded plugin: compiled once, checked against the contract, pre-instantiated; every
+//! call gets a fresh store.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tessera_sdk::glue::{RawExtendInput, RawExtendOutput};
+use tessera_sdk::{ErrorKind, Operation, PluginError};
+use wasmtime::Store;
+use wasmtime::component::Component;
+
+use super::SUPPORTED_CONTRACTS;
+use super::bindings::{self, shoot, shoot_api};
+use super::engine::WasmRuntime;
+use super::error::{CallError, Failure, LoadError};
+use super::inspect::{Inspection, contract_supported, inspect, sha256_hex};
+use super::limits::Limits;
+use super::sandbox::{Denied, LogContext, PluginState};
+
+/// The two plugin worlds of the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PluginKind {
+    ShootExtension,
+    ModuleReconciler,
+}
+
+/// What the plugin says about itself (`info()`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PluginInfo {
+    pub name: String,
+    pub version: String,
+    pub contract_version: String,
+    pub description: String,
+}
+
+/// Per-call context for logs.
+#[derive(Debug, Clone, Default)]
+pub struct CallContext {
+    pub runtime_id: String,
+}
+
+/// A compiled, checked, pre-instantiated shoot extension.
+pub struct LoadedPlugin {
+    pub source: String,
+    pub inspection: Inspection,
+    pub info: PluginInfo,
+    /// Whether the compiled code came from the on-disk cache.
+    pub from_cache: bool,
+    /// Time to compile or deserialize.
+    pub load_time: Duration,
+    pre: shoot::ShootExtensionPre<PluginState>,
+    names: (Arc<str>, Arc<str>),
+}
+
+impl std::fmt::Debug for LoadedPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedPlugin")
+            .field("source", &self.source)
+            .field("info", &self.info)
+            .field("digest", &self.inspection.digest)
+            .finish()
+    }
+}
+
+impl WasmRuntime {
+    /// Compile (or fetch from the cache) and check a component.
+    pub fn compile(
+        &self,
+        bytes: &[u8],
+        source: &str,
+    ) -> Result<(Component, bool, String), LoadError> {
+        let digest = sha256_hex(bytes);
+        if let Some(cache) = &self.cache
+            && let Some(component) = cache.get(&self.engine, &digest)
+        {
+            return Ok((component, true, digest));
+        }
+        let component =
+            Component::from_binary(&self.engine, bytes).map_err(|e| LoadError::Compile {
+                source_name: source.to_string(),
+                message: format!("{e:#}"),
+            })?;
+        if let Some(cache) = &self.cache {
+            match component.serialize() {
+                Ok(artifact) => {
+                    if let Err(err) = cache.put(&digest, &artifact) {
+                        tracing::warn!(error = %err, dir = %cache.dir().display(), "cannot write the precompiled cache");
+                    }
+                }
+                Err(err) => tracing::warn!(error = %err, "cannot serialize a compiled component"),
+            }
+        }
+        Ok((component, false, digest))
+    }
+
+    /// Static inspection of component bytes (no instantiation).
+    pub fn inspect(&self, bytes: &[u8], source: &str) -> Result<Inspection, LoadError> {
+        let (component, _, digest) = self.compile(bytes, source)?;
+        Ok(inspect(&self.engine, &component, digest, bytes.len()))
+    }
+
+    /// Load a shoot extension from a file.
+    pub fn load_file(&self, path: &std::path::Path) -> Result<LoadedPlugin, LoadError> {
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        self.load(&bytes, &path.display().to_string())
+    }
+
+    /// Load a shoot extension: compile, check contract and imports, pre-instantiate, and
+    /// ask it who it is.
+    pub fn load(&self, bytes: &[u8], source: &str) -> Result<LoadedPlugin, LoadError> {
+        let started = Instant::now();
+        let (component, from_cache, digest) = self.compile(bytes, source)?;
+        let load_time = started.elapsed();
+        let inspection = inspect(&self.engine, &component, digest, bytes.len());
+        let source_name = source.to_string();
+        let Some(contract) = inspection.contract.clone() else {
+            return Err(LoadError::NotAPlugin {
+                source_name,
+                exports: inspection.exports.join(", "),
+            });
+        };
+        if !contract_supported(&contract) {
+            return Err(LoadError::ContractMismatch {
+                source_name,
+                found: contract,
+                supported: SUPPORTED_CONTRACTS
+                    .iter()
+                    .map(|v| format!("{v}.x"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        if !inspection.missing_imports.is_empty() {
+            return Err(LoadError::MissingImports {
+                source_name,
+                missing: inspection.missing_imports.join(", "),
+            });
+        }
+        if inspection.kind != Some(PluginKind::ShootExtension) {
+            return Err(LoadError::Link {
+                source_name,
+                message: "expected a shoot-extension plugin, found a module-reconciler".into(),
+            });
+        }
+        let instance_pre =
+            self.linker
+                .instantiate_pre(&component)
+                .map_err(|e| LoadError::Link {
+                    source_name: source_name.clone(),
+                    message: format!("{e:#}"),
+                })?;
+        let pre = shoot::ShootExtensionPre::new(instance_pre).map_err(|e| LoadError::Link {
+            source_name: source_name.clone(),
+            message: format!("{e:#}"),
+        })?;
+        let mut plugin = LoadedPlugin {
+            source: source_name.clone(),
+            inspection,
+            info: PluginInfo {
+                name: source_name.clone(),
+                version: "?".into(),
+                contract_version: contract,
+                description: String::new(),
+            },
+            from_cache,
+            load_time,
+            pre,
+            names: (Arc::from(source_name.as_str()), Arc::from("?")),
+        };
+        let info = plugin.call_info(self).map_err(|e| LoadError::Info {
+            source_name: source_name.clone(),
+            cause: e.cause,
+        })?;
+        if !contract_supported(&info.contract_version) {
+            return Err(LoadError::ContractMismatch {
+                source_name,
+                found: info.contract_version,
+                supported: SUPPORTED_CONTRACTS.join(", "),
+            });
+        }
+        plugin.names = (
+            Arc::from(info.name.as_str()),
+            Arc::from(info.version.as_str()),
+        );
+        plugin.info = info;
+        Ok(plugin)
+    }
+}
+
+impl LoadedPlugin {
+    /// The plugin's name from `info()`.
+    pub fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    fn store(&self, rt: &WasmRuntime, limits: &Limits, runtime_id: &str) -> Store<PluginState> {
+        let log = LogContext {
+            plugin: self.names.0.clone(),
+            version: self.names.1.clone(),
+            runtime_id: Arc::from(runtime_id),
+        };
+        let mut store = Store::new(&rt.engine, PluginState::new(limits, log));
+        store.limiter(|state| &mut state.limiter);
+        store.set_epoch_deadline(rt.deadline_ticks(limits.timeout()));
+        store.epoch_deadline_trap();
+        store
+    }
+
+    fn fail(&self, cause: Failure) -> CallError {
+        CallError {
+            plugin: self.info.name.clone(),
+            version: self.info.version.clone(),
+            cause,
+        }
+    }
+
+    fn call_info(&self, rt: &WasmRuntime) -> Result<PluginInfo, CallError> {
+        let limits = Limits::default();
+        let mut store = self.store(rt, &limits, "");
+        let result = self.pre.instantiate(&mut store).and_then(|instance| {
+            instance
+                .tessera_plugin_shoot_extension_api()
+                .call_info(&mut store)
+        });
+        match result {
+            Ok(info) => Ok(PluginInfo {
+                name: info.name,
+                version: info.version,
+                contract_version: info.contract_version,
+                description: info.description,
+            }),
+            Err(err) => Err(self.fail(classify(err, &store, &limits))),
+        }
+    }
+
+    /// Run `extend` in a fresh sandbox.
+    pub fn extend(
+        &self,
+        rt: &WasmRuntime,
+        input: RawExtendInput,
+        limits: &Limits,
+        ctx: &CallContext,
+    ) -> Result<RawExtendOutput, CallError> {
+        let mut store = self.store(rt, limits, &ctx.runtime_id);
+        let wit_input = shoot_api::ExtendInput {
+            runtime: input.runtime,
+            draft: input.draft,
+            operation: match input.operation {
+                Operation::Create => shoot_api::Operation::Create,
+                Operation::Patch => shoot_api::Operation::Patch,
+            },
+            current_shoot: input.current_shoot,
+            config: input.config,
+        };
+        let result = self.pre.instantiate(&mut store).and_then(|instance| {
+            instance
+                .tessera_plugin_shoot_extension_api()
+                .call_extend(&mut store, &wit_input)
+        });
+        let output = match result {
+            Ok(Ok(output)) => output,
+            Ok(Err(err)) => return Err(self.fail(Failure::Plugin(from_wit_error(err)))),
+            Err(err) => return Err(self.fail(classify(err, &store, limits))),
+        };
+        let size = output.shoot.len() + output.warnings.iter().map(String::len).sum::<usize>();
+        if size > limits.output_bytes() {
+            return Err(self.fail(Failure::OutputTooLarge {
+                size,
+                limit: limits.output_bytes(),
+            }));
+        }
+        match serde_json::from_str::<serde_json::Value>(&output.shoot) {
+            Ok(serde_json::Value::Object(_)) => {}
+            Ok(other) => {
+                return Err(self.fail(Failure::InvalidOutput(format!(
+                    "the Shoot must be a JSON object, got {}",
+                    json_type(&other)
+                ))));
+            }
+            Err(err) => {
+                return Err(self.fail(Failure::InvalidOutput(format!(
+                    "the Shoot is not JSON: {err}"
+                ))));
+            }
+        }
+        Ok(RawExtendOutput {
+            shoot: output.shoot,
+            warnings: output.warnings,
+        })
+    }
+}
+
+fn json_type(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+fn from_wit_error(err: shoot_api::PluginError) -> PluginError {
+    PluginError {
+        kind: match err.kind {
+            bindings::ErrorKind::InvalidInput => ErrorKind::InvalidInput,
+            bindings::ErrorKind::Unsupported => ErrorKind::Unsupported,
+            bindings::ErrorKind::Internal => ErrorKind::Internal,
+        },
+        message: err.message,
+        field: err.field,
+    }
+}
+
+/// Turn a wasmtime error from a call into a typed failure.
+fn classify(err: wasmtime::Error, store: &Store<PluginState>, limits: &Limits) -> Failure {
+    let state = store.data();
+    if let Some(denied) = err.downcast_ref::<Denied>() {
+        return Failure::CapabilityDenied {
+            capability: denied.capability.to_string(),
+        };
+    }
+    if state.limiter.hit {
+        return Failure::MemoryLimit {
+            limit_mib: limits.memory_mib,
+        };
+    }
+    if let Some(exit) = err.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        return Failure::Trap {
+            message: format!("the plugin called exit({})", exit.0),
+            panic: panic_message(&state.stdio_text()),
+        };
+    }
+    match err.downcast_ref::<wasmtime::Trap>() {
+        Some(wasmtime::Trap::Interrupt) => Failure::Timeout {
+            budget: limits.timeout(),
+        },
+        Some(trap) => Failure::Trap {
+            message: trap.to_string(),
+            panic: panic_message(&state.stdio_text()),
+        },
+        None => Failure::Trap {
+            message: format!("{err:#}"),
+            panic: panic_message(&state.stdio_text()),
+        },
+    }
+}
+
+/// Extract `location: message` from Rust's panic output on the guest's stderr.
+fn panic_message(stdio: &str) -> Option<String> {
+    let start = stdio.find("panicked at ")?;
+    let rest = &stdio[start + "panicked at ".len()..];
+    let (location, message) = rest.split_once(":\n").unwrap_or((rest, ""));
+    let message: Vec<&str> = message
+        .lines()
+        .take_while(|line| !line.starts_with("note: "))
+        .collect();
+    Some(format!("{}: {}", location.trim(), message.join(" ").trim()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::panic_message;
+
+    #[test]
+    fn panic_message_is_extracted() {
+        let out = "thread '<unnamed>' panicked at src/lib.rs:7:9:\nboom: bad input\nnote: run with `RUST_BACKTRACE=1`\n";
+        assert_eq!(
+            panic_message(out).as_deref(),
+            Some("src/lib.rs:7:9: boom: bad input")
+        );
+        assert_eq!(panic_message("nothing here"), None);
+    }
+}

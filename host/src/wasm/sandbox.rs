@@ -1,0 +1,268 @@
+//! The sandbox every call runs in: a store state with no ambient authority, and the one
+//! linker all plugins are instantiated with.
+//!
+//! Offered: the `tessera:plugin/host` logging import, and the WASI interfaces a plain
+//! `wasm32-wasip2` std build imports. Those are inert: stdio goes to a small in-memory
+//! buffer (kept for panic messages), there are no preopened directories, and the HashMap
+//! seed is a constant. Reading the clocks, randomness, the environment or the filesystem
+//! traps with [`Denied`], so a plugin finds out at once instead of silently computing with
+//! made-up values. Anything else (sockets, HTTP, …) is refused when the plugin is loaded.
+
+use std::sync::Arc;
+
+use wasmtime::component::{HasData, HasSelf, Linker, ResourceTable};
+use wasmtime::{Engine, Result};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use super::bindings::{LogLevel, shoot};
+use super::limits::{Limits, MemoryLimiter};
+
+/// Bytes of guest stdout/stderr kept per call (enough for a panic message).
+const STDIO_CAPTURE: usize = 64 * 1024;
+/// Log lines accepted per call; the rest are counted and dropped.
+const MAX_LOG_LINES: u32 = 256;
+/// Longest log line forwarded; longer ones are cut.
+const MAX_LOG_LINE: usize = 4096;
+
+/// Who is calling: attached to every log line a plugin emits.
+#[derive(Debug, Clone)]
+pub struct LogContext {
+    pub plugin: Arc<str>,
+    pub version: Arc<str>,
+    pub runtime_id: Arc<str>,
+}
+
+/// The state of one store, i.e. of one call.
+pub struct PluginState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limiter: MemoryLimiter,
+    pub(crate) stdio: MemoryOutputPipe,
+    log: LogContext,
+    log_lines: u32,
+}
+
+impl PluginState {
+    pub fn new(limits: &Limits, log: LogContext) -> Self {
+        let stdio = MemoryOutputPipe::new(STDIO_CAPTURE);
+        let wasi = WasiCtxBuilder::new()
+            .stdout(stdio.clone())
+            .stderr(stdio.clone())
+            .insecure_random_seed(0)
+            .build();
+        Self {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter::new(limits.memory_bytes()),
+            stdio,
+            log,
+            log_lines: 0,
+        }
+    }
+
+    /// What the guest wrote to stdout/stderr.
+    pub fn stdio_text(&self) -> String {
+        String::from_utf8_lossy(&self.stdio.contents()).into_owned()
+    }
+}
+
+impl WasiView for PluginState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl shoot::tessera::plugin::types::Host for PluginState {}
+
+impl shoot::tessera::plugin::host::Host for PluginState {
+    fn log(&mut self, level: LogLevel, message: String) {
+        self.log_lines += 1;
+        if self.log_lines > MAX_LOG_LINES {
+            if self.log_lines == MAX_LOG_LINES + 1 {
+                tracing::warn!(plugin = %self.log.plugin, plugin_version = %self.log.version,
+                    runtime_id = %self.log.runtime_id, "plugin log limit reached; dropping further lines");
+            }
+            return;
+        }
+        let mut message = message;
+        if message.len() > MAX_LOG_LINE {
+            let mut cut = MAX_LOG_LINE;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+            message.push('…');
+        }
+        let LogContext {
+            plugin,
+            version,
+            runtime_id,
+        } = &self.log;
+        match level {
+            LogLevel::Trace => {
+                tracing::trace!(plugin = %plugin, plugin_version = %version, runtime_id = %runtime_id, "{message}")
+            }
+            LogLevel::Debug => {
+                tracing::debug!(plugin = %plugin, plugin_version = %version, runtime_id = %runtime_id, "{message}")
+            }
+            LogLevel::Info => {
+                tracing::info!(plugin = %plugin, plugin_version = %version, runtime_id = %runtime_id, "{message}")
+            }
+            LogLevel::Warn => {
+                tracing::warn!(plugin = %plugin, plugin_version = %version, runtime_id = %runtime_id, "{message}")
+            }
+            LogLevel::Error => {
+                tracing::error!(plugin = %plugin, plugin_version = %version, runtime_id = %runtime_id, "{message}")
+            }
+        }
+    }
+}
+
+/// A capability the sandbox refuses; carried as the trap's error.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("plugins are not granted {capability}")]
+pub struct Denied {
+    pub capability: &'static str,
+}
+
+const WASI_VERSION: &str = "0.2.12";
+
+/// WASI functions that would hand out ambient authority, and what they grant.
+const DENIED: &[(&str, &[&str], &str)] = &[
+    (
+        "wasi:clocks/wall-clock",
+        &["now", "resolution"],
+        "the clock",
+    ),
+    (
+        "wasi:clocks/monotonic-clock",
+        &[
+            "now",
+            "resolution",
+            "subscribe-instant",
+            "subscribe-duration",
+        ],
+        "the clock",
+    ),
+    (
+        "wasi:random/random",
+        &["get-random-bytes", "get-random-u64"],
+        "randomness",
+    ),
+    (
+        "wasi:random/insecure",
+        &["get-insecure-random-bytes", "get-insecure-random-u64"],
+        "randomness",
+    ),
+    (
+        "wasi:cli/environment",
+        &["get-environment", "get-arguments", "initial-cwd"],
+        "the environment",
+    ),
+    (
+        "wasi:filesystem/preopens",
+        &["get-directories"],
+        "the filesystem",
+    ),
+];
+
+/// Interfaces linked from wasmtime-wasi as inert implementations.
+const INERT: &[&str] = &[
+    "wasi:io/error",
+    "wasi:io/poll",
+    "wasi:io/streams",
+    "wasi:filesystem/types",
+    "wasi:random/insecure-seed",
+    "wasi:cli/exit",
+    "wasi:cli/stdin",
+    "wasi:cli/stdout",
+    "wasi:cli/stderr",
+    "wasi:cli/terminal-input",
+    "wasi:cli/terminal-output",
+    "wasi:cli/terminal-stdin",
+    "wasi:cli/terminal-stdout",
+    "wasi:cli/terminal-stderr",
+];
+
+/// Our own imports.
+const TESSERA: &[&str] = &["tessera:plugin/host", "tessera:plugin/types"];
+
+/// The semver-compatibility key of an interface name: `pkg:ns/iface@1` or `@0.2`.
+pub fn compat_key(name: &str) -> String {
+    match name.split_once('@') {
+        Some((base, version)) => {
+            let mut parts = version.split('.');
+            let major = parts.next().unwrap_or("0");
+            if major == "0" {
+                format!("{base}@0.{}", parts.next().unwrap_or("0"))
+            } else {
+                format!("{base}@{major}")
+            }
+        }
+        None => name.to_string(),
+    }
+}
+
+/// Every import a plugin may have, as compatibility keys.
+pub fn offered_imports() -> Vec<String> {
+    let wasi = DENIED
+        .iter()
+        .map(|(name, _, _)| *name)
+        .chain(INERT.iter().copied())
+        .map(|name| compat_key(&format!("{name}@{WASI_VERSION}")));
+    let ours = TESSERA
+        .iter()
+        .map(|name| compat_key(&format!("{name}@{}", tessera_sdk::CONTRACT_VERSION)));
+    wasi.chain(ours).collect()
+}
+
+struct HasIo;
+
+impl HasData for HasIo {
+    type Data<'a> = &'a mut ResourceTable;
+}
+
+/// The linker all plugins share.
+pub fn linker(engine: &Engine) -> Result<Linker<PluginState>> {
+    use wasmtime_wasi::cli::{WasiCli, WasiCliView};
+    use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView};
+    use wasmtime_wasi::p2::bindings::{cli, random, sync};
+    use wasmtime_wasi::random::WasiRandom;
+
+    let mut linker = Linker::new(engine);
+    let l = &mut linker;
+    sync::io::error::add_to_linker::<PluginState, HasIo>(l, |t| &mut t.table)?;
+    sync::io::poll::add_to_linker::<PluginState, HasIo>(l, |t| &mut t.table)?;
+    sync::io::streams::add_to_linker::<PluginState, HasIo>(l, |t| &mut t.table)?;
+    sync::filesystem::types::add_to_linker::<PluginState, WasiFilesystem>(
+        l,
+        PluginState::filesystem,
+    )?;
+    random::insecure_seed::add_to_linker::<PluginState, WasiRandom>(l, |t| t.wasi.random())?;
+    cli::exit::add_to_linker::<PluginState, WasiCli>(l, PluginState::cli)?;
+    cli::stdin::add_to_linker::<PluginState, WasiCli>(l, PluginState::cli)?;
+    cli::stdout::add_to_linker::<PluginState, WasiCli>(l, PluginState::cli)?;
+    cli::stderr::add_to_linker::<PluginState, WasiCli>(l, PluginState::cli)?;
+    cli::terminal_input::add_to_linker::<PluginState, WasiCli>(l, PluginState::cli)?;
+    cli::terminal_output::add_to_linker::<PluginState, WasiCli>(l, PluginState::cli)?;
+    cli::terminal_stdin::add_to_linker::<PluginState, WasiCli>(l, PluginState::cli)?;
+    cli::terminal_stdout::add_to_linker::<PluginState, WasiCli>(l, PluginState::cli)?;
+    cli::terminal_stderr::add_to_linker::<PluginState, WasiCli>(l, PluginState::cli)?;
+
+    for (interface, functions, capability) in DENIED {
+        let mut instance = linker.instance(&format!("{interface}@{WASI_VERSION}"))?;
+        for function in *functions {
+            let capability: &'static str = capability;
+            instance.func_new(function, move |_, _, _, _| {
+                Err(wasmtime::Error::new(Denied { capability }))
+            })?;
+        }
+    }
+
+    shoot::ShootExtension::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |s| s)?;
+    Ok(linker)
+}

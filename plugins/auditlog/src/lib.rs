@@ -1,0 +1,112 @@
+//! `auditlog`: the audit log extension, its credentials resource and the API server's audit
+//! policy, when a tenant is configured for the Runtime's (provider, region).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::json;
+use tessera_sdk::models::{Extension, KubeApiServer};
+use tessera_sdk::{ExtendInput, ExtendOutput, Operation, PluginError, ShootExtension};
+
+pub struct Auditlog;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Tenant {
+    #[serde(rename = "tenantID")]
+    pub tenant_id: String,
+    #[serde(rename = "serviceURL")]
+    pub service_url: String,
+    /// Secret with the audit log service credentials in the project namespace.
+    pub secret_name: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    /// Provider → region → tenant. Installation-specific; empty by default.
+    pub tenants: BTreeMap<String, BTreeMap<String, Tenant>>,
+    /// ConfigMap with the audit policy in the project namespace.
+    pub policy_config_map_name: String,
+    /// Refuse Runtimes in regions without a tenant instead of warning.
+    pub mandatory: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            tenants: BTreeMap::new(),
+            policy_config_map_name: "policy-config-map".into(),
+            mandatory: false,
+        }
+    }
+}
+
+const SECRET_REFERENCE: &str = "auditlog-credentials";
+
+impl ShootExtension for Auditlog {
+    const NAME: &'static str = "auditlog";
+    const DESCRIPTION: &'static str =
+        "Audit log extension, credentials and policy per provider/region";
+    type Config = Config;
+
+    fn extend(input: ExtendInput<Config>) -> Result<ExtendOutput, PluginError> {
+        let rt = &input.runtime.spec.shoot;
+        let tenant = input
+            .config
+            .tenants
+            .get(&rt.provider.type_)
+            .and_then(|regions| regions.get(&rt.region));
+        let mut shoot = input.draft;
+        if input.operation == Operation::Patch && shoot.spec.resources.is_none() {
+            // Resources are kept on patch: others may reference them.
+            shoot.spec.resources = input
+                .current
+                .as_ref()
+                .and_then(|s| s.spec.resources.clone());
+        }
+        let Some(tenant) = tenant else {
+            let message = format!(
+                "no audit log tenant configured for provider {} in region {}",
+                rt.provider.type_, rt.region
+            );
+            if input.config.mandatory {
+                return Err(PluginError::invalid_input("spec.shoot.region", message));
+            }
+            return Ok(ExtendOutput::new(shoot).warn(message));
+        };
+        let spec = &mut shoot.spec;
+        spec.upsert_extension(Extension {
+            type_: "shoot-auditlog-service".into(),
+            provider_config: Some(json!({
+                "apiVersion": "service.auditlog.extensions.gardener.cloud/v1alpha1",
+                "kind": "AuditlogConfig",
+                "type": "standard",
+                "tenantID": tenant.tenant_id,
+                "serviceURL": tenant.service_url,
+                "secretReferenceName": SECRET_REFERENCE,
+            })),
+            disabled: None,
+            extra: Default::default(),
+        });
+        let resources = spec.resources.get_or_insert_with(Vec::new);
+        let resource = json!({
+            "name": SECRET_REFERENCE,
+            "resourceRef": { "apiVersion": "v1", "kind": "Secret", "name": tenant.secret_name },
+        });
+        match resources.iter_mut().find(|r| r["name"] == SECRET_REFERENCE) {
+            Some(slot) => *slot = resource,
+            None => resources.push(resource),
+        }
+        spec.kubernetes
+            .kube_api_server
+            .get_or_insert_with(KubeApiServer::default)
+            .audit_config = Some(json!({
+            "auditPolicy": { "configMapRef": { "name": input.config.policy_config_map_name } }
+        }));
+        Ok(ExtendOutput::new(shoot))
+    }
+}
+
+tessera_sdk::export_shoot_extension!(Auditlog);
+tessera_sdk::golden_tests!(Auditlog);

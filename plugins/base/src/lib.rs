@@ -1,0 +1,132 @@
+//! `base`: the Shoot skeleton — name, project namespace, purpose, region, credentials and
+//! networking — plus the Runtime-wide checks every later plugin relies on.
+
+use serde::Deserialize;
+use tessera_sdk::models::{Shoot, ShootNetworking};
+use tessera_sdk::util::Cidr;
+use tessera_sdk::{ExtendInput, ExtendOutput, PluginError, ShootExtension};
+
+pub struct Base;
+
+#[derive(Debug, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    /// Gardener project; Shoots live in namespace `garden-<project>`.
+    pub project: String,
+    /// Networking type when the Runtime does not set one.
+    pub default_networking_type: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            project: "kyma-dev".into(),
+            default_networking_type: "calico".into(),
+        }
+    }
+}
+
+const PURPOSES: &[&str] = &[
+    "evaluation",
+    "testing",
+    "development",
+    "production",
+    "infrastructure",
+];
+
+fn is_dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+impl ShootExtension for Base {
+    const NAME: &'static str = "base";
+    const DESCRIPTION: &'static str =
+        "Shoot skeleton: name, namespace, purpose, region, credentials, networking";
+    type Config = Config;
+
+    fn extend(input: ExtendInput<Config>) -> Result<ExtendOutput, PluginError> {
+        let rt = &input.runtime.spec.shoot;
+        if !is_dns_label(&rt.name) {
+            return Err(PluginError::invalid_input(
+                "spec.shoot.name",
+                format!(
+                    "{:?} is not a valid Shoot name (lower-case letters, digits and '-', at most 63)",
+                    rt.name
+                ),
+            ));
+        }
+        if !PURPOSES.contains(&rt.purpose.as_str()) {
+            return Err(PluginError::invalid_input(
+                "spec.shoot.purpose",
+                format!(
+                    "unknown purpose {:?}; expected one of {}",
+                    rt.purpose,
+                    PURPOSES.join(", ")
+                ),
+            ));
+        }
+        if rt.region.is_empty() {
+            return Err(PluginError::invalid_input(
+                "spec.shoot.region",
+                "region is empty",
+            ));
+        }
+        let net = &rt.networking;
+        let parse = |field: &str, value: &str| {
+            Cidr::parse(value).map_err(|e| {
+                PluginError::invalid_input(format!("spec.shoot.networking.{field}"), e)
+            })
+        };
+        let ranges = [
+            ("nodes", parse("nodes", &net.nodes)?),
+            ("pods", parse("pods", &net.pods)?),
+            ("services", parse("services", &net.services)?),
+        ];
+        for (i, (a_name, a)) in ranges.iter().enumerate() {
+            for (b_name, b) in &ranges[i + 1..] {
+                if a.overlaps(b) {
+                    return Err(PluginError::invalid_input(
+                        format!("spec.shoot.networking.{b_name}"),
+                        format!("{b_name} range {b} overlaps {a_name} range {a}"),
+                    ));
+                }
+            }
+        }
+
+        let mut shoot: Shoot = input.draft;
+        shoot.metadata.name = Some(rt.name.clone());
+        shoot.metadata.namespace = Some(format!("garden-{}", input.config.project));
+        let spec = &mut shoot.spec;
+        spec.purpose = Some(rt.purpose.clone());
+        spec.region = Some(rt.region.clone());
+        match (&rt.credentials_binding_name, &rt.secret_binding_name) {
+            (Some(credentials), _) => spec.credentials_binding_name = Some(credentials.clone()),
+            (None, Some(secret)) => spec.secret_binding_name = Some(secret.clone()),
+            (None, None) => {
+                return Err(PluginError::invalid_input(
+                    "spec.shoot.secretBindingName",
+                    "set secretBindingName or credentialsBindingName",
+                ));
+            }
+        }
+        let networking = spec.networking.get_or_insert_with(ShootNetworking::default);
+        networking.type_ = Some(
+            net.type_
+                .clone()
+                .unwrap_or_else(|| input.config.default_networking_type.clone()),
+        );
+        networking.nodes = Some(net.nodes.clone());
+        networking.pods = Some(net.pods.clone());
+        networking.services = Some(net.services.clone());
+        Ok(ExtendOutput::new(shoot))
+    }
+}
+
+tessera_sdk::export_shoot_extension!(Base);
+tessera_sdk::golden_tests!(Base);

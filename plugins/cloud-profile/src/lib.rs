@@ -1,0 +1,59 @@
+//! `cloud-profile`: the Gardener cloud profile for the Runtime's provider.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use tessera_sdk::{ExtendInput, ExtendOutput, PluginError, ShootExtension};
+
+pub struct CloudProfile;
+
+#[derive(Debug, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    /// Provider type → cloud profile name.
+    pub profiles: BTreeMap<String, String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            profiles: BTreeMap::from([
+                ("aws".into(), "aws".into()),
+                ("azure".into(), "az".into()),
+                ("gcp".into(), "gcp".into()),
+                ("openstack".into(), "converged-cloud-kyma".into()),
+            ]),
+        }
+    }
+}
+
+impl ShootExtension for CloudProfile {
+    const NAME: &'static str = "cloud-profile";
+    const DESCRIPTION: &'static str = "Cloud profile name per provider";
+    type Config = Config;
+
+    fn extend(input: ExtendInput<Config>) -> Result<ExtendOutput, PluginError> {
+        let provider = &input.runtime.spec.shoot.provider.type_;
+        let profile = input.config.profiles.get(provider).ok_or_else(|| {
+            PluginError::unsupported(
+                "spec.shoot.provider.type",
+                format!(
+                    "unknown provider {provider:?}; configured providers: {}",
+                    input
+                        .config
+                        .profiles
+                        .keys()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+        })?;
+        let mut shoot = input.draft;
+        shoot.spec.cloud_profile_name = Some(profile.clone());
+        Ok(ExtendOutput::new(shoot))
+    }
+}
+
+tessera_sdk::export_shoot_extension!(CloudProfile);
+tessera_sdk::golden_tests!(CloudProfile);

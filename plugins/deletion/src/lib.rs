@@ -1,0 +1,40 @@
+//! `deletion`: Gardener's deletion confirmation (and, when configured, force-deletion)
+//! annotations once the Runtime is being deleted, so the host's last patch lets Gardener
+//! delete the Shoot.
+
+use serde::Deserialize;
+use tessera_sdk::models::annotations::{CONFIRM_DELETION, FORCE_DELETION};
+use tessera_sdk::{ExtendInput, ExtendOutput, PluginError, ShootExtension};
+
+pub struct Deletion;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    /// Also let Gardener skip waiting for hanging finalizers.
+    pub force_deletion: bool,
+    /// Confirm deletion on every Shoot up front, not only once the Runtime is deleted.
+    pub always_confirm: bool,
+}
+
+impl ShootExtension for Deletion {
+    const NAME: &'static str = "deletion";
+    const DESCRIPTION: &'static str = "Deletion confirmation and force-deletion annotations";
+    type Config = Config;
+
+    fn extend(input: ExtendInput<Config>) -> Result<ExtendOutput, PluginError> {
+        let deleting = input.runtime.metadata.deletion_timestamp.is_some();
+        let mut shoot = input.draft;
+        let annotations = &mut shoot.metadata.annotations;
+        if deleting || input.config.always_confirm {
+            annotations.insert(CONFIRM_DELETION.into(), "true".into());
+        }
+        if deleting && input.config.force_deletion {
+            annotations.insert(FORCE_DELETION.into(), "true".into());
+        }
+        Ok(ExtendOutput::new(shoot))
+    }
+}
+
+tessera_sdk::export_shoot_extension!(Deletion);
+tessera_sdk::golden_tests!(Deletion);

@@ -1,0 +1,72 @@
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// Configuration of the `provider` plugin; defaults are KIM's.
+#[derive(Debug, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    /// Provider type → machine image used when a pool names none.
+    pub machine_images: BTreeMap<String, ImageDefault>,
+    pub aws: AwsConfig,
+    pub openstack: OpenStackConfig,
+    /// Disable SSH access to worker nodes (`workersSettings.sshAccess.enabled: false`).
+    pub disable_ssh_access: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ImageDefault {
+    pub name: String,
+    #[serde(default)]
+    pub version: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct AwsConfig {
+    /// Require IMDSv2 on worker instances.
+    pub enable_imdsv2: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct OpenStackConfig {
+    pub floating_pool_name: String,
+    pub load_balancer_provider: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let gardenlinux = ImageDefault {
+            name: "gardenlinux".into(),
+            version: Some("1592.9.0".into()),
+        };
+        Self {
+            machine_images: ["aws", "azure", "gcp", "openstack"]
+                .into_iter()
+                .map(|p| (p.to_string(), gardenlinux.clone()))
+                .collect(),
+            aws: AwsConfig::default(),
+            openstack: OpenStackConfig::default(),
+            disable_ssh_access: true,
+        }
+    }
+}
+
+impl Default for AwsConfig {
+    fn default() -> Self {
+        Self {
+            enable_imdsv2: true,
+        }
+    }
+}
+
+impl Default for OpenStackConfig {
+    fn default() -> Self {
+        Self {
+            floating_pool_name: "FloatingIP-external-kyma-01".into(),
+            load_balancer_provider: "f5".into(),
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! `provider`: provider type, worker pools and the per-hyperscaler network layout
+//! (`infrastructureConfig`, `controlPlaneConfig`) for AWS, Azure, GCP and OpenStack.
+//!
+//! On patch the Shoot's pool order, zone order and update strategies are kept, machine
+//! images are never downgraded, and the infrastructure config is only regenerated when the
+//! main pool gained zones (existing zones keep their subnets).
+
+mod config;
+mod network;
+mod workers;
+
+pub use config::Config;
+use serde_json::json;
+use tessera_sdk::util::Cidr;
+use tessera_sdk::{ExtendInput, ExtendOutput, Operation, PluginError, ShootExtension};
+
+pub struct Provider;
+
+impl ShootExtension for Provider {
+    const NAME: &'static str = "provider";
+    const DESCRIPTION: &'static str =
+        "Provider, worker pools and per-hyperscaler infrastructure/control-plane config";
+    type Config = Config;
+
+    fn extend(input: ExtendInput<Config>) -> Result<ExtendOutput, PluginError> {
+        let rt = &input.runtime.spec.shoot;
+        let provider = rt.provider.type_.as_str();
+        if !network::PROVIDERS.contains(&provider) {
+            return Err(PluginError::unsupported(
+                "spec.shoot.provider.type",
+                format!(
+                    "unknown provider {provider:?}; supported: {}",
+                    network::PROVIDERS.join(", ")
+                ),
+            ));
+        }
+        let nodes = Cidr::parse(&rt.networking.nodes)
+            .map_err(|e| PluginError::invalid_input("spec.shoot.networking.nodes", e))?;
+        let pools = workers::desired(&input.runtime, &input.config)?;
+        let main_name = pools[0].worker.name.clone();
+        let mut warnings = Vec::new();
+
+        let current = match input.operation {
+            Operation::Patch => input.current.as_ref().map(|s| &s.spec.provider),
+            Operation::Create => None,
+        };
+        let desired: Vec<_> = pools.into_iter().map(|p| p.worker).collect();
+        let desired_main_zones = desired[0].zones.clone();
+        let workers = match current {
+            Some(cur) => workers::patch(desired, &cur.workers, &mut warnings),
+            None => desired,
+        };
+        let main = workers
+            .iter()
+            .find(|w| w.name == main_name)
+            .expect("the main pool is always desired");
+
+        // Regenerate the network layout only when zones were added (or none exists yet).
+        let current_main_zones = current
+            .and_then(|c| c.workers.iter().find(|w| w.name == main_name))
+            .map(|w| w.zones.clone())
+            .unwrap_or_default();
+        let zones_added = desired_main_zones
+            .iter()
+            .any(|z| !current_main_zones.contains(z));
+        let keep = current.filter(|c| {
+            !zones_added && c.infrastructure_config.is_some() && c.control_plane_config.is_some()
+        });
+        let (infra, control_plane) = match keep {
+            Some(c) => (
+                c.infrastructure_config.clone().expect("checked above"),
+                c.control_plane_config.clone().expect("checked above"),
+            ),
+            None => network::configs(&network::Layout {
+                provider,
+                region: &rt.region,
+                nodes,
+                zones: &main.zones,
+                zones_field: "spec.shoot.provider.workers[0].zones",
+                current: current.and_then(|c| c.infrastructure_config.as_ref()),
+                config: &input.config,
+            })?,
+        };
+
+        let mut shoot = input.draft;
+        let p = &mut shoot.spec.provider;
+        p.type_ = provider.to_string();
+        p.workers = workers;
+        p.infrastructure_config = Some(infra);
+        p.control_plane_config = Some(control_plane);
+        if input.config.disable_ssh_access {
+            p.extra.insert(
+                "workersSettings".into(),
+                json!({ "sshAccess": { "enabled": false } }),
+            );
+        }
+        let mut output = ExtendOutput::new(shoot);
+        output.warnings = warnings;
+        Ok(output)
+    }
+}
+
+tessera_sdk::export_shoot_extension!(Provider);
+tessera_sdk::golden_tests!(Provider);

@@ -1,0 +1,77 @@
+//! Per-hyperscaler `infrastructureConfig` and `controlPlaneConfig`.
+
+mod aws;
+mod azure;
+mod gcp;
+mod openstack;
+
+use serde_json::Value;
+use tessera_sdk::PluginError;
+use tessera_sdk::util::Cidr;
+
+use crate::config::Config;
+
+/// What a provider needs to lay out its network.
+pub struct Layout<'a> {
+    pub provider: &'a str,
+    pub region: &'a str,
+    pub nodes: Cidr,
+    /// The main pool's zones, in the order to lay them out.
+    pub zones: &'a [String],
+    /// The Runtime field holding those zones.
+    pub zones_field: &'a str,
+    /// The Shoot's current infrastructureConfig, when patching.
+    pub current: Option<&'a Value>,
+    pub config: &'a Config,
+}
+
+/// The providers this plugin knows.
+pub const PROVIDERS: &[&str] = &["aws", "azure", "gcp", "openstack"];
+
+/// Build (infrastructureConfig, controlPlaneConfig).
+pub fn configs(layout: &Layout) -> Result<(Value, Value), PluginError> {
+    match layout.provider {
+        "aws" => aws::configs(layout),
+        "azure" => azure::configs(layout),
+        "gcp" => Ok(gcp::configs(layout)),
+        "openstack" => Ok(openstack::configs(layout)),
+        other => Err(PluginError::unsupported(
+            "spec.shoot.provider.type",
+            format!(
+                "unknown provider {other:?}; supported: {}",
+                PROVIDERS.join(", ")
+            ),
+        )),
+    }
+}
+
+/// Node ranges for AWS and Azure must be /16 to /24 so that every zone's subnets fit.
+fn check_prefix(nodes: Cidr, provider: &str) -> Result<(), PluginError> {
+    if !(16..=24).contains(&nodes.prefix) {
+        return Err(PluginError::invalid_input(
+            "spec.shoot.networking.nodes",
+            format!("{provider} needs a nodes range between /16 and /24, got {nodes}"),
+        ));
+    }
+    Ok(())
+}
+
+fn block(addr: u64, prefix: u8) -> Cidr {
+    Cidr {
+        addr: addr as u32,
+        prefix,
+    }
+}
+
+/// Error unless `subnet` lies inside `nodes`.
+fn inside(nodes: Cidr, subnet: Cidr, zone: &str, field: &str) -> Result<String, PluginError> {
+    if subnet.addr as u64 + subnet.size() > nodes.addr as u64 + nodes.size()
+        || !nodes.contains(&subnet)
+    {
+        return Err(PluginError::invalid_input(
+            field,
+            format!("subnet {subnet} for zone {zone} falls outside the nodes range {nodes}"),
+        ));
+    }
+    Ok(subnet.to_string())
+}

@@ -1,0 +1,93 @@
+//! # tessera-sdk
+//!
+//! Write Tessera plugins in plain Rust. A shoot extension is a type implementing
+//! [`ShootExtension`] plus one [`export_shoot_extension!`] line; the same type runs natively
+//! in `cargo test` (see [`testing`], feature `testing`) and as a `wasm32-wasip2` component in
+//! the host.
+//!
+//! ```ignore
+//! use tessera_sdk::{ShootExtension, ExtendInput, ExtendOutput, PluginError};
+//!
+//! pub struct Labels;
+//!
+//! impl ShootExtension for Labels {
+//!     const NAME: &'static str = "labels";
+//!     const DESCRIPTION: &'static str = "Copies account labels onto the Shoot";
+//!     type Config = ();
+//!     fn extend(input: ExtendInput<()>) -> Result<ExtendOutput, PluginError> {
+//!         let mut shoot = input.draft;
+//!         shoot.metadata.labels.insert("account".into(), "42".into());
+//!         Ok(ExtendOutput::new(shoot))
+//!     }
+//! }
+//! tessera_sdk::export_shoot_extension!(Labels);
+//! ```
+
+pub mod error;
+pub mod glue;
+pub mod log;
+pub mod models;
+pub mod shoot_extension;
+pub mod util;
+
+#[cfg(feature = "testing")]
+pub mod testing;
+
+#[cfg(target_family = "wasm")]
+#[doc(hidden)]
+pub mod wasm;
+
+pub use error::{ErrorKind, PluginError};
+pub use models::{Runtime, Shoot};
+pub use shoot_extension::{ExtendInput, ExtendOutput, Operation, ShootExtension};
+
+/// The contract version this SDK implements (`wit/tessera.wit`, package `tessera:plugin`).
+pub const CONTRACT_VERSION: &str = "0.1.0";
+
+#[doc(hidden)]
+pub mod __private {
+    #[cfg(target_family = "wasm")]
+    pub use crate::wasm::shoot;
+}
+
+/// Export a [`ShootExtension`] implementation as the component's `shoot-extension` world.
+///
+/// Expands to nothing outside Wasm builds, so the plugin crate also builds as an ordinary
+/// library for native tests and benchmarks.
+#[macro_export]
+macro_rules! export_shoot_extension {
+    ($plugin:ty) => {
+        #[cfg(target_family = "wasm")]
+        const _: () = {
+            use $crate::__private::shoot as __shoot;
+            struct __TesseraExport;
+            impl __shoot::Guest for __TesseraExport {
+                fn info() -> __shoot::PluginInfo {
+                    __shoot::info::<$plugin>(env!("CARGO_PKG_VERSION"))
+                }
+                fn extend(
+                    input: __shoot::ExtendInput,
+                ) -> ::core::result::Result<__shoot::ExtendOutput, __shoot::PluginError> {
+                    __shoot::extend::<$plugin>(input)
+                }
+            }
+            __shoot::bindings::__tessera_export_shoot_world!(__TesseraExport with_types_in $crate::__private::shoot::bindings);
+        };
+    };
+}
+
+/// Declare a `#[test]` that runs the crate's `cases/` golden cases natively (needs the
+/// `testing` feature of `tessera-sdk` as a dev-dependency).
+#[macro_export]
+macro_rules! golden_tests {
+    ($plugin:ty) => {
+        #[cfg(test)]
+        #[test]
+        fn golden_cases() {
+            $crate::testing::assert_golden_cases::<$plugin>(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/cases"
+            ));
+        }
+    };
+}

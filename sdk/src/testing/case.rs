@@ -1,0 +1,241 @@
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::Outcome;
+use super::diff::yaml_diff;
+use crate::error::ErrorKind;
+use crate::glue::RawExtendInput;
+use crate::shoot_extension::Operation;
+use crate::util::merge_patch;
+
+/// A case file could not be read or understood.
+#[derive(Debug)]
+pub struct CaseError(pub String);
+
+impl std::fmt::Display for CaseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CaseError {}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CaseFile {
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    operation: Operation,
+    runtime: Option<Value>,
+    runtime_file: Option<PathBuf>,
+    runtime_patch: Option<Value>,
+    draft: Option<Value>,
+    draft_file: Option<PathBuf>,
+    current_shoot: Option<Value>,
+    current_shoot_file: Option<PathBuf>,
+    #[serde(default)]
+    config: Option<Value>,
+    expect: ExpectFile,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ExpectFile {
+    shoot: Option<Value>,
+    shoot_file: Option<PathBuf>,
+    warnings: Option<Vec<String>>,
+    error: Option<ExpectedError>,
+}
+
+/// The error a case expects.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExpectedError {
+    pub kind: ErrorKind,
+    #[serde(default)]
+    pub field: Option<String>,
+    #[serde(default)]
+    pub message_contains: Option<String>,
+}
+
+/// One loaded golden case, with every referenced file resolved.
+#[derive(Debug, Clone)]
+pub struct GoldenCase {
+    pub name: String,
+    pub description: String,
+    pub operation: Operation,
+    pub runtime: Value,
+    pub draft: Value,
+    pub current_shoot: Option<Value>,
+    pub config: Value,
+    pub expected_shoot: Option<Value>,
+    pub expected_warnings: Option<Vec<String>>,
+    pub expected_error: Option<ExpectedError>,
+}
+
+fn read_yaml(path: &Path) -> Result<Value, CaseError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CaseError(format!("cannot read {}: {e}", path.display())))?;
+    serde_saphyr::from_str(&text)
+        .map_err(|e| CaseError(format!("{} is not valid YAML: {e}", path.display())))
+}
+
+fn pick(
+    name: &str,
+    inline: Option<Value>,
+    file: Option<PathBuf>,
+    base: &Path,
+) -> Result<Option<Value>, CaseError> {
+    match (inline, file) {
+        (Some(_), Some(_)) => Err(CaseError(format!(
+            "set either `{name}` or `{name}File`, not both"
+        ))),
+        (Some(v), None) => Ok(Some(v)),
+        (None, Some(f)) => read_yaml(&base.join(f)).map(Some),
+        (None, None) => Ok(None),
+    }
+}
+
+/// Load every `*.yaml` case in `dir`, sorted by file name.
+pub fn load_cases(dir: &Path) -> Result<Vec<GoldenCase>, CaseError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        CaseError(format!(
+            "cannot read cases directory {}: {e}",
+            dir.display()
+        ))
+    })?;
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")))
+        .collect();
+    paths.sort();
+    paths.iter().map(|p| GoldenCase::load(p)).collect()
+}
+
+impl GoldenCase {
+    /// Load one case file.
+    pub fn load(path: &Path) -> Result<Self, CaseError> {
+        let base = path.parent().unwrap_or(Path::new("."));
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let value = read_yaml(path)?;
+        let file: CaseFile = serde_json::from_value(value)
+            .map_err(|e| CaseError(format!("{}: {e}", path.display())))?;
+        let ctx = |e: CaseError| CaseError(format!("{}: {}", path.display(), e.0));
+        let mut runtime = pick("runtime", file.runtime, file.runtime_file, base)
+            .map_err(ctx)?
+            .ok_or_else(|| {
+                CaseError(format!(
+                    "{}: `runtime` or `runtimeFile` is required",
+                    path.display()
+                ))
+            })?;
+        if let Some(patch) = &file.runtime_patch {
+            merge_patch(&mut runtime, patch);
+        }
+        let draft = pick("draft", file.draft, file.draft_file, base)
+            .map_err(ctx)?
+            .unwrap_or_else(|| serde_json::json!({}));
+        let current_shoot = pick(
+            "currentShoot",
+            file.current_shoot,
+            file.current_shoot_file,
+            base,
+        )
+        .map_err(ctx)?;
+        let expected_shoot =
+            pick("shoot", file.expect.shoot, file.expect.shoot_file, base).map_err(ctx)?;
+        if expected_shoot.is_some() == file.expect.error.is_some() {
+            return Err(CaseError(format!(
+                "{}: `expect` needs exactly one of `shoot`/`shootFile` or `error`",
+                path.display()
+            )));
+        }
+        Ok(Self {
+            name,
+            description: file.description,
+            operation: file.operation,
+            runtime,
+            draft,
+            current_shoot,
+            config: file.config.unwrap_or_else(|| serde_json::json!({})),
+            expected_shoot,
+            expected_warnings: file.expect.warnings,
+            expected_error: file.expect.error,
+        })
+    }
+
+    /// The raw input the plugin gets, identical natively and in Wasm.
+    pub fn input(&self) -> RawExtendInput {
+        RawExtendInput {
+            runtime: self.runtime.to_string(),
+            draft: self.draft.to_string(),
+            operation: self.operation,
+            current_shoot: self.current_shoot.as_ref().map(Value::to_string),
+            config: self.config.to_string(),
+        }
+    }
+
+    /// Compare an outcome with the expectation; `None` means the case passed.
+    pub fn check(&self, outcome: Outcome) -> Option<String> {
+        match (outcome, &self.expected_shoot, &self.expected_error) {
+            (Outcome::Output(out), Some(expected), _) => {
+                let actual: Value = match serde_json::from_str(&out.shoot) {
+                    Ok(v) => v,
+                    Err(e) => return Some(format!("the plugin returned invalid JSON: {e}")),
+                };
+                let mut problems = Vec::new();
+                if &actual != expected {
+                    problems.push(format!(
+                        "the Shoot differs from the expectation:\n{}",
+                        yaml_diff(expected, &actual)
+                    ));
+                }
+                if let Some(warnings) = &self.expected_warnings
+                    && warnings != &out.warnings
+                {
+                    problems.push(format!(
+                        "warnings differ: expected {warnings:?}, got {:?}",
+                        out.warnings
+                    ));
+                }
+                (!problems.is_empty()).then(|| problems.join("\n"))
+            }
+            (Outcome::Output(out), None, Some(expected)) => Some(format!(
+                "expected a {} error, but the plugin returned a Shoot (warnings: {:?})",
+                expected.kind, out.warnings
+            )),
+            (Outcome::Output(_), None, None) => Some("the case expects nothing".into()),
+            (Outcome::PluginError(err), _, Some(expected)) => {
+                let mut problems = Vec::new();
+                if err.kind != expected.kind {
+                    problems.push(format!("kind {} instead of {}", err.kind, expected.kind));
+                }
+                if expected.field.is_some() && err.field != expected.field {
+                    problems.push(format!(
+                        "field {:?} instead of {:?}",
+                        err.field, expected.field
+                    ));
+                }
+                if let Some(part) = &expected.message_contains
+                    && !err.message.contains(part.as_str())
+                {
+                    problems.push(format!("message {:?} lacks {part:?}", err.message));
+                }
+                (!problems.is_empty())
+                    .then(|| format!("wrong error ({}): {err}", problems.join("; ")))
+            }
+            (Outcome::PluginError(err), _, None) => {
+                Some(format!("expected a Shoot, but the plugin failed: {err}"))
+            }
+            (Outcome::HostError(err), _, _) => {
+                Some(format!("the host could not run the plugin: {err}"))
+            }
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Small helpers first-party plugins share: IPv4 CIDR arithmetic, version ordering and JSON
+//! merge patches.
+
+use std::cmp::Ordering;
+use std::fmt;
+
+/// An IPv4 network in CIDR notation. Gardener node, pod and service ranges are IPv4 here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    /// Network address, host bits cleared.
+    pub addr: u32,
+    pub prefix: u8,
+}
+
+impl Cidr {
+    /// Parse `a.b.c.d/n`; host bits must be zero, as Gardener requires.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let (ip, prefix) = text
+            .split_once('/')
+            .ok_or_else(|| format!("{text:?} is not a CIDR (expected a.b.c.d/n)"))?;
+        let ip: std::net::Ipv4Addr = ip
+            .parse()
+            .map_err(|_| format!("{text:?} is not a CIDR: {ip:?} is not an IPv4 address"))?;
+        let prefix: u8 = prefix
+            .parse()
+            .ok()
+            .filter(|p| *p <= 32)
+            .ok_or_else(|| format!("{text:?} is not a CIDR: prefix must be 0-32"))?;
+        let addr = u32::from(ip);
+        let cidr = Self { addr, prefix };
+        if addr & !cidr.mask() != 0 {
+            return Err(format!(
+                "{text:?} has host bits set; did you mean {}?",
+                Cidr {
+                    addr: addr & cidr.mask(),
+                    prefix
+                }
+            ));
+        }
+        Ok(cidr)
+    }
+
+    fn mask(&self) -> u32 {
+        if self.prefix == 0 {
+            0
+        } else {
+            u32::MAX << (32 - self.prefix)
+        }
+    }
+
+    /// Number of addresses, as u64 so that /0 fits.
+    pub fn size(&self) -> u64 {
+        1u64 << (32 - self.prefix)
+    }
+
+    /// The last address of the block.
+    pub fn last(&self) -> u32 {
+        (self.addr as u64 + self.size() - 1) as u32
+    }
+
+    /// True when `other` lies completely inside `self`.
+    pub fn contains(&self, other: &Cidr) -> bool {
+        other.addr >= self.addr && other.last() <= self.last()
+    }
+
+    /// True when the two blocks share any address.
+    pub fn overlaps(&self, other: &Cidr) -> bool {
+        self.addr <= other.last() && other.addr <= self.last()
+    }
+}
+
+impl fmt::Display for Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", std::net::Ipv4Addr::from(self.addr), self.prefix)
+    }
+}
+
+/// Order dotted versions numerically (`1.30.10` > `1.30.9`); a `v` prefix is ignored and
+/// non-numeric parts compare as text, so `1577.1.0` and `gardenlinux` versions work.
+pub fn compare_versions(a: &str, b: &str) -> Ordering {
+    let parts = |v: &str| -> Vec<String> {
+        v.trim_start_matches('v')
+            .split(['.', '-', '+'])
+            .map(str::to_string)
+            .collect()
+    };
+    let (pa, pb) = (parts(a), parts(b));
+    for i in 0..pa.len().max(pb.len()) {
+        let (x, y) = (pa.get(i), pb.get(i));
+        let ord = match (x, y) {
+            (Some(x), Some(y)) => match (x.parse::<u64>(), y.parse::<u64>()) {
+                (Ok(x), Ok(y)) => x.cmp(&y),
+                _ => x.cmp(y),
+            },
+            (Some(_), None) => Ordering::Greater,
+            (None, Some(_)) => Ordering::Less,
+            (None, None) => Ordering::Equal,
+        };
+        if ord != Ordering::Equal {
+            return ord;
+        }
+    }
+    Ordering::Equal
+}
+
+/// Apply an RFC 7386 JSON merge patch: objects merge, `null` removes, anything else replaces.
+pub fn merge_patch(target: &mut serde_json::Value, patch: &serde_json::Value) {
+    use serde_json::Value;
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Default::default());
+    }
+    let target = target.as_object_mut().expect("made an object above");
+    for (key, value) in patch {
+        if value.is_null() {
+            target.remove(key);
+        } else {
+            merge_patch(target.entry(key.clone()).or_insert(Value::Null), value);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidr_parse_and_overlap() {
+        let nodes = Cidr::parse("10.250.0.0/16").unwrap();
+        let pods = Cidr::parse("100.64.0.0/12").unwrap();
+        let inner = Cidr::parse("10.250.8.0/21").unwrap();
+        assert!(!nodes.overlaps(&pods));
+        assert!(nodes.overlaps(&inner) && nodes.contains(&inner));
+        assert!(!inner.contains(&nodes));
+        assert_eq!(nodes.to_string(), "10.250.0.0/16");
+        assert!(
+            Cidr::parse("10.250.0.1/16")
+                .unwrap_err()
+                .contains("10.250.0.0/16")
+        );
+        assert!(Cidr::parse("10.250.0.0").is_err());
+        assert!(Cidr::parse("10.250.0.0/33").is_err());
+    }
+
+    #[test]
+    fn versions_order_numerically() {
+        assert_eq!(compare_versions("1.30.10", "1.30.9"), Ordering::Greater);
+        assert_eq!(compare_versions("v1.31", "1.31.0"), Ordering::Less);
+        assert_eq!(compare_versions("1592.1.0", "1592.1.0"), Ordering::Equal);
+    }
+
+    #[test]
+    fn merge_patch_follows_rfc7386() {
+        let mut doc = serde_json::json!({"a": {"b": 1, "c": 2}, "d": [1]});
+        merge_patch(
+            &mut doc,
+            &serde_json::json!({"a": {"b": null, "e": 3}, "d": [2]}),
+        );
+        assert_eq!(doc, serde_json::json!({"a": {"c": 2, "e": 3}, "d": [2]}));
+    }
+}

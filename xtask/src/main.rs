@@ -1,0 +1,210 @@
+//! Build, test and demo orchestration: `cargo xtask <command>`.
+//!
+//! - `build-plugins`: first-party plugins (and the test guests) → `<target>/plugins/*.wasm`
+//!   and `<target>/test-plugins/*.wasm`.
+//! - `demo`: build everything and render `examples/runtime-aws.yaml` into a Shoot.
+//! - `test`: build the plugins, then run every test of the workspace.
+//! - `lint`: `cargo fmt --check` and `cargo clippy -D warnings` (host and Wasm targets).
+//! - `bench`: build the plugins, then `cargo bench -p tessera`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+const WASM_TARGET: &str = "wasm32-wasip2";
+const PLUGIN_PROFILE: &str = "plugin";
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let rest = args.iter().skip(1).map(String::as_str).collect::<Vec<_>>();
+    match args.first().map(String::as_str) {
+        Some("build-plugins") => build_plugins().map(|_| ()),
+        Some("demo") => demo(&rest),
+        Some("test") => test(&rest),
+        Some("lint") => lint(),
+        Some("bench") => bench(&rest),
+        _ => {
+            eprintln!("usage: cargo xtask <build-plugins|demo|test|lint|bench> [args]");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(root());
+    cmd
+}
+
+fn run(mut cmd: Command) -> Result<()> {
+    eprintln!("+ {cmd:?}");
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot run {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed with {status}");
+    }
+    Ok(())
+}
+
+fn metadata() -> Result<serde_json::Value> {
+    let out = cargo()
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .output()
+        .context("cargo metadata")?;
+    if !out.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// Packages whose manifest lives under `dir` (relative to the workspace root).
+fn packages_under(meta: &serde_json::Value, dir: &str) -> Vec<String> {
+    let prefix = root().join(dir);
+    let mut names: Vec<String> = meta["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| Path::new(p["manifest_path"].as_str().unwrap_or("")).starts_with(&prefix))
+        .filter_map(|p| p["name"].as_str().map(str::to_string))
+        .collect();
+    names.sort();
+    names
+}
+
+struct Built {
+    target_dir: PathBuf,
+    plugin_dir: PathBuf,
+    test_plugin_dir: PathBuf,
+}
+
+/// Build every plugin crate under `plugins/` and every guest under `tests/guests/` for
+/// `wasm32-wasip2` and copy the components to `<target>/plugins/<name>.wasm` (test guests
+/// to `<target>/test-plugins/`).
+fn build_plugins() -> Result<Built> {
+    let meta = metadata()?;
+    let target_dir = PathBuf::from(
+        meta["target_directory"]
+            .as_str()
+            .context("target_directory")?,
+    );
+    let plugin_dir = target_dir.join("plugins");
+    let test_plugin_dir = target_dir.join("test-plugins");
+    for (dir, out, prefix) in [
+        ("plugins", &plugin_dir, "tessera-plugin-"),
+        ("tests/guests", &test_plugin_dir, "tessera-guest-"),
+    ] {
+        let packages = packages_under(&meta, dir);
+        if packages.is_empty() {
+            continue;
+        }
+        let mut cmd = cargo();
+        cmd.args([
+            "build",
+            "--target",
+            WASM_TARGET,
+            "--profile",
+            PLUGIN_PROFILE,
+        ]);
+        for package in &packages {
+            cmd.args(["-p", package]);
+        }
+        run(cmd)?;
+        std::fs::create_dir_all(out)?;
+        for package in &packages {
+            let artifact = target_dir
+                .join(WASM_TARGET)
+                .join(PLUGIN_PROFILE)
+                .join(format!("{}.wasm", package.replace('-', "_")));
+            let name = package.strip_prefix(prefix).unwrap_or(package);
+            let dest = out.join(format!("{name}.wasm"));
+            std::fs::copy(&artifact, &dest)
+                .with_context(|| format!("copy {} → {}", artifact.display(), dest.display()))?;
+        }
+        eprintln!("{} components in {}", packages.len(), out.display());
+    }
+    Ok(Built {
+        target_dir,
+        plugin_dir,
+        test_plugin_dir,
+    })
+}
+
+fn with_plugin_env(cmd: &mut Command, built: &Built) {
+    cmd.env("TESSERA_PLUGIN_DIR", &built.plugin_dir);
+    cmd.env("TESSERA_TEST_PLUGIN_DIR", &built.test_plugin_dir);
+}
+
+fn demo(args: &[&str]) -> Result<()> {
+    let built = build_plugins()?;
+    run({
+        let mut cmd = cargo();
+        cmd.args(["build", "--release", "-p", "tessera"]);
+        cmd
+    })?;
+    let exe = built.target_dir.join("release").join("tessera");
+    let runtime = args.first().copied().unwrap_or("examples/runtime-aws.yaml");
+    let mut cmd = Command::new(exe);
+    cmd.current_dir(root());
+    cmd.args(["render", "--runtime", runtime, "--plugins"]);
+    cmd.arg(&built.plugin_dir);
+    cmd.args(args.iter().skip(1));
+    run(cmd)
+}
+
+fn test(args: &[&str]) -> Result<()> {
+    let built = build_plugins()?;
+    let mut cmd = cargo();
+    cmd.args(["test", "--workspace"]);
+    cmd.args(args);
+    with_plugin_env(&mut cmd, &built);
+    run(cmd)
+}
+
+fn lint() -> Result<()> {
+    run({
+        let mut cmd = cargo();
+        cmd.args(["fmt", "--all", "--", "--check"]);
+        cmd
+    })?;
+    run({
+        let mut cmd = cargo();
+        cmd.args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]);
+        cmd
+    })?;
+    let meta = metadata()?;
+    let mut cmd = cargo();
+    cmd.args(["clippy", "--target", WASM_TARGET]);
+    for package in packages_under(&meta, "plugins") {
+        cmd.args(["-p", &package]);
+    }
+    cmd.args(["--", "-D", "warnings"]);
+    run(cmd)
+}
+
+fn bench(args: &[&str]) -> Result<()> {
+    let built = build_plugins()?;
+    let mut cmd = cargo();
+    cmd.args(["bench", "-p", "tessera"]);
+    cmd.args(args);
+    with_plugin_env(&mut cmd, &built);
+    run(cmd)
+}
