@@ -262,6 +262,11 @@ impl LoadedPlugin {
                 .tessera_plugin_shoot_extension_api()
                 .call_extend(&mut store, &wit_input)
         });
+        if store.data().environment_read && matches!(result, Ok(_)) {
+            return Err(self.fail(Failure::CapabilityDenied {
+                capability: "the environment".into(),
+            }));
+        }
         let output = match result {
             Ok(Ok(output)) => output,
             Ok(Err(err)) => return Err(self.fail(Failure::Plugin(from_wit_error(err)))),
@@ -321,25 +326,38 @@ fn from_wit_error(err: shoot_api::PluginError) -> PluginError {
 /// Turn a wasmtime error from a call into a typed failure.
 fn classify(err: wasmtime::Error, store: &Store<PluginState>, limits: &Limits) -> Failure {
     let state = store.data();
-    if let Some(denied) = err.downcast_ref::<Denied>() {
-        return Failure::CapabilityDenied {
-            capability: denied.capability.to_string(),
-        };
-    }
     if state.limiter.hit {
         return Failure::MemoryLimit {
             limit_mib: limits.memory_mib,
         };
     }
+    if let Some(denied) = err.downcast_ref::<Denied>() {
+        return Failure::CapabilityDenied {
+            capability: denied.capability.to_string(),
+        };
+    }
     if let Some(exit) = err.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        // wasi:cli/exit only carries success or failure, not the code.
+        let status = if exit.0 == 0 { "success" } else { "failure" };
         return Failure::Trap {
-            message: format!("the plugin called exit({})", exit.0),
+            message: format!("the plugin called exit ({status}) instead of returning"),
             panic: panic_message(&state.stdio_text()),
         };
     }
     match err.downcast_ref::<wasmtime::Trap>() {
         Some(wasmtime::Trap::Interrupt) => Failure::Timeout {
             budget: limits.timeout(),
+        },
+        Some(wasmtime::Trap::StackOverflow) => Failure::Trap {
+            message: "stack overflow (call stack exhausted; too deep a recursion?)".into(),
+            panic: None,
+        },
+        Some(wasmtime::Trap::MemoryOutOfBounds) => Failure::Trap {
+            // Rust keeps large locals on a shadow stack in linear memory; overflowing it
+            // shows up as an out-of-bounds access rather than a stack overflow.
+            message: "out of bounds memory access (or an overflow of the plugin's shadow stack)"
+                .into(),
+            panic: panic_message(&state.stdio_text()),
         },
         Some(trap) => Failure::Trap {
             message: trap.to_string(),

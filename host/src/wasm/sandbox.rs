@@ -4,13 +4,16 @@
 //! Offered: the `tessera:plugin/host` logging import, and the WASI interfaces a plain
 //! `wasm32-wasip2` std build imports. Those are inert: stdio goes to a small in-memory
 //! buffer (kept for panic messages), there are no preopened directories, and the HashMap
-//! seed is a constant. Reading the clocks, randomness, the environment or the filesystem
-//! traps with [`Denied`], so a plugin finds out at once instead of silently computing with
-//! made-up values. Anything else (sockets, HTTP, …) is refused when the plugin is loaded.
+//! seed is a constant. Reading the clocks, randomness or the filesystem traps with
+//! [`Denied`], so a plugin finds out at once instead of silently computing with made-up
+//! values. The environment reads as empty, because Rust's panic handler looks up
+//! `RUST_BACKTRACE` before printing its message; a call that read it and still returned is
+//! refused afterwards (see [`PluginState::environment_read`]). Anything else (sockets, HTTP,
+//! …) is refused when the plugin is loaded.
 
 use std::sync::Arc;
 
-use wasmtime::component::{HasData, HasSelf, Linker, ResourceTable};
+use wasmtime::component::{HasData, HasSelf, Linker, ResourceTable, Val};
 use wasmtime::{Engine, Result};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
@@ -41,6 +44,8 @@ pub struct PluginState {
     pub(crate) stdio: MemoryOutputPipe,
     log: LogContext,
     log_lines: u32,
+    /// Set when the guest asked for its environment variables.
+    pub(crate) environment_read: bool,
 }
 
 impl PluginState {
@@ -58,6 +63,7 @@ impl PluginState {
             stdio,
             log,
             log_lines: 0,
+            environment_read: false,
         }
     }
 
@@ -159,11 +165,6 @@ const DENIED: &[(&str, &[&str], &str)] = &[
         "randomness",
     ),
     (
-        "wasi:cli/environment",
-        &["get-environment", "get-arguments", "initial-cwd"],
-        "the environment",
-    ),
-    (
         "wasi:filesystem/preopens",
         &["get-directories"],
         "the filesystem",
@@ -172,6 +173,7 @@ const DENIED: &[(&str, &[&str], &str)] = &[
 
 /// Interfaces linked from wasmtime-wasi as inert implementations.
 const INERT: &[&str] = &[
+    "wasi:cli/environment",
     "wasi:io/error",
     "wasi:io/poll",
     "wasi:io/streams",
@@ -262,6 +264,22 @@ pub fn linker(engine: &Engine) -> Result<Linker<PluginState>> {
             })?;
         }
     }
+
+    // An empty environment that remembers it was asked.
+    let mut env = linker.instance(&format!("wasi:cli/environment@{WASI_VERSION}"))?;
+    env.func_new("get-environment", |mut store, _, _, results| {
+        store.data_mut().environment_read = true;
+        results[0] = Val::List(Vec::new());
+        Ok(())
+    })?;
+    env.func_new("get-arguments", |_, _, _, results| {
+        results[0] = Val::List(Vec::new());
+        Ok(())
+    })?;
+    env.func_new("initial-cwd", |_, _, _, results| {
+        results[0] = Val::Option(None);
+        Ok(())
+    })?;
 
     shoot::ShootExtension::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |s| s)?;
     Ok(linker)
