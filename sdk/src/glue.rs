@@ -38,7 +38,12 @@ pub fn parse_document<T: DeserializeOwned>(json: &str, root: &str) -> Result<T, 
         } else {
             format!("{root}.{path}")
         };
-        PluginError::invalid_input(field, err.into_inner().to_string())
+        // serde_json positions refer to the JSON text the host made, not to the user's file.
+        let mut message = err.into_inner().to_string();
+        if let Some(at) = message.rfind(" at line ") {
+            message.truncate(at);
+        }
+        PluginError::invalid_input(field, message)
     })
 }
 

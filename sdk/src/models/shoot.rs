@@ -69,7 +69,7 @@ pub struct ShootSpec {
     pub seed_selector: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access_restrictions: Option<Vec<serde_json::Value>>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub provider: ShootProvider,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerations: Option<Vec<Toleration>>,
@@ -77,7 +77,7 @@ pub struct ShootSpec {
     pub dns: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extensions: Option<Vec<Extension>>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub kubernetes: ShootKubernetes,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maintenance: Option<Maintenance>,
@@ -234,3 +234,7 @@ pub mod annotations {
 
 /// String maps that appear in many places.
 pub type StringMap = BTreeMap<String, String>;
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}

@@ -72,6 +72,8 @@ pub struct GoldenCase {
     pub current_shoot: Option<Value>,
     pub config: Value,
     pub expected_shoot: Option<Value>,
+    /// Where `expect.shootFile` points, for `TESSERA_BLESS=1`.
+    pub expected_shoot_file: Option<PathBuf>,
     pub expected_warnings: Option<Vec<String>>,
     pub expected_error: Option<ExpectedError>,
 }
@@ -148,8 +150,13 @@ impl GoldenCase {
             base,
         )
         .map_err(ctx)?;
-        let expected_shoot =
-            pick("shoot", file.expect.shoot, file.expect.shoot_file, base).map_err(ctx)?;
+        let expected_shoot_file = file.expect.shoot_file.as_ref().map(|f| base.join(f));
+        let bless = std::env::var_os("TESSERA_BLESS").is_some();
+        let expected_shoot = match (&expected_shoot_file, bless) {
+            // A snapshot that is about to be (re)written need not exist yet.
+            (Some(path), true) if !path.exists() => Some(Value::Null),
+            _ => pick("shoot", file.expect.shoot, file.expect.shoot_file, base).map_err(ctx)?,
+        };
         if expected_shoot.is_some() == file.expect.error.is_some() {
             return Err(CaseError(format!(
                 "{}: `expect` needs exactly one of `shoot`/`shootFile` or `error`",
@@ -165,6 +172,7 @@ impl GoldenCase {
             current_shoot,
             config: file.config.unwrap_or_else(|| serde_json::json!({})),
             expected_shoot,
+            expected_shoot_file,
             expected_warnings: file.expect.warnings,
             expected_error: file.expect.error,
         })

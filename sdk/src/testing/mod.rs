@@ -68,8 +68,14 @@ pub fn run_cases(
 }
 
 /// Run the cases of `dir` natively against `P` and panic with every failure's diff.
+///
+/// With `TESSERA_BLESS=1`, cases whose expectation is a `shootFile` get that file rewritten
+/// with the actual output instead (review the diff before committing it).
 /// Plugins call this from a `#[test]` (see `tessera_sdk::golden_tests!`).
 pub fn assert_golden_cases<P: ShootExtension>(dir: &str) {
+    if std::env::var_os("TESSERA_BLESS").is_some() {
+        bless::<P>(dir);
+    }
     let results = run_cases(std::path::Path::new(dir), |input| {
         match extend_json::<P>(input) {
             Ok(out) => Outcome::Output(out),
@@ -89,4 +95,18 @@ pub fn assert_golden_cases<P: ShootExtension>(dir: &str) {
         results.len(),
         failures.join("\n")
     );
+}
+
+fn bless<P: ShootExtension>(dir: &str) {
+    let cases = load_cases(std::path::Path::new(dir)).unwrap_or_else(|err| panic!("{err}"));
+    for case in cases {
+        let Some(path) = &case.expected_shoot_file else {
+            continue;
+        };
+        if let Ok(out) = extend_json::<P>(&case.input()) {
+            let shoot: serde_json::Value =
+                serde_json::from_str(&out.shoot).expect("plugin output is JSON");
+            std::fs::write(path, to_yaml(&shoot)).expect("write snapshot");
+        }
+    }
 }

@@ -1,7 +1,9 @@
 use serde_json::{Value, json};
 use tessera_sdk::PluginError;
 
-use super::{Layout, block, check_prefix, inside};
+use tessera_sdk::util::Cidr;
+
+use super::{Layout, block, check_prefix, free_slot, inside, used_subnets};
 
 const API_VERSION: &str = "aws.provider.extensions.gardener.cloud/v1alpha1";
 
@@ -21,6 +23,32 @@ pub fn configs(layout: &Layout) -> Result<(Value, Value), PluginError> {
         .unwrap_or_default();
     let w = nodes.prefix + 3;
     let h = 1u64 << (32 - (w + 1));
+    let base = nodes.addr as u64;
+    // Slot i's (workers, public, internal): three large slots, then five small ones.
+    let slot = |i: usize| -> [Cidr; 3] {
+        if i < 3 {
+            let start = base + 4 * h * i as u64;
+            [
+                block(start, w),
+                block(start + 2 * h, w + 1),
+                block(start + 3 * h, w + 1),
+            ]
+        } else {
+            let step = h / 4;
+            let start = base + 12 * h + 3 * step * (i as u64 - 3);
+            [
+                block(start, w + 3),
+                block(start + step, w + 3),
+                block(start + 2 * step, w + 3),
+            ]
+        }
+    };
+    let kept: Vec<Value> = existing
+        .iter()
+        .filter(|z| layout.zones.iter().any(|name| z["name"] == name.as_str()))
+        .cloned()
+        .collect();
+    let mut used = used_subnets(&kept);
     let mut zones = Vec::with_capacity(layout.zones.len());
     for (i, zone) in layout.zones.iter().enumerate() {
         if !zone.starts_with(layout.region) {
@@ -33,23 +61,14 @@ pub fn configs(layout: &Layout) -> Result<(Value, Value), PluginError> {
             zones.push(kept.clone());
             continue;
         }
-        let base = nodes.addr as u64;
-        let (workers, public, internal) = if i < 3 {
-            let start = base + 4 * h * i as u64;
-            (
-                block(start, w),
-                block(start + 2 * h, w + 1),
-                block(start + 3 * h, w + 1),
+        let free = free_slot(i, 8, &used, |s| slot(s).to_vec()).ok_or_else(|| {
+            PluginError::invalid_input(
+                layout.zones_field,
+                format!("no free subnets left in {nodes} for zone {zone}"),
             )
-        } else {
-            let step = h / 4;
-            let start = base + 12 * h + 3 * step * (i as u64 - 3);
-            (
-                block(start, w + 3),
-                block(start + step, w + 3),
-                block(start + 2 * step, w + 3),
-            )
-        };
+        })?;
+        let [workers, public, internal] = slot(free);
+        used.extend([workers, public, internal]);
         zones.push(json!({
             "name": zone,
             "workers": inside(nodes, workers, zone, layout.zones_field)?,

@@ -1,7 +1,7 @@
 use serde_json::{Value, json};
 use tessera_sdk::PluginError;
 
-use super::{Layout, block, check_prefix, inside};
+use super::{Layout, block, check_prefix, free_slot, inside, used_subnets};
 
 const API_VERSION: &str = "azure.provider.extensions.gardener.cloud/v1alpha1";
 
@@ -13,6 +13,13 @@ pub fn configs(layout: &Layout) -> Result<(Value, Value), PluginError> {
         .and_then(|c| c["networks"]["zones"].as_array().cloned())
         .unwrap_or_default();
     let size = 1u64 << (32 - (nodes.prefix + 3));
+    let subnet = |i: usize| block(nodes.addr as u64 + size * i as u64, nodes.prefix + 3);
+    let kept: Vec<Value> = current_zones
+        .iter()
+        .filter(|z| layout.zones.iter().any(|name| same_zone(&z["name"], name)))
+        .cloned()
+        .collect();
+    let mut used = used_subnets(&kept);
     let mut zones = Vec::with_capacity(layout.zones.len());
     for (i, zone) in layout.zones.iter().enumerate() {
         let number: u8 = zone
@@ -25,21 +32,32 @@ pub fn configs(layout: &Layout) -> Result<(Value, Value), PluginError> {
                     format!("azure zone {zone:?} must be a number from 1 to 8"),
                 )
             })?;
-        let subnet = block(nodes.addr as u64 + size * i as u64, nodes.prefix + 3);
-        let mut entry = json!({
-            "name": number,
-            "cidr": inside(nodes, subnet, zone, layout.zones_field)?,
-            "natGateway": { "enabled": true, "idleConnectionTimeoutMinutes": 4 },
-        });
-        // Existing zones keep their NAT gateway and service endpoints.
-        if let Some(cur) = current_zones.iter().find(|z| z["name"] == number) {
+        // Existing zones keep their subnet, NAT gateway and service endpoints.
+        if let Some(cur) = kept.iter().find(|z| same_zone(&z["name"], zone)) {
+            let mut entry = json!({
+                "name": number,
+                "natGateway": { "enabled": true, "idleConnectionTimeoutMinutes": 4 },
+            });
             for key in ["natGateway", "serviceEndpoints", "cidr"] {
                 if let Some(v) = cur.get(key) {
                     entry[key] = v.clone();
                 }
             }
+            zones.push(entry);
+            continue;
         }
-        zones.push(entry);
+        let free = free_slot(i, 8, &used, |s| vec![subnet(s)]).ok_or_else(|| {
+            PluginError::invalid_input(
+                layout.zones_field,
+                format!("no free subnet left in {nodes} for zone {zone}"),
+            )
+        })?;
+        used.push(subnet(free));
+        zones.push(json!({
+            "name": number,
+            "cidr": inside(nodes, subnet(free), zone, layout.zones_field)?,
+            "natGateway": { "enabled": true, "idleConnectionTimeoutMinutes": 4 },
+        }));
     }
     let mut networks = json!({ "vnet": { "cidr": nodes.to_string() }, "zones": zones });
     if let Some(nat) = layout.current.and_then(|c| c["networks"].get("natGateway")) {
@@ -53,4 +71,13 @@ pub fn configs(layout: &Layout) -> Result<(Value, Value), PluginError> {
     });
     let control_plane = json!({ "apiVersion": API_VERSION, "kind": "ControlPlaneConfig" });
     Ok((infra, control_plane))
+}
+
+/// Azure zone names appear as numbers or strings in existing configs.
+fn same_zone(name: &Value, zone: &str) -> bool {
+    match name {
+        Value::Number(n) => n.to_string() == zone,
+        Value::String(s) => s == zone,
+        _ => false,
+    }
 }

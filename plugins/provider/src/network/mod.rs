@@ -75,3 +75,30 @@ fn inside(nodes: Cidr, subnet: Cidr, zone: &str, field: &str) -> Result<String, 
     }
     Ok(subnet.to_string())
 }
+
+/// Subnets already taken by zones kept from the current layout (any `cidr`, `workers`,
+/// `public` or `internal` field that parses).
+fn used_subnets(zones: &[Value]) -> Vec<Cidr> {
+    zones
+        .iter()
+        .flat_map(|z| {
+            ["cidr", "workers", "public", "internal"].map(|k| z[k].as_str().map(str::to_string))
+        })
+        .flatten()
+        .filter_map(|c| Cidr::parse(&c).ok())
+        .collect()
+}
+
+/// The first slot from `from` on whose subnets overlap nothing in `used`.
+fn free_slot(
+    from: usize,
+    slots: usize,
+    used: &[Cidr],
+    subnets: impl Fn(usize) -> Vec<Cidr>,
+) -> Option<usize> {
+    (from..slots).find(|&slot| {
+        subnets(slot)
+            .iter()
+            .all(|s| used.iter().all(|u| !u.overlaps(s)))
+    })
+}
