@@ -51,7 +51,7 @@ pub fn parse_document<T: DeserializeOwned>(json: &str, root: &str) -> Result<T, 
 pub fn extend_json<P: ShootExtension>(
     input: &RawExtendInput,
 ) -> Result<RawExtendOutput, PluginError> {
-    let runtime = parse_document(&input.runtime, "runtime")?;
+    let runtime = parse_document(&input.runtime, "")?;
     let draft = parse_document(&input.draft, "draft")?;
     let current = match &input.current_shoot {
         Some(json) => Some(parse_document(json, "currentShoot")?),

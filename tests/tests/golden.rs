@@ -1,0 +1,60 @@
+//! Every first-party plugin's golden cases, on its Wasm build, through the same harness as
+//! `tessera plugin test` (the same cases also run natively in each plugin crate).
+
+use tessera::harness::test_plugin;
+use tessera::plugins::FIRST_PARTY;
+use tessera::wasm::Limits;
+use tessera_tests::{plugin_dir, runtime, workspace};
+
+#[test]
+fn first_party_golden_cases_pass_on_the_wasm_builds() {
+    let mut failures = Vec::new();
+    let mut total = 0;
+    for name in FIRST_PARTY {
+        let plugin = runtime()
+            .load_file(&plugin_dir().join(format!("{name}.wasm")))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(plugin.name(), *name);
+        let cases = workspace().join("plugins").join(name).join("cases");
+        let results = test_plugin(runtime(), &plugin, &cases, &Limits::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            results.len() >= 2,
+            "{name} ships only {} golden cases",
+            results.len()
+        );
+        total += results.len();
+        failures.extend(
+            results
+                .into_iter()
+                .filter_map(|r| r.failure.map(|f| format!("{name}/{}: {f}", r.name))),
+        );
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {total} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn harness_reports_a_mismatch_with_a_diff() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime_file = workspace().join("examples/runtime-aws.yaml");
+    std::fs::write(
+        dir.path().join("wrong.yaml"),
+        format!(
+            "runtimeFile: {}\nexpect:\n  shoot: {{apiVersion: core.gardener.cloud/v1beta1, kind: Shoot, metadata: {{}}, spec: {{cloudProfileName: gcp}}}}\n",
+            runtime_file.display()
+        ),
+    )
+    .unwrap();
+    let plugin = runtime()
+        .load_file(&plugin_dir().join("cloud-profile.wasm"))
+        .unwrap();
+    let results = test_plugin(runtime(), &plugin, dir.path(), &Limits::default()).unwrap();
+    let failure = results[0].failure.as_deref().expect("the case must fail");
+    assert!(failure.contains("-  cloudProfileName: gcp"), "{failure}");
+    assert!(failure.contains("+  cloudProfileName: aws"), "{failure}");
+}

@@ -1,0 +1,162 @@
+//! Runtime → Shoot through the full default chain of Wasm components.
+
+use std::path::Path;
+
+use tessera::plugins::{ChainConfig, ShootChain};
+use tessera::render::{RenderError, parse_current_shoot, parse_runtime, render};
+use tessera::wasm::Failure;
+use tessera_tests::{plugin_dir, runtime, workspace};
+
+fn chain() -> ShootChain {
+    ShootChain::load(runtime(), &ChainConfig::default(), &plugin_dir())
+        .expect("default chain loads")
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn yaml(path: &Path) -> serde_json::Value {
+    serde_saphyr::from_str(&read(path)).unwrap()
+}
+
+fn render_file(
+    runtime_file: &str,
+    patch: serde_json::Value,
+) -> Result<serde_json::Value, RenderError> {
+    let mut doc = yaml(&workspace().join(runtime_file));
+    tessera_sdk::util::merge_patch(&mut doc, &patch);
+    let parsed = parse_runtime(&doc.to_string(), runtime_file)?;
+    Ok(render(runtime(), &chain(), &parsed, None)?.shoot)
+}
+
+#[test]
+fn examples_render_to_their_expected_shoots() {
+    for provider in ["aws", "azure", "gcp", "openstack"] {
+        let shoot = render_file(
+            &format!("examples/runtime-{provider}.yaml"),
+            serde_json::json!({}),
+        )
+        .unwrap_or_else(|e| panic!("{provider}: {e}"));
+        let expected_path = workspace().join(format!("examples/expected/shoot-{provider}.yaml"));
+        if std::env::var_os("TESSERA_BLESS").is_some() {
+            std::fs::write(&expected_path, tessera_sdk::testing::to_yaml(&shoot)).unwrap();
+        }
+        let expected = yaml(&expected_path);
+        assert!(
+            shoot == expected,
+            "{provider}:\n{}",
+            tessera_sdk::testing::yaml_diff(&expected, &shoot)
+        );
+    }
+}
+
+#[test]
+fn patch_of_the_rendered_shoot_is_stable() {
+    // Rendering against the Shoot we produced ourselves changes nothing: no spurious writes.
+    for provider in ["aws", "azure", "gcp", "openstack"] {
+        let file = format!("examples/runtime-{provider}.yaml");
+        let created = render_file(&file, serde_json::json!({})).unwrap();
+        let parsed = parse_runtime(&read(&workspace().join(&file)), &file).unwrap();
+        let current = parse_current_shoot(&created.to_string(), "created").unwrap();
+        let patched = render(runtime(), &chain(), &parsed, Some(&current))
+            .unwrap()
+            .shoot;
+        assert!(
+            created == patched,
+            "{provider}:\n{}",
+            tessera_sdk::testing::yaml_diff(&created, &patched)
+        );
+    }
+}
+
+#[test]
+fn warnings_name_their_plugin_and_digests_are_recorded() {
+    let doc = read(&workspace().join("examples/runtime-aws.yaml"));
+    let parsed = parse_runtime(&doc, "aws").unwrap();
+    let out = render(runtime(), &chain(), &parsed, None).unwrap();
+    assert!(
+        out.warnings
+            .iter()
+            .any(|(p, w)| p == "auditlog" && w.contains("eu-central-1"))
+    );
+    assert_eq!(out.digests.len(), tessera::plugins::FIRST_PARTY.len());
+    assert!(out.digests.iter().all(|(_, _, d)| d.len() == 64));
+}
+
+fn plugin_failure(err: RenderError) -> (String, Option<String>, String) {
+    match err {
+        RenderError::Plugin(call) => match &call.cause {
+            Failure::Plugin(e) => (call.plugin.clone(), e.field.clone(), call.to_string()),
+            other => panic!("expected a plugin error, got {other:?}"),
+        },
+        other => panic!("expected a plugin error, got {other}"),
+    }
+}
+
+#[test]
+fn rejections_name_plugin_and_field() {
+    let cases = [
+        (
+            serde_json::json!({"spec": {"shoot": {"provider": {"type": "alicloud"}}}}),
+            "cloud-profile",
+            "spec.shoot.provider.type",
+            "alicloud",
+        ),
+        (
+            serde_json::json!({"spec": {"shoot": {"networking": {"services": "10.250.16.0/20"}}}}),
+            "base",
+            "spec.shoot.networking.services",
+            "overlaps nodes",
+        ),
+        (
+            serde_json::json!({"spec": {"shoot": {"provider": {"additionalWorkers": [
+                {"name": "gpu", "machine": {"type": "g5.xlarge"}, "minimum": 0, "maximum": 1, "zones": ["eu-central-1d"]}
+            ]}}}}),
+            "provider",
+            "spec.shoot.provider.additionalWorkers[0].zones",
+            "missing from the main pool",
+        ),
+    ];
+    for (patch, plugin, field, message) in cases {
+        let err = render_file("examples/runtime-aws.yaml", patch).unwrap_err();
+        let (p, f, text) = plugin_failure(err);
+        assert_eq!((p.as_str(), f.as_deref()), (plugin, Some(field)), "{text}");
+        assert!(text.contains(message), "{text}");
+    }
+}
+
+#[test]
+fn invalid_manifests_are_refused_before_any_plugin_runs() {
+    let err = parse_runtime(
+        "apiVersion: tessera.dev/v1alpha1\nkind: Runtime\nspec: [unclosed",
+        "bad.yaml",
+    )
+    .unwrap_err();
+    assert!(matches!(err, RenderError::InvalidYaml { .. }), "{err}");
+    assert!(
+        err.to_string().starts_with("bad.yaml is not valid YAML"),
+        "{err}"
+    );
+
+    let kim = read(&workspace().join("examples/runtime-aws.yaml")).replace(
+        "tessera.dev/v1alpha1",
+        "infrastructuremanager.kyma-project.io/v1",
+    );
+    let err = parse_runtime(&kim, "kim.yaml").unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("a KIM Runtime ports by setting apiVersion: tessera.dev/v1alpha1"),
+        "{err}"
+    );
+
+    let missing = read(&workspace().join("examples/runtime-aws.yaml"))
+        .replace("      pods: 10.96.0.0/13\n", "");
+    match parse_runtime(&missing, "m.yaml").unwrap_err() {
+        RenderError::InvalidRuntime { field, message, .. } => {
+            assert_eq!(field, "spec.shoot.networking");
+            assert!(message.contains("missing field `pods`"), "{message}");
+        }
+        other => panic!("{other}"),
+    }
+}
