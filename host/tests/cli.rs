@@ -1,0 +1,321 @@
+//! The `tessera` binary as users run it: output, exit codes and error messages.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn target_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_tessera"))
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn plugins() -> PathBuf {
+    std::env::var_os("TESSERA_PLUGIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("plugins"))
+}
+
+fn test_plugins() -> PathBuf {
+    std::env::var_os("TESSERA_TEST_PLUGIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("test-plugins"))
+}
+
+/// One precompiled cache for the whole test binary, so each plugin compiles once.
+fn cache_dir() -> &'static Path {
+    static CACHE: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    CACHE.get_or_init(|| tempfile::tempdir().unwrap()).path()
+}
+
+fn tessera(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .current_dir(workspace())
+        .env("TESSERA_PLUGIN_DIR", plugins())
+        .env("TESSERA_CACHE_DIR", cache_dir())
+        .args(args)
+        .output()
+        .expect("run tessera")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn yaml(text: &str) -> serde_json::Value {
+    serde_saphyr::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[test]
+fn render_prints_the_shoot_and_warnings() {
+    let out = tessera(&["render", "--runtime", "examples/runtime-aws.yaml"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let expected = yaml(
+        &std::fs::read_to_string(workspace().join("examples/expected/shoot-aws.yaml")).unwrap(),
+    );
+    assert_eq!(yaml(&text(&out.stdout)), expected);
+    assert!(
+        text(&out.stderr).contains("warning: [auditlog] no audit log tenant"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn render_with_current_shoot_patches() {
+    let dir = tempfile::tempdir().unwrap();
+    let current = dir.path().join("current.yaml");
+    let mut shoot = yaml(
+        &std::fs::read_to_string(workspace().join("examples/expected/shoot-aws.yaml")).unwrap(),
+    );
+    shoot["spec"]["kubernetes"]["version"] = "1.34.2".into();
+    std::fs::write(&current, shoot.to_string()).unwrap();
+    let out = tessera(&[
+        "render",
+        "--runtime",
+        "examples/runtime-aws.yaml",
+        "--current-shoot",
+        current.to_str().unwrap(),
+        "--output",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rendered: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        rendered["spec"]["kubernetes"]["version"], "1.34.2",
+        "no downgrade on patch"
+    );
+    assert!(text(&out.stderr).contains("not downgrading to 1.33"));
+}
+
+#[test]
+fn config_file_sets_order_configuration_and_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tessera.yaml");
+    std::fs::write(
+        &config,
+        "limits: {timeoutMs: 2000}\nchain: [base, cloud-profile]\nplugins:\n  cloud-profile:\n    limits: {memoryMiB: 32}\n    config: {profiles: {aws: aws-kyma}}\n",
+    )
+    .unwrap();
+    let out = tessera(&[
+        "render",
+        "--runtime",
+        "examples/runtime-aws.yaml",
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shoot = yaml(&text(&out.stdout));
+    assert_eq!(shoot["spec"]["cloudProfileName"], "aws-kyma");
+    assert!(
+        shoot["spec"].get("provider").is_none(),
+        "only the configured chain ran"
+    );
+
+    std::fs::write(
+        &config,
+        "chain: [base]\nplugins:\n  provider: {config: {}}\n",
+    )
+    .unwrap();
+    let out = tessera(&[
+        "render",
+        "--runtime",
+        "examples/runtime-aws.yaml",
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("plugins.provider is configured but not in the chain"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn plugin_time_limit_from_config_is_enforced() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tessera.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "chain: [base, hostile]\nplugins:\n  hostile:\n    file: {}\n    limits: {{timeoutMs: 100}}\n    config: {{mode: busy-loop}}\n",
+            test_plugins().join("hostile.wasm").display()
+        ),
+    )
+    .unwrap();
+    let out = tessera(&[
+        "render",
+        "--runtime",
+        "examples/runtime-aws.yaml",
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("plugin hostile 0.1.0: timed out"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn bad_input_exits_non_zero_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad_yaml = dir.path().join("bad.yaml");
+    std::fs::write(&bad_yaml, "kind: Runtime\nspec: {shoot: [").unwrap();
+    let out = tessera(&["render", "--runtime", bad_yaml.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("is not valid YAML"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let source = std::fs::read_to_string(workspace().join("examples/runtime-aws.yaml")).unwrap();
+    for (from, to, expected) in [
+        (
+            "type: aws\n",
+            "type: alicloud\n",
+            "plugin cloud-profile 0.1.0: spec.shoot.provider.type (unsupported): unknown provider \"alicloud\"",
+        ),
+        (
+            "pods: 10.96.0.0/13",
+            "pods: 10.250.0.0/20",
+            "plugin base 0.1.0: spec.shoot.networking.pods (invalid-input): pods range 10.250.0.0/20 overlaps nodes range 10.250.0.0/16",
+        ),
+        (
+            "zones: [eu-central-1a]",
+            "zones: [eu-central-1d]",
+            "spec.shoot.provider.additionalWorkers[0].zones (invalid-input): zone eu-central-1d of pool gpu is missing from the main pool's zones",
+        ),
+        (
+            "maximum: 20",
+            "maximum: many",
+            "invalid Runtime at spec.shoot.provider.workers[0].maximum",
+        ),
+    ] {
+        assert!(source.contains(from), "{from}");
+        let file = dir.path().join("runtime.yaml");
+        std::fs::write(&file, source.replacen(from, to, 1)).unwrap();
+        let out = tessera(&["render", "--runtime", file.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{to}");
+        assert!(out.stdout.is_empty(), "no partial Shoot is printed");
+        assert!(
+            text(&out.stderr).contains(expected),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+
+    let out = tessera(&[
+        "render",
+        "--runtime",
+        "examples/runtime-aws.yaml",
+        "--plugins",
+        "/nonexistent",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("plugin base: no component at /nonexistent/base.wasm"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn plugin_test_runs_golden_cases_and_shows_diffs() {
+    let labels = plugins().join("labels.wasm");
+    let out = tessera(&[
+        "plugin",
+        "test",
+        labels.to_str().unwrap(),
+        "--cases",
+        "plugins/labels/cases",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("labels 0.1.0: 3 passed, 0 failed"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let out = tessera(&[
+        "plugin",
+        "test",
+        labels.to_str().unwrap(),
+        "--cases",
+        "plugins/annotations/cases",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("FAIL  create"), "{stdout}");
+    assert!(
+        stdout.contains("+    account: 8cd57dc2-edb2-45e0-af8b-7d881006e516"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn plugin_inspect_shows_contract_imports_size_and_digest() {
+    let out = tessera(&[
+        "plugin",
+        "inspect",
+        plugins().join("provider.wasm").to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let stdout = text(&out.stdout);
+    for needle in [
+        "digest:    sha256:",
+        "kind:      shoot-extension",
+        "contract:  0.1.0",
+        "name:      provider",
+        "tessera:plugin/shoot-extension-api@0.1.0",
+        "tessera:plugin/types@0.1.0",
+        "wasi:cli/stderr@0.2",
+    ] {
+        assert!(stdout.contains(needle), "{needle} in {stdout}");
+    }
+    let out = tessera(&[
+        "plugin",
+        "inspect",
+        test_plugins().join("hostile-net.wasm").to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.contains("wasi:sockets/instance-network@0.2")
+                && l.ends_with("(not offered by this host)")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("loads:     no"), "{stdout}");
+}
+
+#[test]
+fn plugin_bench_prints_percentiles() {
+    let out = tessera(&[
+        "plugin",
+        "bench",
+        plugins().join("labels.wasm").to_str().unwrap(),
+        "--cases",
+        "plugins/labels/cases",
+        "--iterations",
+        "50",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("p50") && stdout.contains("p99") && stdout.contains("account-labels"),
+        "{stdout}"
+    );
+}
