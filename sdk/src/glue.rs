@@ -28,6 +28,10 @@ pub struct RawExtendOutput {
 
 /// Parse `json` as `T`, naming the field at fault under `root` on error.
 pub fn parse_document<T: DeserializeOwned>(json: &str, root: &str) -> Result<T, PluginError> {
+    // Path tracking is slow; only pay for it to explain a failure.
+    if let Ok(value) = serde_json::from_str(json) {
+        return Ok(value);
+    }
     let de = &mut serde_json::Deserializer::from_str(json);
     serde_path_to_error::deserialize(de).map_err(|err| {
         let path = err.path().to_string();

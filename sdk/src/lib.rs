@@ -5,7 +5,8 @@
 //! in `cargo test` (see [`testing`], feature `testing`) and as a `wasm32-wasip2` component in
 //! the host.
 //!
-//! ```ignore
+//! ```no_run
+//! use std::collections::BTreeMap;
 //! use tessera_sdk::{ShootExtension, ExtendInput, ExtendOutput, PluginError};
 //!
 //! pub struct Labels;
@@ -13,8 +14,8 @@
 //! impl ShootExtension for Labels {
 //!     const NAME: &'static str = "labels";
 //!     const DESCRIPTION: &'static str = "Copies account labels onto the Shoot";
-//!     type Config = ();
-//!     fn extend(input: ExtendInput<()>) -> Result<ExtendOutput, PluginError> {
+//!     type Config = BTreeMap<String, String>;
+//!     fn extend(input: ExtendInput<Self::Config>) -> Result<ExtendOutput, PluginError> {
 //!         let mut shoot = input.draft;
 //!         shoot.metadata.labels.insert("account".into(), "42".into());
 //!         Ok(ExtendOutput::new(shoot))
@@ -36,6 +37,9 @@ pub mod testing;
 #[cfg(target_family = "wasm")]
 #[doc(hidden)]
 pub mod wasm;
+
+#[cfg(all(target_family = "wasm", feature = "bump-allocator"))]
+mod bump;
 
 pub use error::{ErrorKind, PluginError};
 pub use models::{Runtime, Shoot};

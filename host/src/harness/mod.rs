@@ -69,6 +69,35 @@ pub fn measure(iterations: usize, mut f: impl FnMut()) -> Percentiles {
     Percentiles::from_samples(&mut samples)
 }
 
+/// Time `iterations` rounds of `a` and `b` alternately, so that both see the same machine
+/// conditions (frequency, noisy neighbours) and their ratio is meaningful.
+pub fn measure_pair(
+    iterations: usize,
+    mut a: impl FnMut(),
+    mut b: impl FnMut(),
+) -> (Percentiles, Percentiles) {
+    for _ in 0..iterations.min(50) {
+        a();
+        b();
+    }
+    let (mut sa, mut sb) = (
+        Vec::with_capacity(iterations),
+        Vec::with_capacity(iterations),
+    );
+    for _ in 0..iterations.max(1) {
+        let start = Instant::now();
+        a();
+        sa.push(start.elapsed());
+        let start = Instant::now();
+        b();
+        sb.push(start.elapsed());
+    }
+    (
+        Percentiles::from_samples(&mut sa),
+        Percentiles::from_samples(&mut sb),
+    )
+}
+
 /// Benchmark one plugin on the inputs of the golden cases in `cases` that succeed.
 pub fn bench_plugin(
     rt: &WasmRuntime,

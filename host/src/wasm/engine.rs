@@ -26,6 +26,8 @@ pub struct EngineOptions {
     pub max_memory_mib: u64,
     /// Try the pooling allocator (falls back to on-demand when it cannot reserve memory).
     pub pooling: bool,
+    /// Linear memory per pooled slot kept resident between instances, KiB.
+    pub keep_resident_kib: usize,
 }
 
 impl Default for EngineOptions {
@@ -36,6 +38,7 @@ impl Default for EngineOptions {
             pool_slots: 128,
             max_memory_mib: 1024,
             pooling: true,
+            keep_resident_kib: 0,
         }
     }
 }
@@ -131,7 +134,11 @@ fn build_engine(options: &EngineOptions) -> Result<(Engine, bool), LoadError> {
             .total_core_instances(slots * 8)
             .total_memories(slots * 2)
             .total_tables(slots * 4)
-            .max_memory_size((options.max_memory_mib as usize) << 20);
+            .max_memory_size((options.max_memory_mib as usize) << 20)
+            // Plugins are instantiated per call: resetting the first pages of a reused slot
+            // with memset is cheaper than faulting them back in after madvise.
+            .linear_memory_keep_resident(options.keep_resident_kib << 10)
+            .table_keep_resident(64 << 10);
         let mut config = base_config();
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         match Engine::new(&config) {

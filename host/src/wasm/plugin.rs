@@ -219,7 +219,8 @@ impl LoadedPlugin {
         }
     }
 
-    fn call_info(&self, rt: &WasmRuntime) -> Result<PluginInfo, CallError> {
+    /// Instantiate in a fresh store and call `info()`: the fixed cost of every call.
+    pub fn call_info(&self, rt: &WasmRuntime) -> Result<PluginInfo, CallError> {
         let limits = Limits::default();
         let mut store = self.store(rt, &limits, "");
         let result = self.pre.instantiate(&mut store).and_then(|instance| {
