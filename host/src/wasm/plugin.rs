@@ -263,7 +263,7 @@ impl LoadedPlugin {
                 .tessera_plugin_shoot_extension_api()
                 .call_extend(&mut store, &wit_input)
         });
-        if store.data().environment_read && matches!(result, Ok(_)) {
+        if store.data().environment_read && result.is_ok() {
             return Err(self.fail(Failure::CapabilityDenied {
                 capability: "the environment".into(),
             }));
