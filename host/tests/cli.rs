@@ -319,3 +319,54 @@ fn plugin_bench_prints_percentiles() {
         "{stdout}"
     );
 }
+
+#[test]
+fn plugin_logs_go_to_tracing_tagged_and_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tessera.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "chain: [base, hostile]\nplugins:\n  hostile:\n    file: {}\n    config: {{mode: log-flood}}\n",
+            test_plugins().join("hostile.wasm").display()
+        ),
+    )
+    .unwrap();
+    let out = tessera(&[
+        "--log",
+        "info",
+        "--log-format",
+        "json",
+        "render",
+        "--runtime",
+        "examples/runtime-aws.yaml",
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines: Vec<serde_json::Value> = text(&out.stderr)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let plugin_lines: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| {
+            l["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("line "))
+        })
+        .collect();
+    assert_eq!(plugin_lines.len(), 256, "capped per call");
+    let first = plugin_lines[0];
+    assert_eq!(first["fields"]["plugin"], "hostile");
+    assert_eq!(first["fields"]["plugin_version"], "0.1.0");
+    assert_eq!(
+        first["fields"]["runtime_id"],
+        "6f7d2b8a-7a1c-4f6e-9f5b-2d1c0e4b9a10"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["fields"]["message"] == "plugin log limit reached; dropping further lines")
+    );
+}

@@ -30,6 +30,13 @@ fn second_load_comes_from_the_cache() {
     assert!(!first.from_cache);
     let second = runtime(dir.path()).load(&bytes, "labels.wasm").unwrap();
     assert!(second.from_cache);
+    let rt = runtime(dir.path());
+    let a = rt.load(&bytes, "labels.wasm").unwrap();
+    let b = rt.load(&bytes, "other-name.wasm").unwrap();
+    assert!(
+        std::sync::Arc::ptr_eq(&a, &b),
+        "one process loads a component once"
+    );
     assert_eq!(second.info, first.info);
     let files = artifacts(dir.path());
     assert_eq!(files.len(), 1);

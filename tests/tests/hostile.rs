@@ -1,6 +1,7 @@
 //! The hostile-plugin suite: each misbehaviour fails with its own typed error within its
 //! budget, the host keeps serving, and nothing leaks from one call into the next.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tessera::wasm::{CallContext, CallError, Failure, Limits, LoadError, LoadedPlugin};
@@ -8,11 +9,11 @@ use tessera_sdk::Operation;
 use tessera_sdk::glue::{RawExtendInput, RawExtendOutput};
 use tessera_tests::{plugin_dir, runtime, test_plugin_dir, workspace};
 
-fn load(name: &str) -> Result<LoadedPlugin, LoadError> {
+fn load(name: &str) -> Result<Arc<LoadedPlugin>, LoadError> {
     runtime().load_file(&test_plugin_dir().join(format!("{name}.wasm")))
 }
 
-fn hostile() -> LoadedPlugin {
+fn hostile() -> Arc<LoadedPlugin> {
     load("hostile").expect("the hostile guest loads")
 }
 

@@ -85,7 +85,7 @@ impl ShootChain {
                 });
             }
             steps.push(ChainStep {
-                plugin: Arc::new(plugin),
+                plugin,
                 config: settings
                     .config
                     .map(|c| c.to_string())

@@ -68,6 +68,9 @@ pub struct WasmRuntime {
     pub(crate) linker: Linker<PluginState>,
     pub(crate) cache: Option<PrecompiledCache>,
     pub(crate) tick: Duration,
+    /// Loaded plugins by component digest: each component is compiled and checked once.
+    pub(crate) loaded:
+        std::sync::Mutex<std::collections::HashMap<String, Arc<super::LoadedPlugin>>>,
     pooling: bool,
     _ticker: Ticker,
 }
@@ -105,6 +108,7 @@ impl WasmRuntime {
             linker,
             cache,
             tick,
+            loaded: Default::default(),
             pooling,
             _ticker: Ticker { stop },
         })

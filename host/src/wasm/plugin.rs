@@ -102,7 +102,7 @@ impl WasmRuntime {
     }
 
     /// Load a shoot extension from a file.
-    pub fn load_file(&self, path: &std::path::Path) -> Result<LoadedPlugin, LoadError> {
+    pub fn load_file(&self, path: &std::path::Path) -> Result<Arc<LoadedPlugin>, LoadError> {
         let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
             path: path.display().to_string(),
             source,
@@ -111,8 +111,21 @@ impl WasmRuntime {
     }
 
     /// Load a shoot extension: compile, check contract and imports, pre-instantiate, and
-    /// ask it who it is.
-    pub fn load(&self, bytes: &[u8], source: &str) -> Result<LoadedPlugin, LoadError> {
+    /// ask it who it is. Loading the same bytes again returns the plugin loaded before.
+    pub fn load(&self, bytes: &[u8], source: &str) -> Result<Arc<LoadedPlugin>, LoadError> {
+        let digest = sha256_hex(bytes);
+        if let Some(plugin) = self.loaded.lock().expect("plugin map").get(&digest) {
+            return Ok(plugin.clone());
+        }
+        let plugin = Arc::new(self.load_uncached(bytes, source)?);
+        self.loaded
+            .lock()
+            .expect("plugin map")
+            .insert(digest, plugin.clone());
+        Ok(plugin)
+    }
+
+    fn load_uncached(&self, bytes: &[u8], source: &str) -> Result<LoadedPlugin, LoadError> {
         let started = Instant::now();
         let (component, from_cache, digest) = self.compile(bytes, source)?;
         let load_time = started.elapsed();
