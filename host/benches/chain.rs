@@ -88,6 +88,13 @@ fn native_chain(runtime: &str) -> String {
     draft
 }
 
+/// Minor page faults of this process so far (Linux), to see what fresh instances cost.
+fn minor_faults() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let after_name = &stat[stat.rfind(')')? + 2..];
+    after_name.split_whitespace().nth(7)?.parse().ok()
+}
+
 fn us(d: Duration) -> String {
     format!("{:.1} µs", d.as_secs_f64() * 1e6)
 }
@@ -196,6 +203,19 @@ fn main() {
     });
     row("wasm, on-demand allocator", &od);
     row("native", &native);
+    if let Some(before) = minor_faults() {
+        let runs = 200;
+        for _ in 0..runs {
+            chain.run(&rt, &runtime.json, "bench", None).unwrap();
+        }
+        let wasm_faults = (minor_faults().unwrap_or(before) - before) / runs;
+        let before = minor_faults().unwrap_or(0);
+        for _ in 0..runs {
+            native_chain(&runtime.json);
+        }
+        let native_faults = (minor_faults().unwrap_or(before) - before) / runs;
+        println!("minor page faults per chain run: wasm {wasm_faults}, native {native_faults}");
+    }
     println!(
         "wasm/native ratio: p50 {:.2}x, p99 {:.2}x",
         wasm.p50.as_secs_f64() / native.p50.as_secs_f64(),

@@ -47,6 +47,30 @@ fn tessera(args: &[&str]) -> Output {
         .expect("run tessera")
 }
 
+/// Render the AWS example with a chain configuration file holding `config` (plus `args`).
+fn render_with_config(config: &str, args: &[&str]) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tessera.yaml");
+    std::fs::write(&path, config).unwrap();
+    let mut all = args.to_vec();
+    all.extend([
+        "render",
+        "--runtime",
+        "examples/runtime-aws.yaml",
+        "--config",
+        path.to_str().unwrap(),
+    ]);
+    tessera(&all)
+}
+
+/// A chain of `base` and the hostile test plugin in `mode`, with extra YAML for its settings.
+fn hostile_chain(mode: &str, settings: &str) -> String {
+    format!(
+        "chain: [base, hostile]\nplugins:\n  hostile:\n    file: {}\n    config: {{mode: {mode}}}\n{settings}",
+        test_plugins().join("hostile.wasm").display()
+    )
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -99,20 +123,10 @@ fn render_with_current_shoot_patches() {
 
 #[test]
 fn config_file_sets_order_configuration_and_limits() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("tessera.yaml");
-    std::fs::write(
-        &config,
+    let out = render_with_config(
         "limits: {timeoutMs: 2000}\nchain: [base, cloud-profile]\nplugins:\n  cloud-profile:\n    limits: {memoryMiB: 32}\n    config: {profiles: {aws: aws-kyma}}\n",
-    )
-    .unwrap();
-    let out = tessera(&[
-        "render",
-        "--runtime",
-        "examples/runtime-aws.yaml",
-        "--config",
-        config.to_str().unwrap(),
-    ]);
+        &[],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let shoot = yaml(&text(&out.stdout));
     assert_eq!(shoot["spec"]["cloudProfileName"], "aws-kyma");
@@ -121,18 +135,7 @@ fn config_file_sets_order_configuration_and_limits() {
         "only the configured chain ran"
     );
 
-    std::fs::write(
-        &config,
-        "chain: [base]\nplugins:\n  provider: {config: {}}\n",
-    )
-    .unwrap();
-    let out = tessera(&[
-        "render",
-        "--runtime",
-        "examples/runtime-aws.yaml",
-        "--config",
-        config.to_str().unwrap(),
-    ]);
+    let out = render_with_config("chain: [base]\nplugins:\n  provider: {config: {}}\n", &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("plugins.provider is configured but not in the chain"),
@@ -143,23 +146,10 @@ fn config_file_sets_order_configuration_and_limits() {
 
 #[test]
 fn plugin_time_limit_from_config_is_enforced() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("tessera.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "chain: [base, hostile]\nplugins:\n  hostile:\n    file: {}\n    limits: {{timeoutMs: 100}}\n    config: {{mode: busy-loop}}\n",
-            test_plugins().join("hostile.wasm").display()
-        ),
-    )
-    .unwrap();
-    let out = tessera(&[
-        "render",
-        "--runtime",
-        "examples/runtime-aws.yaml",
-        "--config",
-        config.to_str().unwrap(),
-    ]);
+    let out = render_with_config(
+        &hostile_chain("busy-loop", "    limits: {timeoutMs: 100}\n"),
+        &[],
+    );
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("plugin hostile 0.1.0: timed out"),
@@ -322,27 +312,10 @@ fn plugin_bench_prints_percentiles() {
 
 #[test]
 fn plugin_logs_go_to_tracing_tagged_and_capped() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("tessera.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "chain: [base, hostile]\nplugins:\n  hostile:\n    file: {}\n    config: {{mode: log-flood}}\n",
-            test_plugins().join("hostile.wasm").display()
-        ),
-    )
-    .unwrap();
-    let out = tessera(&[
-        "--log",
-        "info",
-        "--log-format",
-        "json",
-        "render",
-        "--runtime",
-        "examples/runtime-aws.yaml",
-        "--config",
-        config.to_str().unwrap(),
-    ]);
+    let out = render_with_config(
+        &hostile_chain("log-flood", ""),
+        &["--log", "info", "--log-format", "json"],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let lines: Vec<serde_json::Value> = text(&out.stderr)
         .lines()

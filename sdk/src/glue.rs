@@ -51,14 +51,28 @@ pub fn parse_document<T: DeserializeOwned>(json: &str, root: &str) -> Result<T, 
     })
 }
 
+/// Parse a document the host produced (Runtime, draft, current Shoot) without path
+/// tracking: the host validates the Runtime with full field paths before any plugin runs,
+/// and a second, path-tracking copy of these large deserializers would add ~30% to every
+/// plugin's size.
+pub fn parse_trusted<T: DeserializeOwned>(json: &str, what: &str) -> Result<T, PluginError> {
+    serde_json::from_str(json).map_err(|err| {
+        let mut message = err.to_string();
+        if let Some(at) = message.rfind(" at line ") {
+            message.truncate(at);
+        }
+        PluginError::invalid_input(what, format!("{what}: {message}"))
+    })
+}
+
 /// Run a shoot extension on raw JSON input.
 pub fn extend_json<P: ShootExtension>(
     input: &RawExtendInput,
 ) -> Result<RawExtendOutput, PluginError> {
-    let runtime = parse_document(&input.runtime, "")?;
-    let draft = parse_document(&input.draft, "draft")?;
+    let runtime = parse_trusted(&input.runtime, "runtime")?;
+    let draft = parse_trusted(&input.draft, "draft")?;
     let current = match &input.current_shoot {
-        Some(json) => Some(parse_document(json, "currentShoot")?),
+        Some(json) => Some(parse_trusted(json, "currentShoot")?),
         None => None,
     };
     let config_json = if input.config.trim().is_empty() || input.config.trim() == "null" {

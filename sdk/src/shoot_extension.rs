@@ -43,6 +43,11 @@ impl ExtendOutput {
         }
     }
 
+    /// An output with warnings.
+    pub fn with_warnings(shoot: Shoot, warnings: Vec<String>) -> Self {
+        Self { shoot, warnings }
+    }
+
     /// Add a warning.
     pub fn warn(mut self, warning: impl Into<String>) -> Self {
         self.warnings.push(warning.into());

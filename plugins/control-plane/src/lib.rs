@@ -73,9 +73,7 @@ impl ShootExtension for ControlPlanePlugin {
                 .get_or_insert_with(ControlPlane::default)
                 .high_availability = Some(ha);
         }
-        let mut output = ExtendOutput::new(shoot);
-        output.warnings = warnings;
-        Ok(output)
+        Ok(ExtendOutput::with_warnings(shoot, warnings))
     }
 }
 

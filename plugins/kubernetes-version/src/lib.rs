@@ -69,9 +69,7 @@ impl ShootExtension for KubernetesVersion {
         };
         let mut shoot = input.draft;
         shoot.spec.kubernetes.version = Some(version);
-        let mut output = ExtendOutput::new(shoot);
-        output.warnings = warnings;
-        Ok(output)
+        Ok(ExtendOutput::with_warnings(shoot, warnings))
     }
 }
 

@@ -32,7 +32,7 @@ impl ShootExtension for Labels {
 
     fn extend(input: ExtendInput<Config>) -> Result<ExtendOutput, PluginError> {
         let mut shoot = input.draft;
-        let mut out_warnings = Vec::new();
+        let mut warnings = Vec::new();
         for (shoot_label, runtime_label) in &input.config.labels {
             match input.runtime.label(runtime_label) {
                 Some(value) => {
@@ -41,14 +41,12 @@ impl ShootExtension for Labels {
                         .labels
                         .insert(shoot_label.clone(), value.to_string());
                 }
-                None => out_warnings.push(format!(
+                None => warnings.push(format!(
                     "Runtime has no label {runtime_label}; Shoot label {shoot_label} not set"
                 )),
             }
         }
-        let mut output = ExtendOutput::new(shoot);
-        output.warnings = out_warnings;
-        Ok(output)
+        Ok(ExtendOutput::with_warnings(shoot, warnings))
     }
 }
 

@@ -73,9 +73,7 @@ impl ShootExtension for MaintenancePlugin {
             machine_image_version: Some(config.machine_image_version_auto_update),
         });
         maintenance.time_window = time_window;
-        let mut output = ExtendOutput::new(shoot);
-        output.warnings = warnings;
-        Ok(output)
+        Ok(ExtendOutput::with_warnings(shoot, warnings))
     }
 }
 

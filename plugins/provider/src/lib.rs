@@ -94,9 +94,7 @@ impl ShootExtension for Provider {
                 json!({ "sshAccess": { "enabled": false } }),
             );
         }
-        let mut output = ExtendOutput::new(shoot);
-        output.warnings = warnings;
-        Ok(output)
+        Ok(ExtendOutput::with_warnings(shoot, warnings))
     }
 }
 
