@@ -163,13 +163,52 @@ fn demo(args: &[&str]) -> Result<()> {
     run(cmd)
 }
 
+/// Run every test of the workspace and close with one summary line over all test binaries
+/// (`tests: N passed, M failed`), so the last line says what ran.
 fn test(args: &[&str]) -> Result<()> {
+    use std::io::{BufRead, BufReader, Write};
+
     let built = build_plugins()?;
     let mut cmd = cargo();
     cmd.args(["test", "--workspace"]);
     cmd.args(args);
     with_plugin_env(&mut cmd, &built);
-    run(cmd)
+    cmd.stdout(std::process::Stdio::piped());
+    eprintln!("+ {cmd:?}");
+    let mut child = cmd.spawn().context("cannot run cargo test")?;
+    let (mut passed, mut failed) = (0u64, 0u64);
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut out = std::io::stdout().lock();
+    for line in BufReader::new(stdout).lines() {
+        let line = line?;
+        writeln!(out, "{line}")?;
+        if let Some(rest) = line.strip_prefix("test result: ") {
+            let count = |word: &str| -> u64 {
+                rest.split(';')
+                    .find_map(|part| {
+                        part.trim()
+                            .strip_suffix(word)?
+                            .trim()
+                            .rsplit(' ')
+                            .next()?
+                            .parse()
+                            .ok()
+                    })
+                    .unwrap_or(0)
+            };
+            passed += count("passed");
+            failed += count("failed");
+        }
+    }
+    let status = child.wait()?;
+    writeln!(out, "tests: {passed} passed, {failed} failed")?;
+    if !status.success() {
+        bail!("cargo test failed with {status}");
+    }
+    if passed == 0 {
+        bail!("no test ran");
+    }
+    Ok(())
 }
 
 fn lint() -> Result<()> {
