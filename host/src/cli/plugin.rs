@@ -111,11 +111,7 @@ pub fn run(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<ExitCode>
                 "kind:      {}",
                 inspection
                     .kind
-                    .map(|k| serde_json::to_value(k)
-                        .unwrap_or_default()
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string())
+                    .map(|k| k.to_string())
                     .unwrap_or_else(|| "not a Tessera plugin".into())
             );
             println!(

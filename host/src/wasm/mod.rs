@@ -11,12 +11,15 @@ pub mod engine;
 pub mod error;
 pub mod inspect;
 pub mod limits;
+pub mod module;
 pub mod plugin;
 pub mod sandbox;
 
+pub use bindings::module_api;
 pub use engine::{EngineOptions, WasmRuntime};
 pub use error::{CallError, Failure, LoadError};
 pub use limits::Limits;
+pub use module::LoadedModule;
 pub use plugin::{CallContext, LoadedPlugin, PluginKind};
 
 /// Contract versions this host runs (`tessera:plugin@<version>`), as semver requirements.

@@ -26,6 +26,15 @@ pub enum PluginKind {
     ModuleReconciler,
 }
 
+impl std::fmt::Display for PluginKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PluginKind::ShootExtension => "shoot-extension",
+            PluginKind::ModuleReconciler => "module-reconciler",
+        })
+    }
+}
+
 /// What the plugin says about itself (`info()`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PluginInfo {
@@ -33,6 +42,15 @@ pub struct PluginInfo {
     pub version: String,
     pub contract_version: String,
     pub description: String,
+}
+
+/// A component that passed the load-time checks.
+pub(crate) struct Checked {
+    pub instance_pre: wasmtime::component::InstancePre<PluginState>,
+    pub inspection: Inspection,
+    pub contract: String,
+    pub from_cache: bool,
+    pub load_time: Duration,
 }
 
 /// Per-call context for logs.
@@ -125,7 +143,15 @@ impl WasmRuntime {
         Ok(plugin)
     }
 
-    fn load_uncached(&self, bytes: &[u8], source: &str) -> Result<LoadedPlugin, LoadError> {
+    /// Compile and run every load-time check for a plugin of `kind`: a Tessera export of a
+    /// supported contract version, nothing imported beyond what the sandbox offers, and a
+    /// successful link. Shared by both plugin kinds.
+    pub(crate) fn checked(
+        &self,
+        bytes: &[u8],
+        source: &str,
+        kind: PluginKind,
+    ) -> Result<Checked, LoadError> {
         let started = Instant::now();
         let (component, from_cache, digest) = self.compile(bytes, source)?;
         let load_time = started.elapsed();
@@ -154,10 +180,13 @@ impl WasmRuntime {
                 missing: inspection.missing_imports.join(", "),
             });
         }
-        if inspection.kind != Some(PluginKind::ShootExtension) {
+        if inspection.kind != Some(kind) {
             return Err(LoadError::Link {
                 source_name,
-                message: "expected a shoot-extension plugin, found a module-reconciler".into(),
+                message: format!(
+                    "expected a {kind} plugin, found a {} plugin",
+                    inspection.kind.map(|k| k.to_string()).unwrap_or_default()
+                ),
             });
         }
         let instance_pre =
@@ -167,6 +196,24 @@ impl WasmRuntime {
                     source_name: source_name.clone(),
                     message: format!("{e:#}"),
                 })?;
+        Ok(Checked {
+            instance_pre,
+            inspection,
+            contract,
+            from_cache,
+            load_time,
+        })
+    }
+
+    fn load_uncached(&self, bytes: &[u8], source: &str) -> Result<LoadedPlugin, LoadError> {
+        let Checked {
+            instance_pre,
+            inspection,
+            contract,
+            from_cache,
+            load_time,
+        } = self.checked(bytes, source, PluginKind::ShootExtension)?;
+        let source_name = source.to_string();
         let pre = shoot::ShootExtensionPre::new(instance_pre).map_err(|e| LoadError::Link {
             source_name: source_name.clone(),
             message: format!("{e:#}"),
@@ -212,16 +259,7 @@ impl LoadedPlugin {
     }
 
     fn store(&self, rt: &WasmRuntime, limits: &Limits, runtime_id: &str) -> Store<PluginState> {
-        let log = LogContext {
-            plugin: self.names.0.clone(),
-            version: self.names.1.clone(),
-            runtime_id: Arc::from(runtime_id),
-        };
-        let mut store = Store::new(&rt.engine, PluginState::new(limits, log));
-        store.limiter(|state| &mut state.limiter);
-        store.set_epoch_deadline(rt.deadline_ticks(limits.timeout()));
-        store.epoch_deadline_trap();
-        store
+        new_store(rt, limits, &self.names, runtime_id)
     }
 
     fn fail(&self, cause: Failure) -> CallError {
@@ -314,6 +352,25 @@ impl LoadedPlugin {
     }
 }
 
+/// A fresh store for one call: memory limiter, epoch deadline, log context.
+pub(crate) fn new_store(
+    rt: &WasmRuntime,
+    limits: &Limits,
+    names: &(Arc<str>, Arc<str>),
+    runtime_id: &str,
+) -> Store<PluginState> {
+    let log = LogContext {
+        plugin: names.0.clone(),
+        version: names.1.clone(),
+        runtime_id: Arc::from(runtime_id),
+    };
+    let mut store = Store::new(&rt.engine, PluginState::new(limits, log));
+    store.limiter(|state| &mut state.limiter);
+    store.set_epoch_deadline(rt.deadline_ticks(limits.timeout()));
+    store.epoch_deadline_trap();
+    store
+}
+
 fn json_type(value: &serde_json::Value) -> &'static str {
     match value {
         serde_json::Value::Null => "null",
@@ -325,7 +382,7 @@ fn json_type(value: &serde_json::Value) -> &'static str {
     }
 }
 
-fn from_wit_error(err: shoot_api::PluginError) -> PluginError {
+pub(crate) fn from_wit_error(err: shoot_api::PluginError) -> PluginError {
     PluginError {
         kind: match err.kind {
             bindings::ErrorKind::InvalidInput => ErrorKind::InvalidInput,
@@ -338,7 +395,11 @@ fn from_wit_error(err: shoot_api::PluginError) -> PluginError {
 }
 
 /// Turn a wasmtime error from a call into a typed failure.
-fn classify(err: wasmtime::Error, store: &Store<PluginState>, limits: &Limits) -> Failure {
+pub(crate) fn classify(
+    err: wasmtime::Error,
+    store: &Store<PluginState>,
+    limits: &Limits,
+) -> Failure {
     let state = store.data();
     if state.limiter.hit {
         return Failure::MemoryLimit {

@@ -1,0 +1,148 @@
+//! Module-reconciler plugins: loaded and sandboxed like shoot extensions, called with the
+//! `module-reconciler-api` types. The ModuleSet controller that drives them (requirements
+//! loop, apply, prune) builds on this.
+
+use std::sync::Arc;
+
+use super::bindings::{module, module_api};
+use super::engine::WasmRuntime;
+use super::error::{CallError, Failure, LoadError};
+use super::inspect::Inspection;
+use super::limits::Limits;
+use super::plugin::{Checked, PluginInfo, PluginKind, classify, from_wit_error, new_store};
+use super::sandbox::PluginState;
+
+/// A compiled, checked, pre-instantiated module reconciler.
+pub struct LoadedModule {
+    pub source: String,
+    pub inspection: Inspection,
+    pub info: PluginInfo,
+    pre: module::ModuleReconcilerPre<PluginState>,
+    names: (Arc<str>, Arc<str>),
+}
+
+impl std::fmt::Debug for LoadedModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedModule")
+            .field("source", &self.source)
+            .field("info", &self.info)
+            .field("digest", &self.inspection.digest)
+            .finish()
+    }
+}
+
+impl WasmRuntime {
+    /// Load a module-reconciler plugin (same checks as [`WasmRuntime::load`]).
+    pub fn load_module(&self, bytes: &[u8], source: &str) -> Result<LoadedModule, LoadError> {
+        let Checked {
+            instance_pre,
+            inspection,
+            ..
+        } = self.checked(bytes, source, PluginKind::ModuleReconciler)?;
+        let link = |e: wasmtime::Error| LoadError::Link {
+            source_name: source.to_string(),
+            message: format!("{e:#}"),
+        };
+        let pre = module::ModuleReconcilerPre::new(instance_pre).map_err(link)?;
+        let mut loaded = LoadedModule {
+            source: source.to_string(),
+            inspection,
+            info: PluginInfo {
+                name: source.to_string(),
+                version: "?".into(),
+                contract_version: String::new(),
+                description: String::new(),
+            },
+            pre,
+            names: (Arc::from(source), Arc::from("?")),
+        };
+        let info = loaded
+            .call(self, &Limits::default(), "", |api, store| {
+                api.call_info(store)
+            })
+            .map_err(|e| LoadError::Info {
+                source_name: source.to_string(),
+                cause: e.cause,
+            })?;
+        loaded.names = (
+            Arc::from(info.name.as_str()),
+            Arc::from(info.version.as_str()),
+        );
+        loaded.info = PluginInfo {
+            name: info.name,
+            version: info.version,
+            contract_version: info.contract_version,
+            description: info.description,
+        };
+        Ok(loaded)
+    }
+}
+
+type Api = module_api::Guest;
+
+impl LoadedModule {
+    fn call<R>(
+        &self,
+        rt: &WasmRuntime,
+        limits: &Limits,
+        scope: &str,
+        f: impl FnOnce(&Api, &mut wasmtime::Store<PluginState>) -> wasmtime::Result<R>,
+    ) -> Result<R, CallError> {
+        let mut store = new_store(rt, limits, &self.names, scope);
+        let result = self.pre.instantiate(&mut store).and_then(|instance| {
+            let api = instance.tessera_plugin_module_reconciler_api();
+            f(api, &mut store)
+        });
+        result.map_err(|err| CallError {
+            plugin: self.info.name.clone(),
+            version: self.info.version.clone(),
+            cause: classify(err, &store, limits),
+        })
+    }
+
+    fn plugin_error(&self, err: module_api::PluginError) -> CallError {
+        CallError {
+            plugin: self.info.name.clone(),
+            version: self.info.version.clone(),
+            cause: Failure::Plugin(from_wit_error(err)),
+        }
+    }
+
+    /// Modules that must be installed before this one.
+    pub fn dependencies(
+        &self,
+        rt: &WasmRuntime,
+        config: &str,
+        limits: &Limits,
+    ) -> Result<Vec<String>, CallError> {
+        self.call(rt, limits, "", |api, store| {
+            api.call_dependencies(store, config)
+        })
+    }
+
+    /// One reconcile call in a fresh sandbox.
+    pub fn reconcile(
+        &self,
+        rt: &WasmRuntime,
+        input: &module_api::ReconcileInput,
+        limits: &Limits,
+    ) -> Result<module_api::ReconcileOutput, CallError> {
+        self.call(rt, limits, &input.module, |api, store| {
+            api.call_reconcile(store, input)
+        })?
+        .map_err(|e| self.plugin_error(e))
+    }
+
+    /// One delete call in a fresh sandbox.
+    pub fn delete(
+        &self,
+        rt: &WasmRuntime,
+        input: &module_api::ReconcileInput,
+        limits: &Limits,
+    ) -> Result<module_api::DeleteOutput, CallError> {
+        self.call(rt, limits, &input.module, |api, store| {
+            api.call_delete(store, input)
+        })?
+        .map_err(|e| self.plugin_error(e))
+    }
+}
