@@ -59,3 +59,5 @@ pub fn runtime() -> &'static WasmRuntime {
         .expect("engine")
     })
 }
+
+pub mod cluster;

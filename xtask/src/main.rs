@@ -3,7 +3,8 @@
 //! - `build-plugins`: first-party plugins (and the test guests) → `<target>/plugins/*.wasm`
 //!   and `<target>/test-plugins/*.wasm`.
 //! - `demo`: build everything and render `examples/runtime-aws.yaml` into a Shoot.
-//! - `test`: build the plugins, then run every test of the workspace.
+//! - `test`: build the plugins and (once per machine) the test kube-apiserver, then run
+//!   every test of the workspace.
 //! - `lint`: `cargo fmt --check` and `cargo clippy -D warnings` (host and Wasm targets).
 //! - `bench`: build the plugins, then `cargo bench -p tessera`.
 
@@ -169,10 +170,12 @@ fn test(args: &[&str]) -> Result<()> {
     use std::io::{BufRead, BufReader, Write};
 
     let built = build_plugins()?;
+    let apiserver = ensure_apiserver()?;
     let mut cmd = cargo();
     cmd.args(["test", "--workspace"]);
     cmd.args(args);
     with_plugin_env(&mut cmd, &built);
+    cmd.env("TESSERA_KUBE_APISERVER", apiserver);
     cmd.stdout(std::process::Stdio::piped());
     eprintln!("+ {cmd:?}");
     let mut child = cmd.spawn().context("cannot run cargo test")?;
@@ -209,6 +212,22 @@ fn test(args: &[&str]) -> Result<()> {
         bail!("no test ran");
     }
     Ok(())
+}
+
+/// Build (once per machine) and locate the kube-apiserver used by the tests.
+fn ensure_apiserver() -> Result<PathBuf> {
+    let script = root().join("tests/kube/ensure-apiserver.sh");
+    eprintln!("+ {}", script.display());
+    let out = Command::new("bash")
+        .arg(&script)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("cannot run ensure-apiserver.sh")?;
+    if !out.status.success() {
+        bail!("{} failed with {}", script.display(), out.status);
+    }
+    let path = String::from_utf8(out.stdout)?.trim().to_string();
+    Ok(PathBuf::from(path))
 }
 
 fn lint() -> Result<()> {

@@ -1,0 +1,222 @@
+//! A real etcd and kube-apiserver on loopback, for tests that need Kubernetes
+//! (recipe: ../shared/kube-apiserver.md). `tests/kube/ensure-apiserver.sh` builds the
+//! binary once per machine; `./x test` runs it first and exports its path.
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The kube-apiserver binary: `$TESSERA_KUBE_APISERVER`, or the per-machine cache.
+pub fn apiserver_binary() -> PathBuf {
+    std::env::var_os("TESSERA_KUBE_APISERVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME").unwrap_or_default();
+            PathBuf::from(home).join(".cache/tessera/kube/kube-apiserver-1.20.2")
+        })
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+fn spawn(cmd: &mut Command, log: &Path) -> Result<Child, String> {
+    let file = std::fs::File::create(log).map_err(|e| e.to_string())?;
+    let err = file.try_clone().map_err(|e| e.to_string())?;
+    cmd.stdin(Stdio::null())
+        .stdout(file)
+        .stderr(err)
+        .spawn()
+        .map_err(|e| format!("cannot start {cmd:?}: {e}"))
+}
+
+/// One API server with its own etcd, started on free loopback ports.
+pub struct Cluster {
+    children: Vec<Child>,
+    dir: tempfile::TempDir,
+    /// `https://127.0.0.1:<port>`
+    pub server: String,
+    /// Bearer token of a `system:masters` user.
+    pub token: String,
+    /// A kubeconfig for that user (skips TLS verification: the certificate is self-signed).
+    pub kubeconfig: PathBuf,
+}
+
+impl Cluster {
+    /// Start etcd and kube-apiserver and wait until `/readyz` answers.
+    pub fn start(name: &str) -> Result<Self, String> {
+        let binary = apiserver_binary();
+        if !binary.is_file() {
+            return Err(format!(
+                "{} is missing: run tests/kube/ensure-apiserver.sh (./x test does)",
+                binary.display()
+            ));
+        }
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let d = dir.path();
+        let (client, peer, secure) = (free_port(), free_port(), free_port());
+        let mut cluster = Cluster {
+            children: Vec::new(),
+            server: format!("https://127.0.0.1:{secure}"),
+            token: format!("tessera-{name}-{secure}"),
+            kubeconfig: d.join("kubeconfig"),
+            dir,
+        };
+        let d = cluster.dir.path().to_path_buf();
+        let etcd_url = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        cluster.children.push(spawn(
+            Command::new("etcd").args([
+                "--name",
+                name,
+                "--data-dir",
+                &d.join("etcd").display().to_string(),
+                "--listen-client-urls",
+                &etcd_url,
+                "--advertise-client-urls",
+                &etcd_url,
+                "--listen-peer-urls",
+                &peer_url,
+                "--initial-advertise-peer-urls",
+                &peer_url,
+                "--initial-cluster",
+                &format!("{name}={peer_url}"),
+            ]),
+            &d.join("etcd.log"),
+        )?);
+        for args in [
+            vec!["genrsa", "-out", "sa.key", "2048"],
+            vec!["rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub"],
+        ] {
+            let out = Command::new("openssl").args(&args).current_dir(&d).output();
+            match out {
+                Ok(o) if o.status.success() => {}
+                other => return Err(format!("openssl {args:?} failed: {other:?}")),
+            }
+        }
+        std::fs::write(
+            d.join("tokens.csv"),
+            format!("{},admin,admin,system:masters\n", cluster.token),
+        )
+        .map_err(|e| e.to_string())?;
+        cluster.children.push(spawn(
+            Command::new(&binary).args([
+                "--etcd-servers",
+                &etcd_url,
+                "--etcd-prefix",
+                &format!("/{name}"),
+                "--bind-address",
+                "127.0.0.1",
+                "--secure-port",
+                &secure.to_string(),
+                "--cert-dir",
+                &d.join("certs").display().to_string(),
+                "--token-auth-file",
+                &d.join("tokens.csv").display().to_string(),
+                "--authorization-mode",
+                "RBAC",
+                "--service-account-key-file",
+                &d.join("sa.pub").display().to_string(),
+                "--service-account-signing-key-file",
+                &d.join("sa.key").display().to_string(),
+                "--service-account-issuer",
+                "https://kubernetes.default.svc",
+                "--service-cluster-ip-range",
+                "10.0.0.0/24",
+                "--disable-admission-plugins",
+                "ServiceAccount",
+            ]),
+            &d.join("kube-apiserver.log"),
+        )?);
+        let mut kubeconfig =
+            std::fs::File::create(&cluster.kubeconfig).map_err(|e| e.to_string())?;
+        write!(
+            kubeconfig,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\nusers:\n- name: admin\n  user:\n    token: {}\ncontexts:\n- name: {name}\n  context: {{cluster: {name}, user: admin}}\ncurrent-context: {name}\n",
+            cluster.server, cluster.token
+        )
+        .map_err(|e| e.to_string())?;
+        cluster.wait_ready(Duration::from_secs(90))?;
+        Ok(cluster)
+    }
+
+    fn wait_ready(&mut self, limit: Duration) -> Result<(), String> {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            if self.kubectl(&["get", "--raw", "/readyz"]).status.success() {
+                return Ok(());
+            }
+            for child in &mut self.children {
+                if let Ok(Some(status)) = child.try_wait() {
+                    return Err(format!(
+                        "a control-plane process exited with {status}:\n{}",
+                        self.logs()
+                    ));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        Err(format!("not ready after {limit:?}:\n{}", self.logs()))
+    }
+
+    /// The last lines of the etcd and API server logs, for failure messages.
+    pub fn logs(&self) -> String {
+        ["etcd.log", "kube-apiserver.log"]
+            .iter()
+            .map(|f| {
+                let text = std::fs::read_to_string(self.dir.path().join(f)).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(15).collect();
+                format!(
+                    "== {f}\n{}",
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Run kubectl against this cluster.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .output()
+            .expect("kubectl")
+    }
+
+    /// Run kubectl with `stdin` as input.
+    pub fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> Output {
+        let mut child = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        // API server first, then its etcd.
+        for child in self.children.iter_mut().rev() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
