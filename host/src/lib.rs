@@ -1,10 +1,17 @@
 //! # tessera
 //!
 //! The Tessera host library: the sandboxed Wasm runtime ([`wasm`]), plugin chains
-//! ([`plugins`]), rendering a Runtime into a Shoot ([`render`]) and the plugin author
-//! harness ([`harness`]).
+//! ([`plugins`]), rendering a Runtime into a Shoot ([`render`]), the plugin author
+//! harness ([`harness`]), and the operator: custom resources ([`crd`]), the Gardener client
+//! ([`gardener`]), the controllers ([`controllers`]), [`metrics`] and [`operator`] wiring.
 
+pub mod controllers;
+pub mod crd;
+pub mod gardener;
 pub mod harness;
+pub mod metrics;
+pub mod operator;
 pub mod plugins;
 pub mod render;
+pub mod time;
 pub mod wasm;

@@ -28,6 +28,8 @@ pub mod error;
 pub mod glue;
 pub mod log;
 pub mod models;
+#[cfg(feature = "schema")]
+pub mod schema;
 pub mod shoot_extension;
 pub mod util;
 

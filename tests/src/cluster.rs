@@ -50,6 +50,11 @@ pub struct Cluster {
 impl Cluster {
     /// Start etcd and kube-apiserver and wait until `/readyz` answers.
     pub fn start(name: &str) -> Result<Self, String> {
+        Self::start_with_tokens(name, &[])
+    }
+
+    /// Like [`Cluster::start`], with more `system:masters` bearer tokens accepted.
+    pub fn start_with_tokens(name: &str, extra_tokens: &[String]) -> Result<Self, String> {
         let binary = apiserver_binary();
         if !binary.is_file() {
             return Err(format!(
@@ -99,11 +104,11 @@ impl Cluster {
                 other => return Err(format!("openssl {args:?} failed: {other:?}")),
             }
         }
-        std::fs::write(
-            d.join("tokens.csv"),
-            format!("{},admin,admin,system:masters\n", cluster.token),
-        )
-        .map_err(|e| e.to_string())?;
+        let mut tokens = format!("{},admin,admin,system:masters\n", cluster.token);
+        for (i, token) in extra_tokens.iter().enumerate() {
+            tokens.push_str(&format!("{token},admin-{i},admin-{i},system:masters\n"));
+        }
+        std::fs::write(d.join("tokens.csv"), tokens).map_err(|e| e.to_string())?;
         cluster.children.push(spawn(
             Command::new(&binary).args([
                 "--etcd-servers",

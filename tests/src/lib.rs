@@ -1,6 +1,10 @@
 //! Shared helpers for the integration tests: where the built components are, and one
 //! engine per test binary.
 
+pub mod cluster;
+pub mod env;
+pub mod gardener_sim;
+
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -59,5 +63,3 @@ pub fn runtime() -> &'static WasmRuntime {
         .expect("engine")
     })
 }
-
-pub mod cluster;

@@ -1,7 +1,9 @@
 //! Command-line interface. Library errors are typed; here they become `anyhow` reports.
 
+mod crds;
 mod plugin;
 mod render;
+mod run;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -55,6 +57,10 @@ pub enum Command {
     /// Plugin author tools: golden tests, inspection, benchmarks.
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
+    /// Run the operator: reconcile Runtimes into Gardener Shoots and kubeconfig Secrets.
+    Run(Box<run::RunArgs>),
+    /// Print the CustomResourceDefinitions (or write them with --output DIR).
+    Crds(crds::CrdsArgs),
 }
 
 pub fn init_tracing(global: &Global) {
@@ -80,9 +86,14 @@ fn runtime(global: &Global) -> anyhow::Result<WasmRuntime> {
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    if let Command::Crds(args) = cli.command {
+        return crds::run(args);
+    }
     let rt = runtime(&cli.global)?;
     match cli.command {
         Command::Render(args) => render::run(&rt, args),
         Command::Plugin(command) => plugin::run(&rt, command),
+        Command::Run(args) => run::run(rt, *args),
+        Command::Crds(_) => unreachable!("handled above"),
     }
 }

@@ -32,6 +32,8 @@ pub struct ChainOutput {
     pub warnings: Vec<(String, String)>,
     /// (plugin, version, sha256) of every step, in order.
     pub digests: Vec<(String, String, String)>,
+    /// (plugin, wall time of its call), in order.
+    pub timings: Vec<(String, std::time::Duration)>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -114,7 +116,9 @@ impl ShootChain {
         };
         let mut draft = "{}".to_string();
         let mut warnings = Vec::new();
+        let mut timings = Vec::with_capacity(self.steps.len());
         for step in &self.steps {
+            let started = std::time::Instant::now();
             let input = RawExtendInput {
                 runtime: runtime.to_string(),
                 draft,
@@ -123,6 +127,7 @@ impl ShootChain {
                 config: step.config.clone(),
             };
             let output = step.plugin.extend(rt, input, &step.limits, &ctx)?;
+            timings.push((step.plugin.name().to_string(), started.elapsed()));
             warnings.extend(
                 output
                     .warnings
@@ -136,6 +141,7 @@ impl ShootChain {
         Ok(ChainOutput {
             shoot,
             warnings,
+            timings,
             digests: self
                 .steps
                 .iter()

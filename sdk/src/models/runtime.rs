@@ -51,6 +51,7 @@ impl Runtime {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RuntimeSpec {
     pub shoot: RuntimeShoot,
     #[serde(default)]
@@ -62,6 +63,7 @@ pub struct RuntimeSpec {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RuntimeShoot {
     pub name: String,
     pub purpose: String,
@@ -86,6 +88,7 @@ pub struct RuntimeShoot {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RuntimeKubernetes {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
@@ -95,6 +98,7 @@ pub struct RuntimeKubernetes {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RuntimeApiServer {
     #[serde(default)]
     pub oidc_config: OidcConfig,
@@ -105,6 +109,7 @@ pub struct RuntimeApiServer {
 /// Gardener's `OIDCConfig`; every field optional, unset means "use the configured default".
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct OidcConfig {
     #[serde(rename = "clientID", default, skip_serializing_if = "Option::is_none")]
     pub client_id: Option<String>,
@@ -133,6 +138,7 @@ impl OidcConfig {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RuntimeProvider {
     /// `aws`, `azure`, `gcp` or `openstack`.
     #[serde(rename = "type")]
@@ -145,6 +151,7 @@ pub struct RuntimeProvider {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RuntimeNetworking {
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub type_: Option<String>,
@@ -155,6 +162,7 @@ pub struct RuntimeNetworking {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Security {
     #[serde(default)]
     pub administrators: Vec<String>,
@@ -164,6 +172,7 @@ pub struct Security {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct NetworkingSecurity {
     #[serde(default)]
     pub filter: Filter,
@@ -171,6 +180,7 @@ pub struct NetworkingSecurity {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Filter {
     #[serde(default)]
     pub egress: Toggle,
@@ -179,6 +189,7 @@ pub struct Filter {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Toggle {
     #[serde(default)]
     pub enabled: bool,

@@ -105,20 +105,28 @@ pub struct ShootNetworking {
 /// `spec.controlPlane`; also the Runtime's `spec.shoot.controlPlane`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(extend("x-kubernetes-preserve-unknown-fields" = true))
+)]
 pub struct ControlPlane {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub high_availability: Option<HighAvailability>,
     #[serde(flatten)]
+    #[cfg_attr(feature = "schema", schemars(skip))]
     pub extra: Extra,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct HighAvailability {
     pub failure_tolerance: FailureTolerance,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FailureTolerance {
     /// `zone` or `node`.
     #[serde(rename = "type")]

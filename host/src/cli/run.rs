@@ -1,0 +1,136 @@
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use tessera::controllers::{OperatorConfig, Renderer, Requeue};
+use tessera::operator::{LeaderElection, OperatorOptions, default_identity};
+use tessera::plugins::{ChainConfig, ShootChain, default_plugin_dir};
+use tessera::wasm::WasmRuntime;
+
+/// A duration such as `30s`, `5m`, `1h30m`, `500ms`.
+fn duration(text: &str) -> Result<Duration, String> {
+    let d: jiff::SignedDuration = text
+        .parse()
+        .map_err(|e| format!("{text:?} is not a duration like 30s, 5m or 1h: {e}"))?;
+    Duration::try_from(d).map_err(|_| format!("{text:?} must not be negative"))
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Control-plane kubeconfig: Runtimes, RuntimeKubeconfigs and Secrets live there
+    /// [default: in-cluster, else $KUBECONFIG, else ~/.kube/config].
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Gardener kubeconfig for Shoots and admin kubeconfigs [default: the control plane's].
+    #[arg(long, env = "TESSERA_GARDENER_KUBECONFIG")]
+    gardener_kubeconfig: Option<PathBuf>,
+    /// Only reconcile Runtimes in this namespace [default: all namespaces].
+    #[arg(long, env = "TESSERA_NAMESPACE")]
+    namespace: Option<String>,
+    /// Chain configuration: plugin order, per-plugin configuration and limits.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Directory with `<plugin>.wasm` components [default: $TESSERA_PLUGIN_DIR, or
+    /// `plugins/` next to the binary].
+    #[arg(long)]
+    plugins: Option<PathBuf>,
+    /// Address of /metrics, /healthz and /readyz (port 0 picks a free port, logged).
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    metrics_addr: SocketAddr,
+    /// Run without leader election (only when exactly one host runs).
+    #[arg(long)]
+    no_leader_election: bool,
+    /// Name of the coordination.k8s.io Lease hosts compete for.
+    #[arg(long, default_value = "tessera")]
+    lease_name: String,
+    /// Namespace of the Lease [default: --namespace, else `default`].
+    #[arg(long)]
+    lease_namespace: Option<String>,
+    /// How long a lease holder stays leader without renewing; a standby takes over after it.
+    #[arg(long, default_value = "15s", value_parser = duration)]
+    lease_duration: Duration,
+    /// Identity in the Lease [default: <hostname>-<pid>].
+    #[arg(long)]
+    identity: Option<String>,
+    /// Re-check interval while Gardener works on a Shoot (watches usually come first).
+    #[arg(long, default_value = "60s", value_parser = duration)]
+    requeue_pending: Duration,
+    /// Wait after asking Gardener to retry a failed operation.
+    #[arg(long, default_value = "30s", value_parser = duration)]
+    requeue_retry: Duration,
+    /// Wait after an unexpected error.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    requeue_error: Duration,
+    /// Re-check Ready Runtimes this often [default: only when something changes].
+    #[arg(long, value_parser = duration)]
+    requeue_ready: Option<Duration>,
+    /// Lifetime requested for admin kubeconfigs.
+    #[arg(long, default_value = "24h", value_parser = duration)]
+    kubeconfig_expiration: Duration,
+    /// Rotate kubeconfigs once this fraction of their lifetime has passed (KIM: 0.57).
+    #[arg(long, default_value_t = 0.57)]
+    rotation_fraction: f64,
+    /// Also set Gardener's force-deletion annotation when deleting Shoots.
+    #[arg(long)]
+    force_deletion: bool,
+}
+
+pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
+    if !(0.0 < args.rotation_fraction && args.rotation_fraction <= 1.0) {
+        anyhow::bail!(
+            "--rotation-fraction must be in (0, 1], got {}",
+            args.rotation_fraction
+        );
+    }
+    let config = match &args.config {
+        Some(path) => ChainConfig::from_file(path)?,
+        None => ChainConfig::default(),
+    };
+    let plugin_dir = args.plugins.clone().or_else(default_plugin_dir).context(
+        "no plugin directory: pass --plugins DIR or set TESSERA_PLUGIN_DIR (build them with `cargo xtask build-plugins`)",
+    )?;
+    // Compile (or load precompiled) every plugin before touching the cluster.
+    let chain = ShootChain::load(&rt, &config, &plugin_dir)?;
+    let leader_election = (!args.no_leader_election).then(|| LeaderElection {
+        lease_name: args.lease_name.clone(),
+        namespace: args
+            .lease_namespace
+            .clone()
+            .or_else(|| args.namespace.clone())
+            .unwrap_or_else(|| "default".into()),
+        duration: args.lease_duration.as_secs().max(1),
+        identity: args.identity.clone().unwrap_or_else(default_identity),
+    });
+    let options = OperatorOptions {
+        kubeconfig: args.kubeconfig,
+        gardener_kubeconfig: args.gardener_kubeconfig,
+        metrics_addr: args.metrics_addr,
+        leader_election,
+        config: OperatorConfig {
+            requeue: Requeue {
+                pending: args.requeue_pending,
+                retry: args.requeue_retry,
+                error: args.requeue_error,
+                ready: args.requeue_ready,
+            },
+            kubeconfig_expiration: args.kubeconfig_expiration,
+            rotation_fraction: args.rotation_fraction,
+            force_deletion: args.force_deletion,
+            namespace: args.namespace,
+        },
+        renderer: Renderer {
+            wasm: Arc::new(rt),
+            chain: Arc::new(chain),
+        },
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(tessera::operator::run(options))?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,138 @@
+//! What every reconcile shares: clients, the plugin chain, configuration, metrics, events.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use kube::runtime::events::{Recorder, Reporter};
+
+use crate::gardener::ShootClient;
+use crate::metrics::Metrics;
+use crate::plugins::{ChainOutput, ShootChain};
+use crate::wasm::{CallError, WasmRuntime};
+
+/// How long to wait before looking again. Shoot and RuntimeKubeconfig changes wake the
+/// controllers through watches; these are safety nets and back-offs.
+#[derive(Debug, Clone)]
+pub struct Requeue {
+    /// While Gardener works on a Shoot.
+    pub pending: Duration,
+    /// After asking Gardener to retry a failed operation.
+    pub retry: Duration,
+    /// After an unexpected error.
+    pub error: Duration,
+    /// Re-check Ready Runtimes this often (`None`: only on change).
+    pub ready: Option<Duration>,
+}
+
+impl Default for Requeue {
+    fn default() -> Self {
+        Self {
+            pending: Duration::from_secs(60),
+            retry: Duration::from_secs(30),
+            error: Duration::from_secs(10),
+            ready: None,
+        }
+    }
+}
+
+/// Operator settings (`tessera run` flags).
+#[derive(Debug, Clone)]
+pub struct OperatorConfig {
+    pub requeue: Requeue,
+    /// Lifetime requested for admin kubeconfigs.
+    pub kubeconfig_expiration: Duration,
+    /// Rotate once this fraction of the lifetime has passed (KIM: 0.95 × 0.6).
+    pub rotation_fraction: f64,
+    /// Also set Gardener's force-deletion annotation when deleting a Shoot.
+    pub force_deletion: bool,
+    /// Only reconcile Runtimes in this namespace.
+    pub namespace: Option<String>,
+}
+
+impl Default for OperatorConfig {
+    fn default() -> Self {
+        Self {
+            requeue: Requeue::default(),
+            kubeconfig_expiration: Duration::from_secs(24 * 3600),
+            rotation_fraction: 0.57,
+            force_deletion: false,
+            namespace: None,
+        }
+    }
+}
+
+/// The plugin chain and the engine it runs on.
+#[derive(Clone)]
+pub struct Renderer {
+    pub wasm: Arc<WasmRuntime>,
+    pub chain: Arc<ShootChain>,
+}
+
+impl Renderer {
+    /// Run the chain off the async threads (plugin calls are CPU-bound).
+    pub async fn render(
+        &self,
+        runtime_json: String,
+        runtime_id: String,
+        current: Option<String>,
+        metrics: &Metrics,
+    ) -> Result<Result<ChainOutput, CallError>, tokio::task::JoinError> {
+        let this = self.clone();
+        let metrics = metrics.clone();
+        tokio::task::spawn_blocking(move || {
+            let out = this
+                .chain
+                .run(&this.wasm, &runtime_json, &runtime_id, current.as_deref());
+            if let Ok(out) = &out {
+                for (plugin, duration) in &out.timings {
+                    metrics
+                        .plugin_call_duration
+                        .with_label_values(&[plugin.as_str()])
+                        .observe(duration.as_secs_f64());
+                }
+            }
+            out
+        })
+        .await
+    }
+}
+
+/// Shared by every reconcile.
+pub struct Context {
+    /// The control plane: Runtimes, RuntimeKubeconfigs, Secrets, Events.
+    pub client: Client,
+    /// Gardener: Shoots and admin kubeconfigs.
+    pub shoots: ShootClient,
+    pub renderer: Renderer,
+    pub config: OperatorConfig,
+    pub metrics: Metrics,
+    pub recorder: Recorder,
+}
+
+impl Context {
+    pub fn new(
+        client: Client,
+        gardener: Client,
+        renderer: Renderer,
+        config: OperatorConfig,
+        metrics: Metrics,
+        instance: String,
+    ) -> Arc<Self> {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "tessera".into(),
+                instance: Some(instance),
+            },
+        );
+        Arc::new(Self {
+            client,
+            shoots: ShootClient::new(gardener),
+            renderer,
+            config,
+            metrics,
+            recorder,
+        })
+    }
+}

@@ -1,0 +1,56 @@
+//! Secrets whose RuntimeKubeconfig is gone (deleted while no host ran, finalizer removed by
+//! hand) are deleted at start-up.
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, ListParams};
+use kube::{Client, ResourceExt};
+
+use crate::controllers::labels;
+use crate::crd::RuntimeKubeconfig;
+
+/// Delete kubeconfig Secrets without an owning RuntimeKubeconfig; returns how many.
+pub async fn remove_orphaned_secrets(
+    client: &Client,
+    namespace: Option<&str>,
+) -> Result<usize, kube::Error> {
+    let secrets: Api<Secret> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let selector = format!("{}=true", labels::KUBECONFIG);
+    let mut removed = 0;
+    for secret in secrets
+        .list(&ListParams::default().labels(&selector))
+        .await?
+    {
+        let ns = secret.namespace().unwrap_or_default();
+        let owner = secret
+            .owner_references()
+            .iter()
+            .find(|o| o.kind == "RuntimeKubeconfig")
+            .map(|o| (o.name.clone(), o.uid.clone()));
+        let kubeconfigs: Api<RuntimeKubeconfig> = Api::namespaced(client.clone(), &ns);
+        let alive = match &owner {
+            Some((name, uid)) => kubeconfigs
+                .get_opt(name)
+                .await?
+                .is_some_and(|k| k.uid().as_deref() == Some(uid.as_str())),
+            None => false,
+        };
+        if !alive {
+            let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
+            match api
+                .delete(&secret.name_any(), &DeleteParams::default())
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(secret = %secret.name_any(), namespace = %ns, "orphaned kubeconfig Secret deleted");
+                    removed += 1;
+                }
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(removed)
+}

@@ -1,0 +1,54 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+
+use super::reconcile::reconcile;
+use crate::controllers::{Context, ReconcileError, labels};
+use crate::crd::RuntimeKubeconfig;
+
+/// Run the RuntimeKubeconfig controller until shutdown.
+pub async fn run(ctx: Arc<Context>) {
+    let (kubeconfigs, secrets): (Api<RuntimeKubeconfig>, Api<Secret>) = match &ctx.config.namespace
+    {
+        Some(ns) => (
+            Api::namespaced(ctx.client.clone(), ns),
+            Api::namespaced(ctx.client.clone(), ns),
+        ),
+        None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
+    };
+    Controller::new(kubeconfigs, watcher::Config::default().any_semantic())
+        .owns(
+            secrets,
+            watcher::Config::default()
+                .labels(&format!("{}=true", labels::KUBECONFIG))
+                .any_semantic(),
+        )
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| futures::future::ready(()))
+        .await;
+}
+
+fn error_policy(
+    kubeconfig: Arc<RuntimeKubeconfig>,
+    error: &ReconcileError,
+    ctx: Arc<Context>,
+) -> Action {
+    let name = kubeconfig.metadata.name.as_deref().unwrap_or_default();
+    if error.is_conflict() {
+        // Expected with concurrent writers; not worth an error log (KIM users asked).
+        tracing::debug!(runtime = name, "kubeconfig update conflict, retrying");
+        return Action::requeue(Duration::from_millis(500));
+    }
+    ctx.metrics
+        .unexpected_stops
+        .with_label_values(&["kubeconfig", "Reconcile", error.reason()])
+        .inc();
+    tracing::warn!(runtime = name, error = %error, "kubeconfig reconcile failed, will retry");
+    Action::requeue(ctx.config.requeue.error)
+}

@@ -1,0 +1,9 @@
+//! The RuntimeKubeconfig controller: fetch admin kubeconfigs from Gardener into Secrets,
+//! rotate them before they expire, and remove the Secret with its owner.
+
+mod cleanup;
+mod controller;
+mod reconcile;
+
+pub use cleanup::remove_orphaned_secrets;
+pub use controller::run;

@@ -1,0 +1,34 @@
+//! Labels, annotations and finalizers Tessera puts on the objects it manages.
+
+/// On Shoots, Secrets and RuntimeKubeconfigs: the runtime id they belong to.
+pub const RUNTIME: &str = "tessera.dev/runtime";
+/// On Shoots: the namespace of their Runtime (Shoots live in Gardener project namespaces).
+pub const RUNTIME_NAMESPACE: &str = "tessera.dev/runtime-namespace";
+/// On Shoots: the Runtime `metadata.generation` the Shoot was last rendered from.
+pub const RUNTIME_GENERATION: &str = "tessera.dev/runtime-generation";
+/// On kubeconfig Secrets, so module controllers can find them.
+pub const KUBECONFIG: &str = "tessera.dev/kubeconfig";
+/// On objects in runtime clusters that Tessera owns (and may delete).
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+pub const MANAGED_BY_VALUE: &str = "tessera";
+/// On kubeconfig Secrets: when the kubeconfig was fetched (RFC 3339).
+pub const LAST_SYNC: &str = "tessera.dev/last-sync";
+
+/// Runtime annotation: patch the Shoot now even though the generation did not change.
+/// Removed after use.
+pub const FORCE_PATCH: &str = "tessera.dev/force-patch";
+/// Runtime annotation: leave the Shoot alone (no patches) while set to "true".
+pub const SUSPEND_PATCH: &str = "tessera.dev/suspend-patch";
+/// RuntimeKubeconfig annotation: fetch a new kubeconfig now. Removed after use.
+pub const FORCE_ROTATION: &str = "tessera.dev/force-rotation";
+
+pub const RUNTIME_FINALIZER: &str = "tessera.dev/runtime";
+pub const KUBECONFIG_FINALIZER: &str = "tessera.dev/kubeconfig";
+
+/// Whether an annotation map has `key: "true"`.
+pub fn is_true(
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+    key: &str,
+) -> bool {
+    annotations.and_then(|a| a.get(key)).map(String::as_str) == Some("true")
+}

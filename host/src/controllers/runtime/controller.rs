@@ -1,0 +1,63 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+
+use super::machine::Machine;
+use crate::controllers::{Context, ReconcileError, labels};
+use crate::crd::{Runtime, RuntimeKubeconfig};
+use crate::gardener::shoot_resource;
+
+/// Run the Runtime controller until shutdown.
+pub async fn run(ctx: Arc<Context>) {
+    let (runtimes, kubeconfigs): (Api<Runtime>, Api<RuntimeKubeconfig>) =
+        match &ctx.config.namespace {
+            Some(ns) => (
+                Api::namespaced(ctx.client.clone(), ns),
+                Api::namespaced(ctx.client.clone(), ns),
+            ),
+            None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
+        };
+    // Shoots live in Gardener project namespaces; the labels lead back to the Runtime.
+    let shoots: Api<DynamicObject> = Api::all_with(ctx.shoots.client().clone(), &shoot_resource());
+    let selector = match &ctx.config.namespace {
+        Some(ns) => format!("{}={ns}", labels::RUNTIME_NAMESPACE),
+        None => labels::RUNTIME.to_string(),
+    };
+    Controller::new(runtimes, watcher::Config::default().any_semantic())
+        .owns(kubeconfigs, watcher::Config::default().any_semantic())
+        .watches_with(
+            shoots,
+            shoot_resource(),
+            watcher::Config::default().labels(&selector).any_semantic(),
+            |shoot| {
+                let labels = shoot.metadata.labels.as_ref()?;
+                let id = labels.get(labels::RUNTIME)?;
+                let ns = labels.get(labels::RUNTIME_NAMESPACE)?;
+                Some(ObjectRef::<Runtime>::new(id).within(ns))
+            },
+        )
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| futures::future::ready(()))
+        .await;
+}
+
+async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    Machine::new(runtime, ctx).run().await
+}
+
+fn error_policy(runtime: Arc<Runtime>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+    let id = runtime.metadata.name.as_deref().unwrap_or_default();
+    if error.is_conflict() {
+        // Someone wrote the object first; the next attempt sees their change.
+        tracing::debug!(runtime = id, "conflict, retrying");
+        return Action::requeue(Duration::from_millis(500));
+    }
+    tracing::warn!(runtime = id, error = %error, "reconcile failed, will retry");
+    Action::requeue(ctx.config.requeue.error)
+}

@@ -1,0 +1,270 @@
+//! The Runtime state machine: a loop over [`Step`]s sharing one working copy of the status,
+//! written back once at the end and only when it changed.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::states;
+use crate::controllers::{Context, ReconcileError, labels};
+use crate::crd::{ConditionStatus, Runtime, RuntimeState, RuntimeStatus, set_condition};
+use crate::gardener::FIELD_MANAGER;
+
+/// Every step of the Runtime state machine, one file each in `states/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Initialise,
+    CreateShoot,
+    SelectProcessing,
+    PatchShoot,
+    WaitForShoot,
+    HandleKubeconfig,
+    ConfigureOidc,
+    ApplyAdminBindings,
+    Ready,
+    DeleteKubeconfig,
+    DeleteShoot,
+    RemoveFinalizer,
+}
+
+impl Step {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Initialise => "Initialise",
+            Self::CreateShoot => "CreateShoot",
+            Self::SelectProcessing => "SelectProcessing",
+            Self::PatchShoot => "PatchShoot",
+            Self::WaitForShoot => "WaitForShoot",
+            Self::HandleKubeconfig => "HandleKubeconfig",
+            Self::ConfigureOidc => "ConfigureOidc",
+            Self::ApplyAdminBindings => "ApplyAdminBindings",
+            Self::Ready => "Ready",
+            Self::DeleteKubeconfig => "DeleteKubeconfig",
+            Self::DeleteShoot => "DeleteShoot",
+            Self::RemoveFinalizer => "RemoveFinalizer",
+        }
+    }
+}
+
+/// What a step decided.
+#[derive(Debug)]
+pub enum Transition {
+    /// Go on with another step in this reconcile.
+    Next(Step),
+    /// Stop here; write the status and come back as `Action` says (or on a watch event).
+    Stop(Action),
+}
+
+/// Upper bound on steps per reconcile: the graph has no cycles, so hitting it is a bug.
+const MAX_STEPS: usize = 32;
+
+/// One reconcile of one Runtime.
+pub struct Machine {
+    pub runtime: Arc<Runtime>,
+    pub ctx: Arc<Context>,
+    /// Working copy, written back when it differs from the Runtime's status.
+    pub status: RuntimeStatus,
+    /// The Shoot as last read or written in this reconcile.
+    pub shoot: Option<DynamicObject>,
+    events: Vec<(EventType, &'static str, String)>,
+    /// Set by `RemoveFinalizer`.
+    pub finalizer_removed: bool,
+}
+
+impl Machine {
+    pub fn new(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Self {
+        let status = runtime.status.clone().unwrap_or_default();
+        Self {
+            runtime,
+            ctx,
+            status,
+            shoot: None,
+            events: Vec::new(),
+            finalizer_removed: false,
+        }
+    }
+
+    /// The runtime id.
+    pub fn id(&self) -> String {
+        self.runtime.name_any()
+    }
+
+    pub fn namespace(&self) -> String {
+        self.runtime.namespace().unwrap_or_default()
+    }
+
+    pub fn generation(&self) -> i64 {
+        self.runtime.metadata.generation.unwrap_or(0)
+    }
+
+    pub fn runtimes(&self) -> Api<Runtime> {
+        Api::namespaced(self.ctx.client.clone(), &self.namespace())
+    }
+
+    pub fn annotated(&self, key: &str) -> bool {
+        labels::is_true(self.runtime.metadata.annotations.as_ref(), key)
+    }
+
+    /// Set the coarse state; transitions become Events.
+    pub fn set_state(&mut self, state: RuntimeState) {
+        if self.status.state != Some(state) {
+            self.event(
+                EventType::Normal,
+                "StateChanged",
+                format!("Runtime is {}", state.as_str()),
+            );
+            self.status.state = Some(state);
+        }
+    }
+
+    pub fn condition(
+        &mut self,
+        type_: &str,
+        status: ConditionStatus,
+        reason: &str,
+        message: impl Into<String>,
+    ) {
+        let generation = Some(self.generation());
+        set_condition(
+            &mut self.status.conditions,
+            type_,
+            status,
+            reason,
+            message,
+            generation,
+        );
+    }
+
+    /// Queue an Event, published after the status is written.
+    pub fn event(&mut self, type_: EventType, reason: &'static str, note: String) {
+        self.events.push((type_, reason, note));
+    }
+
+    /// Ready for this generation with the cluster prepared: nothing to do.
+    pub fn is_settled(&self) -> bool {
+        let generation = Some(self.generation());
+        self.status.state == Some(RuntimeState::Ready)
+            && self.status.observed_generation == generation
+            && !self.annotated(labels::FORCE_PATCH)
+            && self.status.conditions.iter().any(|c| {
+                c.type_ == "Configured"
+                    && c.status == ConditionStatus::True
+                    && c.observed_generation == generation
+            })
+    }
+
+    /// Give up until the Runtime changes: state Failed, the reason in `Provisioned`.
+    pub fn fail(&mut self, reason: &str, message: String) -> Transition {
+        tracing::warn!(runtime = %self.id(), reason, %message, "runtime failed");
+        self.set_state(RuntimeState::Failed);
+        self.condition(
+            "Provisioned",
+            ConditionStatus::False,
+            reason,
+            message.clone(),
+        );
+        self.status.observed_generation = Some(self.generation());
+        self.event(EventType::Warning, "Failed", format!("{reason}: {message}"));
+        Transition::Stop(Action::await_change())
+    }
+
+    /// Run steps from `Initialise` until one stops, then persist.
+    pub async fn run(mut self) -> Result<Action, ReconcileError> {
+        let id = self.id();
+        let mut step = Step::Initialise;
+        for _ in 0..MAX_STEPS {
+            let started = Instant::now();
+            let result = states::run(step, &mut self).await;
+            self.ctx
+                .metrics
+                .reconcile_duration
+                .with_label_values(&["runtime", step.name()])
+                .observe(started.elapsed().as_secs_f64());
+            match result {
+                Ok(Transition::Next(next)) => {
+                    tracing::debug!(runtime = %id, from = step.name(), to = next.name(), "transition");
+                    step = next;
+                }
+                Ok(Transition::Stop(action)) => {
+                    self.status.step = Some(step.name().to_string());
+                    self.persist().await?;
+                    return Ok(action);
+                }
+                Err(error) => {
+                    if !error.is_conflict() {
+                        self.ctx
+                            .metrics
+                            .unexpected_stops
+                            .with_label_values(&["runtime", step.name(), error.reason()])
+                            .inc();
+                    }
+                    self.status.step = Some(step.name().to_string());
+                    // Keep what was learnt before the error; the error itself is retried.
+                    let _ = self.persist().await;
+                    return Err(error);
+                }
+            }
+        }
+        unreachable!("the Runtime state machine ran {MAX_STEPS} steps without stopping")
+    }
+
+    /// Write the status if it changed, publish queued events, update metrics.
+    async fn persist(&mut self) -> Result<(), ReconcileError> {
+        let id = self.id();
+        let ns = self.namespace();
+        let before = self.runtime.status.clone().unwrap_or_default();
+        // Once the finalizer is gone the Runtime may be gone too: nothing left to write.
+        if self.status != before && !self.finalizer_removed {
+            if before.state != self.status.state {
+                tracing::info!(
+                    runtime = %id,
+                    from = before.state.map(|s| s.as_str()).unwrap_or("-"),
+                    to = self.status.state.map(|s| s.as_str()).unwrap_or("-"),
+                    step = self.status.step.as_deref().unwrap_or("-"),
+                    "state changed"
+                );
+            }
+            let patch = json!({
+                "apiVersion": "tessera.dev/v1alpha1",
+                "kind": "Runtime",
+                "status": self.status,
+            });
+            self.runtimes()
+                .patch_status(
+                    &id,
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&patch),
+                )
+                .await?;
+        }
+        if self.finalizer_removed {
+            self.ctx.metrics.set_runtime_state(&ns, &id, None);
+        } else {
+            self.ctx
+                .metrics
+                .set_runtime_state(&ns, &id, self.status.state);
+        }
+        let reference = self.runtime.object_ref(&());
+        if self.finalizer_removed {
+            self.events.clear();
+        }
+        for (type_, reason, note) in self.events.drain(..) {
+            let event = Event {
+                type_,
+                reason: reason.into(),
+                note: Some(note),
+                action: "Reconcile".into(),
+                secondary: None,
+            };
+            if let Err(e) = self.ctx.recorder.publish(&event, &reference).await {
+                tracing::debug!(runtime = %id, error = %e, "event not published");
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,12 @@
+//! The Runtime controller: Runtime → Gardener Shoot → kubeconfig → post-provisioning.
+//!
+//! `machine.rs` runs the steps; each step is one file in `states/` and returns the next
+//! step or stops. To add a reconcile step, add a file there and a variant to [`Step`].
+
+mod controller;
+mod machine;
+mod shoot_doc;
+pub mod states;
+
+pub use controller::run;
+pub use machine::{Machine, Step, Transition};

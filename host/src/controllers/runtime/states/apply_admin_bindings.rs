@@ -1,0 +1,78 @@
+//! Admin ClusterRoleBindings in the runtime cluster from `spec.security.administrators`.
+//! Only bindings labelled as Tessera's are ever changed or deleted.
+
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use super::super::machine::{Machine, Step, Transition};
+use crate::controllers::{ReconcileError, labels, runtime_cluster};
+use crate::crd::ConditionStatus;
+use crate::gardener::FIELD_MANAGER;
+
+/// Binding names are derived from the user so renames are create + delete.
+pub fn binding_name(user: &str) -> String {
+    format!(
+        "tessera-admin-{}",
+        &hex::encode(Sha256::digest(user.as_bytes()))[..12]
+    )
+}
+
+pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+    let admins = m.runtime.spec.inner.security.administrators.clone();
+    let client = runtime_cluster::client(&m.ctx.client, &m.namespace(), &m.id()).await?;
+    let api: Api<ClusterRoleBinding> = Api::all(client);
+    let selector = format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE);
+    let existing = api.list(&ListParams::default().labels(&selector)).await?;
+    let existing_names: Vec<String> = existing
+        .items
+        .iter()
+        .filter_map(|b| b.metadata.name.clone())
+        .collect();
+    let mut created = 0;
+    for user in &admins {
+        let name = binding_name(user);
+        if existing_names.contains(&name) {
+            continue;
+        }
+        let doc = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {
+                "name": name,
+                "labels": { labels::MANAGED_BY: labels::MANAGED_BY_VALUE },
+                "annotations": { "tessera.dev/user": user },
+            },
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "cluster-admin",
+            },
+            "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user }],
+        });
+        api.patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&doc),
+        )
+        .await?;
+        created += 1;
+    }
+    let wanted: Vec<String> = admins.iter().map(|u| binding_name(u)).collect();
+    let mut deleted = 0;
+    for name in existing_names.iter().filter(|n| !wanted.contains(n)) {
+        api.delete(name, &DeleteParams::default()).await?;
+        deleted += 1;
+    }
+    if created + deleted > 0 {
+        tracing::info!(runtime = %m.id(), created, deleted, "admin bindings updated");
+    }
+    m.condition(
+        "Configured",
+        ConditionStatus::True,
+        "AdministratorsConfigured",
+        format!("{} administrator binding(s)", admins.len()),
+    );
+    Ok(Transition::Next(Step::Ready))
+}

@@ -1,0 +1,89 @@
+//! Additional OIDC providers as Gardener `OpenIDConnect` objects in the runtime cluster.
+
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams};
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+use super::super::machine::{Machine, Step, Transition};
+use crate::controllers::{ReconcileError, labels, runtime_cluster};
+use crate::crd::ConditionStatus;
+use crate::gardener::FIELD_MANAGER;
+
+fn resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("authentication.gardener.cloud", "v1alpha1", "OpenIDConnect"),
+        "openidconnects",
+    )
+}
+
+pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+    let configs = m
+        .runtime
+        .spec
+        .inner
+        .shoot
+        .kubernetes
+        .kube_api_server
+        .additional_oidc_config
+        .clone()
+        .unwrap_or_default();
+    let had_any = m
+        .status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == "OidcConfigured");
+    if configs.is_empty() && !had_any {
+        return Ok(Transition::Next(Step::ApplyAdminBindings));
+    }
+    let client = runtime_cluster::client(&m.ctx.client, &m.namespace(), &m.id()).await?;
+    let api: Api<DynamicObject> = Api::all_with(client, &resource());
+    let selector = format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE);
+    let existing = api.list(&ListParams::default().labels(&selector)).await?;
+    let mut wanted = Vec::new();
+    for (i, oidc) in configs.iter().enumerate() {
+        let name = format!("tessera-oidc-{i}");
+        let doc = json!({
+            "apiVersion": "authentication.gardener.cloud/v1alpha1",
+            "kind": "OpenIDConnect",
+            "metadata": { "name": name, "labels": { labels::MANAGED_BY: labels::MANAGED_BY_VALUE } },
+            "spec": {
+                "issuerURL": oidc.issuer_url,
+                "clientID": oidc.client_id,
+                "usernameClaim": oidc.username_claim,
+                "usernamePrefix": oidc.username_prefix,
+                "groupsClaim": oidc.groups_claim,
+                "groupsPrefix": oidc.groups_prefix,
+                "supportedSigningAlgs": oidc.signing_algs,
+                "requiredClaims": oidc.required_claims,
+            },
+        });
+        let unchanged = existing.items.iter().any(|o| {
+            o.metadata.name.as_deref() == Some(name.as_str()) && o.data["spec"] == doc["spec"]
+        });
+        if !unchanged {
+            api.patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&doc),
+            )
+            .await?;
+        }
+        wanted.push(name);
+    }
+    for stale in existing
+        .items
+        .iter()
+        .filter_map(|o| o.metadata.name.as_ref())
+    {
+        if !wanted.contains(stale) {
+            api.delete(stale, &DeleteParams::default()).await?;
+        }
+    }
+    m.condition(
+        "OidcConfigured",
+        ConditionStatus::True,
+        "OidcConfigured",
+        format!("{} additional OIDC provider(s) configured", wanted.len()),
+    );
+    Ok(Transition::Next(Step::ApplyAdminBindings))
+}

@@ -1,0 +1,60 @@
+//! Render the Runtime and create its Shoot.
+
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+
+use super::super::machine::{Machine, Step, Transition};
+use super::super::shoot_doc;
+use super::render::{record_applied, render};
+use crate::controllers::ReconcileError;
+use crate::crd::{ConditionStatus, RuntimeState, ShootRef};
+
+pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+    let (desired, output) = match render(m, None).await? {
+        Ok(rendered) => rendered,
+        Err(failed) => return Ok(failed),
+    };
+    let name = desired["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let namespace = desired["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    if let Some(existing) = m.ctx.shoots.get(&namespace, &name).await? {
+        if !shoot_doc::is_ours(&existing, &m.runtime) {
+            return Ok(m.fail(
+                "ShootNameTaken",
+                format!(
+                    "Shoot {namespace}/{name} exists and belongs to another Runtime (field spec.shoot.name)"
+                ),
+            ));
+        }
+        m.shoot = Some(existing);
+        return Ok(Transition::Next(Step::SelectProcessing));
+    }
+    let applied = m.ctx.shoots.apply(&desired).await?;
+    tracing::info!(runtime = %m.id(), shoot = %name, namespace = %namespace, "Shoot created");
+    record_applied(m, &desired, &output);
+    m.status.shoot = Some(ShootRef {
+        name: name.clone(),
+        namespace,
+    });
+    m.shoot = Some(applied);
+    m.set_state(RuntimeState::Provisioning);
+    m.condition(
+        "Provisioned",
+        ConditionStatus::Unknown,
+        "ShootCreationPending",
+        format!("Shoot {name} created, waiting for Gardener"),
+    );
+    m.event(
+        EventType::Normal,
+        "ShootCreated",
+        format!("Shoot {name} created"),
+    );
+    Ok(Transition::Stop(Action::requeue(
+        m.ctx.config.requeue.pending,
+    )))
+}

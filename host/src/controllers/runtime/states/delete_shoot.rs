@@ -1,0 +1,64 @@
+//! Deletion, second: confirm and delete the Shoot, then wait until Gardener removed it.
+
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+
+use super::super::machine::{Machine, Step, Transition};
+use super::super::shoot_doc;
+use crate::controllers::ReconcileError;
+use crate::crd::ConditionStatus;
+use crate::gardener::{CONFIRM_DELETION, FORCE_DELETION};
+
+pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+    let mut shoot = match &m.status.shoot {
+        Some(r) => m.ctx.shoots.get(&r.namespace, &r.name).await?,
+        None => None,
+    };
+    if shoot.is_none() {
+        shoot = m
+            .ctx
+            .shoots
+            .list(&shoot_doc::selector(&m.runtime))
+            .await?
+            .into_iter()
+            .next();
+    }
+    let Some(shoot) = shoot else {
+        m.condition(
+            "Deprovisioned",
+            ConditionStatus::True,
+            "ShootDeleted",
+            "the Shoot is gone",
+        );
+        return Ok(Transition::Next(Step::RemoveFinalizer));
+    };
+    let name = shoot.metadata.name.clone().unwrap_or_default();
+    let namespace = shoot.metadata.namespace.clone().unwrap_or_default();
+    if shoot.metadata.deletion_timestamp.is_none() {
+        let annotations = shoot.metadata.annotations.clone().unwrap_or_default();
+        let mut wanted = vec![(CONFIRM_DELETION, Some("true"))];
+        if m.ctx.config.force_deletion {
+            wanted.push((FORCE_DELETION, Some("true")));
+        }
+        wanted.retain(|(k, v)| annotations.get(*k).map(String::as_str) != *v);
+        if !wanted.is_empty() {
+            m.ctx.shoots.annotate(&namespace, &name, &wanted).await?;
+        }
+        m.ctx.shoots.delete(&namespace, &name).await?;
+        tracing::info!(runtime = %m.id(), shoot = %name, "Shoot deletion requested");
+        m.event(
+            EventType::Normal,
+            "ShootDeleting",
+            format!("Shoot {name} deletion confirmed and requested"),
+        );
+    }
+    m.condition(
+        "Deprovisioned",
+        ConditionStatus::Unknown,
+        "ShootDeletionPending",
+        format!("waiting for Gardener to delete Shoot {name}"),
+    );
+    Ok(Transition::Stop(Action::requeue(
+        m.ctx.config.requeue.pending,
+    )))
+}

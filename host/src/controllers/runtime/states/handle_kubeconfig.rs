@@ -1,0 +1,89 @@
+//! Make sure the Runtime has a RuntimeKubeconfig and wait until its Secret is written.
+
+use kube::Resource;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use serde_json::json;
+
+use super::super::machine::{Machine, Step, Transition};
+use crate::controllers::{ReconcileError, labels};
+use crate::crd::{
+    ConditionStatus, KubeconfigState, RuntimeKubeconfig, RuntimeKubeconfigSpec, SecretRef,
+};
+use crate::gardener::FIELD_MANAGER;
+
+/// The Secret that holds a Runtime's kubeconfig.
+pub fn secret_name(runtime_id: &str) -> String {
+    format!("kubeconfig-{runtime_id}")
+}
+
+pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+    let id = m.id();
+    let namespace = m.namespace();
+    let api: Api<RuntimeKubeconfig> = Api::namespaced(m.ctx.client.clone(), &namespace);
+    let spec = RuntimeKubeconfigSpec {
+        runtime: id.clone(),
+        shoot: m
+            .status
+            .shoot
+            .clone()
+            .expect("select_processing set the Shoot"),
+        secret: SecretRef {
+            name: secret_name(&id),
+            namespace: namespace.clone(),
+            key: "config".into(),
+        },
+    };
+    let existing = api.get_opt(&id).await?;
+    if existing.as_ref().map(|k| &k.spec) != Some(&spec) {
+        let owner = m
+            .runtime
+            .controller_owner_ref(&())
+            .expect("Runtime has a name and uid");
+        let doc = json!({
+            "apiVersion": "tessera.dev/v1alpha1",
+            "kind": "RuntimeKubeconfig",
+            "metadata": {
+                "name": id,
+                "namespace": namespace,
+                "labels": { labels::RUNTIME: id },
+                "ownerReferences": [owner],
+            },
+            "spec": spec,
+        });
+        api.patch(
+            &id,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&doc),
+        )
+        .await?;
+    }
+    let ready = existing
+        .as_ref()
+        .and_then(|k| k.status.as_ref())
+        .is_some_and(|s| s.state == Some(KubeconfigState::Ready));
+    if !ready {
+        let message = existing
+            .and_then(|k| k.status)
+            .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready"))
+            .map(|c| c.message)
+            .unwrap_or_else(|| "waiting for the kubeconfig Secret".into());
+        m.condition(
+            "KubeconfigReady",
+            ConditionStatus::Unknown,
+            "KubeconfigPending",
+            message,
+        );
+        // The RuntimeKubeconfig is owned by the Runtime: its status change wakes us.
+        return Ok(Transition::Stop(Action::requeue(
+            m.ctx.config.requeue.pending,
+        )));
+    }
+    m.condition(
+        "KubeconfigReady",
+        ConditionStatus::True,
+        "KubeconfigReady",
+        format!("Secret {} holds the admin kubeconfig", secret_name(&id)),
+    );
+    Ok(Transition::Next(Step::ConfigureOidc))
+}

@@ -1,0 +1,40 @@
+//! One file per state of the Runtime state machine (KIM's flow, watching instead of polling).
+//!
+//! Provisioning: initialise → create_shoot | select_processing → patch_shoot →
+//! wait_for_shoot → handle_kubeconfig → configure_oidc → apply_admin_bindings → ready.
+//! Deletion: initialise → delete_kubeconfig → delete_shoot → remove_finalizer.
+
+mod apply_admin_bindings;
+mod configure_oidc;
+mod create_shoot;
+mod delete_kubeconfig;
+mod delete_shoot;
+mod handle_kubeconfig;
+mod initialise;
+mod patch_shoot;
+mod ready;
+mod remove_finalizer;
+mod render;
+mod select_processing;
+mod wait_for_shoot;
+
+use super::machine::{Machine, Step, Transition};
+use crate::controllers::ReconcileError;
+
+/// Run one step.
+pub async fn run(step: Step, m: &mut Machine) -> Result<Transition, ReconcileError> {
+    match step {
+        Step::Initialise => initialise::run(m).await,
+        Step::CreateShoot => create_shoot::run(m).await,
+        Step::SelectProcessing => select_processing::run(m).await,
+        Step::PatchShoot => patch_shoot::run(m).await,
+        Step::WaitForShoot => wait_for_shoot::run(m).await,
+        Step::HandleKubeconfig => handle_kubeconfig::run(m).await,
+        Step::ConfigureOidc => configure_oidc::run(m).await,
+        Step::ApplyAdminBindings => apply_admin_bindings::run(m).await,
+        Step::Ready => ready::run(m).await,
+        Step::DeleteKubeconfig => delete_kubeconfig::run(m).await,
+        Step::DeleteShoot => delete_shoot::run(m).await,
+        Step::RemoveFinalizer => remove_finalizer::run(m).await,
+    }
+}

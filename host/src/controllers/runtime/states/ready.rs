@@ -1,0 +1,28 @@
+//! The Shoot is reconciled and the cluster prepared.
+
+use kube::runtime::controller::Action;
+
+use super::super::machine::{Machine, Transition};
+use crate::controllers::ReconcileError;
+use crate::crd::{ConditionStatus, RuntimeState};
+
+pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+    let name = m
+        .status
+        .shoot
+        .as_ref()
+        .map(|s| s.name.clone())
+        .unwrap_or_default();
+    m.set_state(RuntimeState::Ready);
+    m.condition(
+        "Provisioned",
+        ConditionStatus::True,
+        "ShootReady",
+        format!("Shoot {name} is reconciled"),
+    );
+    m.status.observed_generation = Some(m.generation());
+    Ok(Transition::Stop(match m.ctx.config.requeue.ready {
+        Some(every) => Action::requeue(every),
+        None => Action::await_change(),
+    }))
+}

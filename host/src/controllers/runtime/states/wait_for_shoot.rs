@@ -1,0 +1,117 @@
+//! Follow Gardener's `status.lastOperation` until the Shoot is reconciled.
+
+use kube::runtime::controller::Action;
+
+use super::super::machine::{Machine, Step, Transition};
+use crate::controllers::ReconcileError;
+use crate::crd::{ConditionStatus, RuntimeState};
+use crate::gardener::{ErrorClass, OPERATION_ANNOTATION, ShootProgress, classify_codes};
+
+pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+    let shoot = m.shoot.clone().expect("initialise read the Shoot");
+    let name = shoot.metadata.name.clone().unwrap_or_default();
+    let namespace = shoot.metadata.namespace.clone().unwrap_or_default();
+    let progress = ShootProgress::of(&shoot);
+    let pending = m.ctx.config.requeue.pending;
+    let creating = progress
+        .last_operation
+        .as_ref()
+        .is_none_or(|op| op.type_ == "Create");
+    let (working_state, pending_reason) = if creating {
+        (RuntimeState::Provisioning, "ShootCreationPending")
+    } else {
+        (RuntimeState::Updating, "ShootUpdatePending")
+    };
+    let Some(op) = progress.last_operation.clone() else {
+        m.condition(
+            "Provisioned",
+            ConditionStatus::Unknown,
+            pending_reason,
+            format!("waiting for Gardener to pick up Shoot {name}"),
+        );
+        return Ok(Transition::Stop(Action::requeue(pending)));
+    };
+    let caught_up = progress.observed_generation >= progress.generation;
+    match op.state.as_str() {
+        "Succeeded" if caught_up => {
+            if m.is_settled() {
+                // Nothing changed since the Runtime became Ready: skip the runtime
+                // cluster; `Ready` rewrites nothing that is already true.
+                return Ok(Transition::Next(Step::Ready));
+            }
+            Ok(Transition::Next(Step::HandleKubeconfig))
+        }
+        "Failed" | "Aborted" => {
+            let codes = progress.error_codes.join(", ");
+            let detail = if progress.error_description.is_empty() {
+                op.description.clone()
+            } else {
+                progress.error_description.clone()
+            };
+            match classify_codes(
+                progress.error_codes.iter().map(String::as_str),
+                progress.non_retryable,
+            ) {
+                ErrorClass::Fatal => Ok(m.fail(
+                    "GardenerErrorFatal",
+                    format!("{} of Shoot {name} failed [{codes}]: {detail}", op.type_),
+                )),
+                ErrorClass::Retryable => {
+                    if !shoot.metadata.annotations.as_ref().is_some_and(|a| {
+                        a.get(OPERATION_ANNOTATION).map(String::as_str) == Some("retry")
+                    }) {
+                        tracing::info!(runtime = %m.id(), shoot = %name, codes = %codes, "asking Gardener to retry");
+                        m.ctx
+                            .shoots
+                            .annotate(&namespace, &name, &[(OPERATION_ANNOTATION, Some("retry"))])
+                            .await?;
+                    }
+                    m.set_state(working_state);
+                    m.condition(
+                        "Provisioned",
+                        ConditionStatus::Unknown,
+                        "GardenerErrorRetrying",
+                        format!(
+                            "{} of Shoot {name} failed [{codes}]: {detail}; retrying",
+                            op.type_
+                        ),
+                    );
+                    Ok(Transition::Stop(Action::requeue(
+                        m.ctx.config.requeue.retry,
+                    )))
+                }
+            }
+        }
+        "Error" => {
+            // Gardener retries by itself; report and wait.
+            m.set_state(working_state);
+            m.condition(
+                "Provisioned",
+                ConditionStatus::Unknown,
+                "GardenerError",
+                format!(
+                    "{} of Shoot {name} hit an error, Gardener retries [{}]: {}",
+                    op.type_,
+                    progress.error_codes.join(", "),
+                    progress.error_description
+                ),
+            );
+            Ok(Transition::Stop(Action::requeue(pending)))
+        }
+        _ => {
+            if m.status.state != Some(RuntimeState::Ready) || !caught_up {
+                m.set_state(working_state);
+            }
+            m.condition(
+                "Provisioned",
+                ConditionStatus::Unknown,
+                pending_reason,
+                format!(
+                    "{} of Shoot {name}: {} ({}%)",
+                    op.type_, op.state, op.progress
+                ),
+            );
+            Ok(Transition::Stop(Action::requeue(pending)))
+        }
+    }
+}

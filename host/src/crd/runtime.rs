@@ -1,0 +1,109 @@
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::Condition;
+
+/// A desired Gardener cluster. The spec is KIM's `Runtime` spec (see the SDK's models); the
+/// resource name is the runtime id.
+#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "tessera.dev",
+    version = "v1alpha1",
+    kind = "Runtime",
+    namespaced,
+    status = "RuntimeStatus",
+    shortname = "rt",
+    printcolumn = r#"{"name":"State","type":"string","jsonPath":".status.state"}"#,
+    printcolumn = r#"{"name":"Shoot","type":"string","jsonPath":".status.shoot.name"}"#,
+    printcolumn = r#"{"name":"Provider","type":"string","jsonPath":".spec.shoot.provider.type"}"#,
+    printcolumn = r#"{"name":"Region","type":"string","jsonPath":".spec.shoot.region"}"#,
+    printcolumn = r#"{"name":"Step","type":"string","priority":1,"jsonPath":".status.step"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+pub struct RuntimeSpec {
+    #[serde(flatten)]
+    pub inner: tessera_sdk::models::RuntimeSpec,
+}
+
+/// The coarse lifecycle state shown in `kubectl get runtimes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum RuntimeState {
+    Pending,
+    Provisioning,
+    Updating,
+    Ready,
+    Failed,
+    Terminating,
+}
+
+impl RuntimeState {
+    pub const ALL: [RuntimeState; 6] = [
+        Self::Pending,
+        Self::Provisioning,
+        Self::Updating,
+        Self::Ready,
+        Self::Failed,
+        Self::Terminating,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "Pending",
+            Self::Provisioning => "Provisioning",
+            Self::Updating => "Updating",
+            Self::Ready => "Ready",
+            Self::Failed => "Failed",
+            Self::Terminating => "Terminating",
+        }
+    }
+}
+
+/// Where the Runtime's Shoot lives on the Gardener side.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ShootRef {
+    pub name: String,
+    pub namespace: String,
+}
+
+/// One plugin of the chain that produced the last applied Shoot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PluginStamp {
+    pub name: String,
+    pub version: String,
+    /// `sha256:<hex>` of the component.
+    pub digest: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "state_schema")]
+    pub state: Option<RuntimeState>,
+    /// The state-machine step that ran last (e.g. `WaitForShoot`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// Provisioned, KubeconfigReady, OidcConfigured, Configured, Deprovisioned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shoot: Option<ShootRef>,
+    /// The chain that produced the last applied Shoot, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plugins: Vec<PluginStamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract_version: Option<String>,
+    /// `sha256:<hex>` of the last applied Shoot manifest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shoot_hash: Option<String>,
+}
+
+/// A plain string enum: the derived schema of `Option<enum>` lists `null`, which
+/// apiextensions v1 rejects.
+fn state_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let names: Vec<&str> = RuntimeState::ALL.iter().map(|s| s.as_str()).collect();
+    schemars::json_schema!({ "type": "string", "enum": names })
+}

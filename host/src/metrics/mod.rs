@@ -1,0 +1,153 @@
+//! Prometheus metrics and the `/metrics`, `/healthz`, `/readyz` endpoints.
+
+mod server;
+
+pub use server::{Health, serve};
+
+use prometheus::{
+    HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
+
+use crate::crd::RuntimeState;
+
+/// Every metric the host exports, registered in its own registry.
+#[derive(Clone)]
+pub struct Metrics {
+    pub registry: Registry,
+    /// 1 for the Runtime's current state, 0 for the others (KIM's runtime state metric).
+    pub runtime_state: IntGaugeVec,
+    /// Expiry of each Runtime's kubeconfig, in Unix seconds.
+    pub kubeconfig_expiry: IntGaugeVec,
+    /// Reconciles that ended with an error instead of a planned transition.
+    pub unexpected_stops: IntCounterVec,
+    pub reconcile_duration: HistogramVec,
+    pub plugin_call_duration: HistogramVec,
+    /// 1 while this process holds the leader lease.
+    pub leader: IntGauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let runtime_state = IntGaugeVec::new(
+            Opts::new(
+                "tessera_runtime_state",
+                "1 for the state each Runtime is in (labels: namespace, runtime, state)",
+            ),
+            &["namespace", "runtime", "state"],
+        )
+        .expect("metric");
+        let kubeconfig_expiry = IntGaugeVec::new(
+            Opts::new(
+                "tessera_kubeconfig_expiration_timestamp_seconds",
+                "When the kubeconfig of each Runtime expires (Unix seconds)",
+            ),
+            &["namespace", "runtime"],
+        )
+        .expect("metric");
+        let unexpected_stops = IntCounterVec::new(
+            Opts::new(
+                "tessera_state_machine_unexpected_stops_total",
+                "Reconciles that stopped on an error instead of a planned transition",
+            ),
+            &["controller", "step", "reason"],
+        )
+        .expect("metric");
+        let reconcile_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "tessera_reconcile_duration_seconds",
+                "Time spent in each state-machine step",
+            )
+            .buckets(vec![
+                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            ]),
+            &["controller", "step"],
+        )
+        .expect("metric");
+        let plugin_call_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "tessera_plugin_call_duration_seconds",
+                "Duration of one plugin call, sandbox set-up included",
+            )
+            .buckets(vec![
+                0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0,
+            ]),
+            &["plugin"],
+        )
+        .expect("metric");
+        let leader = IntGauge::new(
+            "tessera_leader",
+            "1 while this process holds the leader lease",
+        )
+        .expect("metric");
+        for collector in [
+            Box::new(runtime_state.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(kubeconfig_expiry.clone()),
+            Box::new(unexpected_stops.clone()),
+            Box::new(reconcile_duration.clone()),
+            Box::new(plugin_call_duration.clone()),
+            Box::new(leader.clone()),
+        ] {
+            registry.register(collector).expect("unique metric names");
+        }
+        Self {
+            registry,
+            runtime_state,
+            kubeconfig_expiry,
+            unexpected_stops,
+            reconcile_duration,
+            plugin_call_duration,
+            leader,
+        }
+    }
+
+    /// Record the Runtime's state (or forget it, with `None`, once the Runtime is gone).
+    pub fn set_runtime_state(&self, namespace: &str, runtime: &str, state: Option<RuntimeState>) {
+        for candidate in RuntimeState::ALL {
+            let labels = [namespace, runtime, candidate.as_str()];
+            match state {
+                Some(s) => self
+                    .runtime_state
+                    .with_label_values(&labels)
+                    .set(i64::from(s == candidate)),
+                None => {
+                    let _ = self.runtime_state.remove_label_values(&labels);
+                }
+            }
+        }
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        prometheus::TextEncoder::new()
+            .encode_to_string(&self.registry.gather())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_state_is_one_hot_and_forgotten() {
+        let m = Metrics::new();
+        m.set_runtime_state("ns", "rt1", Some(RuntimeState::Provisioning));
+        m.set_runtime_state("ns", "rt1", Some(RuntimeState::Ready));
+        let text = m.render();
+        assert!(
+            text.contains(r#"tessera_runtime_state{namespace="ns",runtime="rt1",state="Ready"} 1"#)
+        );
+        assert!(text.contains(
+            r#"tessera_runtime_state{namespace="ns",runtime="rt1",state="Provisioning"} 0"#
+        ));
+        m.set_runtime_state("ns", "rt1", None);
+        assert!(!m.render().contains("rt1"));
+    }
+}

@@ -1,0 +1,67 @@
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+
+use super::Metrics;
+
+/// Liveness and readiness as the endpoints report them.
+#[derive(Debug, Default)]
+pub struct Health {
+    ready: AtomicBool,
+}
+
+impl Health {
+    /// Ready: connected to the API server and either leading or standing by.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Relaxed);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+}
+
+#[derive(Clone)]
+struct AppState {
+    metrics: Metrics,
+    health: Arc<Health>,
+}
+
+/// Bind `addr` and serve the endpoints until the process ends; returns the bound address
+/// (useful with port 0).
+pub async fn serve(
+    addr: SocketAddr,
+    metrics: Metrics,
+    health: Arc<Health>,
+) -> std::io::Result<SocketAddr> {
+    let app = Router::new()
+        .route("/metrics", get(metrics_handler))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(ready_handler))
+        .with_state(AppState { metrics, health });
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "metrics server stopped");
+        }
+    });
+    Ok(bound)
+}
+
+async fn metrics_handler(State(state): State<AppState>) -> String {
+    state.metrics.render()
+}
+
+async fn ready_handler(State(state): State<AppState>) -> (StatusCode, &'static str) {
+    if state.health.is_ready() {
+        (StatusCode::OK, "ok")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+    }
+}

@@ -1,0 +1,249 @@
+//! The local control plane: a "garden" API server (Runtimes, Shoots, Secrets), a "runtime"
+//! API server (the cluster every Shoot becomes), the Gardener simulator in front of the
+//! garden, and Tessera hosts started against it. Used by the operator tests, the demo and
+//! the load benchmark.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::cluster::Cluster;
+use crate::gardener_sim::Script;
+
+/// Every process of the local control plane; dropping it stops them.
+pub struct ControlPlane {
+    pub garden: Cluster,
+    pub runtime: Cluster,
+    sim: Child,
+    /// `http://127.0.0.1:<port>`: the simulator, i.e. "Gardener".
+    pub sim_url: String,
+    /// Kubeconfig that points at the simulator (what the host uses).
+    pub kubeconfig: PathBuf,
+    pub script: PathBuf,
+    pub dir: tempfile::TempDir,
+}
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn apply_file(cluster: &Cluster, path: &Path) -> Result<(), String> {
+    let out = cluster.kubectl(&["apply", "-f", &path.display().to_string()]);
+    if !out.status.success() {
+        return Err(format!(
+            "kubectl apply -f {}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(())
+}
+
+fn wait_established(cluster: &Cluster, crd: &str) -> Result<(), String> {
+    let out = cluster.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        &format!("crd/{crd}"),
+    ]);
+    if !out.status.success() {
+        return Err(format!(
+            "CRD {crd} not established: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(())
+}
+
+impl ControlPlane {
+    /// Start both API servers, install the CRDs, start the simulator (`sim_bin`).
+    pub fn start(sim_bin: &Path, script: &Script) -> Result<Self, String> {
+        let tokens: Vec<String> = (0..64)
+            .map(|i| format!("runtime-admin-{i}-{}", std::process::id()))
+            .collect();
+        let (garden, runtime) = std::thread::scope(|s| {
+            let g = s.spawn(|| Cluster::start("garden"));
+            let r = s.spawn(|| Cluster::start_with_tokens("runtime", &tokens));
+            (g.join().unwrap(), r.join().unwrap())
+        });
+        let (garden, runtime) = (garden?, runtime?);
+        let root = workspace();
+        apply_file(&garden, &root.join("charts/tessera/crds"))?;
+        apply_file(&garden, &root.join("tests/kube/gardener-crds.yaml"))?;
+        apply_file(&runtime, &root.join("tests/kube/runtime-crds.yaml"))?;
+        // The Gardener project namespace of the default chain configuration.
+        let _ = garden.kubectl(&["create", "namespace", "garden-kyma-dev"]);
+        for crd in [
+            "runtimes.tessera.dev",
+            "runtimekubeconfigs.tessera.dev",
+            "shoots.core.gardener.cloud",
+        ] {
+            wait_established(&garden, crd)?;
+        }
+        wait_established(&runtime, "openidconnects.authentication.gardener.cloud")?;
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let script_path = dir.path().join("script.json");
+        std::fs::write(&script_path, serde_json::to_string(script).unwrap())
+            .map_err(|e| e.to_string())?;
+        let tokens_path = dir.path().join("tokens");
+        std::fs::write(&tokens_path, tokens.join("\n")).map_err(|e| e.to_string())?;
+        let sim_log =
+            std::fs::File::create(dir.path().join("sim.log")).map_err(|e| e.to_string())?;
+        let mut sim = Command::new(sim_bin)
+            .arg("--garden-kubeconfig")
+            .arg(&garden.kubeconfig)
+            .arg("--runtime-server")
+            .arg(&runtime.server)
+            .arg("--runtime-tokens")
+            .arg(&tokens_path)
+            .arg("--script")
+            .arg(&script_path)
+            .stdout(Stdio::piped())
+            .stderr(sim_log)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", sim_bin.display()))?;
+        let mut line = String::new();
+        BufReader::new(sim.stdout.take().unwrap())
+            .read_line(&mut line)
+            .map_err(|e| e.to_string())?;
+        let sim_url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .ok_or_else(|| format!("simulator did not start: {line:?}"))?
+            .to_string();
+        let kubeconfig = dir.path().join("gardener.kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: gardener\n  cluster:\n    server: {sim_url}\nusers:\n- name: admin\n  user:\n    token: {}\ncontexts:\n- name: gardener\n  context: {{cluster: gardener, user: admin}}\ncurrent-context: gardener\n",
+                garden.token
+            ),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Self {
+            garden,
+            runtime,
+            sim,
+            sim_url,
+            kubeconfig,
+            script: script_path,
+            dir,
+        })
+    }
+
+    /// Replace the simulator's script (it re-reads it as operations end).
+    pub fn set_script(&self, script: &Script) {
+        std::fs::write(&self.script, serde_json::to_string(script).unwrap()).unwrap();
+    }
+
+    /// Start a host with `args` after `tessera run --kubeconfig <simulator>`.
+    pub fn host(&self, name: &str, args: &[&str]) -> Host {
+        Host::start(
+            &self.kubeconfig,
+            &self.dir.path().join(format!("{name}.log")),
+            args,
+        )
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        let _ = self.sim.kill();
+        let _ = self.sim.wait();
+    }
+}
+
+/// The `tessera` binary: `$TESSERA_BIN`, else next to the test executable's directory.
+pub fn tessera_bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("TESSERA_BIN") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().unwrap();
+    exe.ancestors()
+        .map(|p| p.join("tessera"))
+        .find(|p| p.is_file())
+        .expect("the tessera binary next to the tests (cargo build -p tessera)")
+}
+
+/// A running `tessera run` process; killed (SIGKILL) on drop.
+pub struct Host {
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl Host {
+    pub fn start(kubeconfig: &Path, log: &Path, args: &[&str]) -> Host {
+        let file = std::fs::File::create(log).unwrap();
+        let child = Command::new(tessera_bin())
+            .args([
+                "--log-format",
+                "json",
+                "--log",
+                "info,kube=warn,tower=warn,hyper=warn",
+            ])
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--plugins")
+            .arg(crate::plugin_dir())
+            .args(["--metrics-addr", "127.0.0.1:0"])
+            .args(args)
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .expect("start tessera run");
+        Host {
+            child,
+            log: log.to_path_buf(),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL, as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The metrics address the host logged.
+    pub fn metrics_addr(&self, limit: Duration) -> Option<String> {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            for line in self.logs().lines() {
+                if let Ok(v) = serde_json::from_str::<serde_json::Value>(line)
+                    && v["fields"]["message"] == "serving /metrics, /healthz, /readyz"
+                {
+                    return v["fields"]["addr"].as_str().map(str::to_string);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        None
+    }
+
+    /// Log lines at ERROR level.
+    pub fn error_lines(&self) -> Vec<String> {
+        self.logs()
+            .lines()
+            .filter(|l| l.contains("\"level\":\"ERROR\""))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

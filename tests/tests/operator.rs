@@ -1,0 +1,677 @@
+//! The operator against real API servers and the Gardener simulator: one local control
+//! plane for the whole binary, one namespace and one host per scenario.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, ResourceExt};
+use libtest_mimic::{Arguments, Failed, Trial};
+use serde_json::{Value, json};
+use tessera::crd::{Runtime, RuntimeKubeconfig, RuntimeState};
+use tessera::gardener::shoot_resource;
+use tessera_tests::env::{ControlPlane, Host};
+use tessera_tests::gardener_sim::{Failure, Script, ShootScript};
+
+type Result<T = ()> = std::result::Result<T, String>;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn script() -> Script {
+    let mut shoots = BTreeMap::new();
+    shoots.insert(
+        "retry".to_string(),
+        ShootScript {
+            create: vec![failure("ERR_INFRA_QUOTA_EXCEEDED")],
+            reconcile: vec![],
+        },
+    );
+    shoots.insert(
+        "fatal".to_string(),
+        ShootScript {
+            create: vec![failure("ERR_INFRA_UNAUTHORIZED")],
+            reconcile: vec![],
+        },
+    );
+    Script {
+        create_ms: 1500,
+        reconcile_ms: 800,
+        delete_ms: 800,
+        shoots,
+    }
+}
+
+fn failure(code: &str) -> Failure {
+    Failure {
+        codes: vec![code.to_string()],
+        description: format!("simulated {code}"),
+        state: "Failed".into(),
+    }
+}
+
+/// A scenario's view of the control plane.
+struct Scenario<'a> {
+    cp: &'a ControlPlane,
+    client: Client,
+    ns: String,
+}
+
+async fn client_for(kubeconfig: &std::path::Path) -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    Client::try_from(config).unwrap()
+}
+
+async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut probe: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(value) = probe().await {
+            return Ok(value);
+        }
+        if started.elapsed() > limit {
+            return Err(format!("timed out after {limit:?} waiting for {what}"));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+impl<'a> Scenario<'a> {
+    async fn new(cp: &'a ControlPlane, ns: &str) -> Self {
+        let client = client_for(&cp.garden.kubeconfig).await;
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let _ = namespaces
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({ "metadata": { "name": ns } })).unwrap(),
+            )
+            .await;
+        Self {
+            cp,
+            client,
+            ns: ns.to_string(),
+        }
+    }
+
+    fn host(&self, name: &str, extra: &[&str]) -> Host {
+        let mut args = vec![
+            "--namespace",
+            &self.ns,
+            "--requeue-retry",
+            "1s",
+            "--requeue-error",
+            "1s",
+            "--lease-duration",
+            "4s",
+        ];
+        args.extend_from_slice(extra);
+        self.cp.host(&format!("{}-{name}", self.ns), &args)
+    }
+
+    fn runtimes(&self) -> Api<Runtime> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    fn shoots(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), "garden-kyma-dev", &shoot_resource())
+    }
+
+    fn secrets(&self) -> Api<Secret> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    /// The AWS example with a new name and Shoot name.
+    fn manifest(&self, id: &str, shoot: &str) -> Value {
+        let text =
+            std::fs::read_to_string(tessera_tests::workspace().join("examples/runtime-aws.yaml"))
+                .unwrap();
+        let mut doc: Value = serde_saphyr::from_str(&text).unwrap();
+        doc["metadata"] =
+            json!({ "name": id, "namespace": self.ns, "labels": doc["metadata"]["labels"] });
+        doc["spec"]["shoot"]["name"] = shoot.into();
+        doc
+    }
+
+    async fn create(&self, doc: &Value) -> Result {
+        let runtime: Runtime = serde_json::from_value(doc.clone()).map_err(|e| e.to_string())?;
+        self.runtimes()
+            .create(&PostParams::default(), &runtime)
+            .await
+            .map_err(|e| format!("create Runtime: {e}"))?;
+        Ok(())
+    }
+
+    async fn state(&self, id: &str) -> Option<RuntimeState> {
+        self.runtimes().get(id).await.ok()?.status?.state
+    }
+
+    async fn wait_state(&self, id: &str, want: RuntimeState, host: &Host) -> Result<Runtime> {
+        eventually(&format!("Runtime {id} {want:?}"), LIMIT, || async {
+            let rt = self.runtimes().get(id).await.ok()?;
+            (rt.status.as_ref()?.state == Some(want)).then_some(rt)
+        })
+        .await
+        .map_err(|e| {
+            let status = futures::executor::block_on(self.runtimes().get(id))
+                .ok()
+                .and_then(|r| serde_json::to_string_pretty(&r.status).ok());
+            format!(
+                "{e}\nstatus: {status:?}\nhost log tail:\n{}",
+                tail(&host.logs(), 30)
+            )
+        })
+    }
+
+    async fn shoots_of(&self, id: &str) -> Vec<DynamicObject> {
+        self.shoots()
+            .list(&ListParams::default().labels(&format!("tessera.dev/runtime={id}")))
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+    }
+}
+
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+fn condition<'r>(rt: &'r Runtime, type_: &str) -> Option<&'r tessera::crd::Condition> {
+    rt.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+async fn create_to_ready(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "t-create").await;
+    let host = s.host("a", &[]);
+    s.create(&s.manifest("rt-create", "create")).await?;
+    let rt = s
+        .wait_state("rt-create", RuntimeState::Ready, &host)
+        .await?;
+    let status = rt.status.clone().unwrap();
+    if status.shoot.as_ref().map(|r| r.name.as_str()) != Some("create") {
+        return Err(format!("status.shoot: {:?}", status.shoot));
+    }
+    if status.plugins.len() != 17 || !status.plugins[0].digest.starts_with("sha256:") {
+        return Err(format!("status.plugins: {:?}", status.plugins));
+    }
+    if status.contract_version.as_deref() != Some("0.1.0") || status.shoot_hash.is_none() {
+        return Err(format!("contract/hash: {status:?}"));
+    }
+    if status.observed_generation != rt.metadata.generation {
+        return Err("observedGeneration".into());
+    }
+    for c in ["Provisioned", "KubeconfigReady", "Configured"] {
+        let cond = condition(&rt, c).ok_or(format!("condition {c} missing"))?;
+        if cond.status != tessera::crd::ConditionStatus::True {
+            return Err(format!("condition {c}: {cond:?}"));
+        }
+    }
+    // The Shoot: labelled, generation annotation, finalizer of (simulated) Gardener.
+    let shoots = s.shoots_of("rt-create").await;
+    if shoots.len() != 1 {
+        return Err(format!("{} Shoots", shoots.len()));
+    }
+    let generation = shoots[0]
+        .annotations()
+        .get("tessera.dev/runtime-generation")
+        .cloned();
+    if generation != rt.metadata.generation.map(|g| g.to_string()) {
+        return Err(format!("runtime-generation annotation {generation:?}"));
+    }
+    if shoots[0].data["spec"]["provider"]["type"] != "aws" {
+        return Err("Shoot provider".into());
+    }
+    // The Secret works against the runtime cluster, where the admin binding exists.
+    let secret = s
+        .secrets()
+        .get("kubeconfig-rt-create")
+        .await
+        .map_err(|e| e.to_string())?;
+    if secret
+        .labels()
+        .get("tessera.dev/kubeconfig")
+        .map(String::as_str)
+        != Some("true")
+    {
+        return Err("Secret label".into());
+    }
+    let config = secret.data.unwrap()["config"].0.clone();
+    let kc =
+        Kubeconfig::from_yaml(std::str::from_utf8(&config).unwrap()).map_err(|e| e.to_string())?;
+    let runtime_client = Client::try_from(
+        kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
+    let crbs: Api<ClusterRoleBinding> = Api::all(runtime_client);
+    let bound = crbs
+        .list(&ListParams::default().labels("app.kubernetes.io/managed-by=tessera"))
+        .await
+        .map_err(|e| e.to_string())?;
+    if !bound.items.iter().any(|b| {
+        b.subjects
+            .as_ref()
+            .is_some_and(|s| s.iter().any(|s| s.name == "admin@example.com"))
+            && b.role_ref.name == "cluster-admin"
+    }) {
+        return Err("no admin ClusterRoleBinding for admin@example.com".into());
+    }
+    let rkc: Api<RuntimeKubeconfig> = Api::namespaced(s.client.clone(), &s.ns);
+    let rkc = rkc.get("rt-create").await.map_err(|e| e.to_string())?;
+    if rkc.status.and_then(|s| s.expiry).is_none() {
+        return Err("RuntimeKubeconfig has no expiry".into());
+    }
+    // Metrics and health.
+    let addr = host
+        .metrics_addr(Duration::from_secs(5))
+        .ok_or("no metrics address logged")?;
+    let metrics = http_get(&addr, "/metrics").await?;
+    for want in [
+        r#"tessera_runtime_state{namespace="t-create",runtime="rt-create",state="Ready"} 1"#,
+        r#"tessera_kubeconfig_expiration_timestamp_seconds{namespace="t-create",runtime="rt-create"}"#,
+        "tessera_reconcile_duration_seconds_bucket",
+        r#"tessera_plugin_call_duration_seconds_count{plugin="provider"}"#,
+        "tessera_leader 1",
+    ] {
+        if !metrics.contains(want) {
+            return Err(format!("/metrics lacks {want}:\n{metrics}"));
+        }
+    }
+    for path in ["/healthz", "/readyz"] {
+        http_get(&addr, path).await?;
+    }
+    Ok(())
+}
+
+async fn http_get(addr: &str, path: &str) -> Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut out = String::new();
+    stream
+        .read_to_string(&mut out)
+        .await
+        .map_err(|e| e.to_string())?;
+    if !out.starts_with("HTTP/1.1 200") {
+        return Err(format!("GET {path}: {}", out.lines().next().unwrap_or("")));
+    }
+    Ok(out)
+}
+
+async fn patch_then_noop(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "t-patch").await;
+    let mut host = s.host("a", &[]);
+    s.create(&s.manifest("rt-patch", "patch")).await?;
+    let rt = s.wait_state("rt-patch", RuntimeState::Ready, &host).await?;
+    let gen1 = rt.metadata.generation.unwrap();
+    let patch = json!({ "spec": { "shoot": { "provider": { "workers": [
+        s.manifest("x", "x")["spec"]["shoot"]["provider"]["workers"][0].clone()
+            .as_object().cloned().map(|mut w| { w.insert("maximum".into(), 33.into()); Value::Object(w) }).unwrap()
+    ] } } } });
+    s.runtimes()
+        .patch("rt-patch", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| e.to_string())?;
+    let shoot = eventually("Shoot patched", LIMIT, || async {
+        let shoot = s.shoots().get("patch").await.ok()?;
+        (shoot.data["spec"]["provider"]["workers"][0]["maximum"] == 33).then_some(shoot)
+    })
+    .await?;
+    let gen2 = shoot.annotations()["tessera.dev/runtime-generation"]
+        .parse::<i64>()
+        .unwrap();
+    if gen2 <= gen1 {
+        return Err(format!(
+            "generation annotation {gen2} not advanced past {gen1}"
+        ));
+    }
+    let rt = eventually("Ready at the new generation", LIMIT, || async {
+        let rt = s.runtimes().get("rt-patch").await.ok()?;
+        let st = rt.status.as_ref()?;
+        (st.state == Some(RuntimeState::Ready) && st.observed_generation == Some(gen2))
+            .then_some(rt)
+    })
+    .await?;
+    // No-op resync: a fresh host reconciles everything once and must write nothing.
+    let before = versions(&s, "rt-patch", "patch").await;
+    host.kill();
+    let host2 = s.host("b", &[]);
+    eventually("the new host to lead", LIMIT, || async {
+        host2.logs().contains("became leader").then_some(())
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after = versions(&s, "rt-patch", "patch").await;
+    if before != after {
+        return Err(format!("a no-op resync wrote: {before:?} → {after:?}"));
+    }
+    let _ = rt;
+    Ok(())
+}
+
+/// resourceVersions of the Runtime, its Shoot, Secret and RuntimeKubeconfig.
+async fn versions(s: &Scenario<'_>, id: &str, shoot: &str) -> Vec<Option<String>> {
+    let rkc: Api<RuntimeKubeconfig> = Api::namespaced(s.client.clone(), &s.ns);
+    vec![
+        s.runtimes()
+            .get(id)
+            .await
+            .ok()
+            .and_then(|o| o.resource_version()),
+        s.shoots()
+            .get(shoot)
+            .await
+            .ok()
+            .and_then(|o| o.resource_version()),
+        s.secrets()
+            .get(&format!("kubeconfig-{id}"))
+            .await
+            .ok()
+            .and_then(|o| o.resource_version()),
+        rkc.get(id).await.ok().and_then(|o| o.resource_version()),
+    ]
+}
+
+async fn retryable_error(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "t-retry").await;
+    let host = s.host("a", &[]);
+    s.create(&s.manifest("rt-retry", "retry")).await?;
+    eventually("GardenerErrorRetrying", LIMIT, || async {
+        let rt = s.runtimes().get("rt-retry").await.ok()?;
+        let c = condition(&rt, "Provisioned")?;
+        (c.reason == "GardenerErrorRetrying" && c.message.contains("ERR_INFRA_QUOTA_EXCEEDED"))
+            .then_some(())
+    })
+    .await?;
+    s.wait_state("rt-retry", RuntimeState::Ready, &host).await?;
+    Ok(())
+}
+
+async fn fatal_error(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "t-fatal").await;
+    let host = s.host("a", &[]);
+    s.create(&s.manifest("rt-fatal", "fatal")).await?;
+    let rt = s
+        .wait_state("rt-fatal", RuntimeState::Failed, &host)
+        .await?;
+    let c = condition(&rt, "Provisioned").ok_or("no Provisioned condition")?;
+    if c.reason != "GardenerErrorFatal" || !c.message.contains("ERR_INFRA_UNAUTHORIZED") {
+        return Err(format!("condition: {c:?}"));
+    }
+    Ok(())
+}
+
+async fn delete(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "t-delete").await;
+    let host = s.host("a", &[]);
+    s.create(&s.manifest("rt-delete", "delete")).await?;
+    s.wait_state("rt-delete", RuntimeState::Ready, &host)
+        .await?;
+    s.runtimes()
+        .delete("rt-delete", &DeleteParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    eventually("Shoot confirmed for deletion", LIMIT, || async {
+        match s.shoots().get_opt("delete").await.ok()? {
+            None => Some(()),
+            Some(shoot) => (shoot
+                .annotations()
+                .get("confirmation.gardener.cloud/deletion")
+                == Some(&"true".to_string()))
+            .then_some(()),
+        }
+    })
+    .await?;
+    gone(&s, "rt-delete", "delete", &host).await
+}
+
+/// Runtime, Shoot, Secret and RuntimeKubeconfig all gone.
+async fn gone(s: &Scenario<'_>, id: &str, shoot: &str, host: &Host) -> Result {
+    eventually(
+        &format!("Runtime {id} and what it owns to be gone"),
+        LIMIT,
+        || async {
+            let v = versions(s, id, shoot).await;
+            v.iter().all(Option::is_none).then_some(())
+        },
+    )
+    .await
+    .map_err(|e| {
+        format!(
+            "{e}: {:?}\n{}",
+            futures::executor::block_on(versions(s, id, shoot)),
+            tail(&host.logs(), 30)
+        )
+    })
+}
+
+async fn deleted_while_host_down(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "t-down").await;
+    let mut host = s.host("a", &[]);
+    s.create(&s.manifest("rt-down", "down")).await?;
+    s.wait_state("rt-down", RuntimeState::Ready, &host).await?;
+    host.kill();
+    s.runtimes()
+        .delete("rt-down", &DeleteParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    if s.secrets()
+        .get_opt("kubeconfig-rt-down")
+        .await
+        .ok()
+        .flatten()
+        .is_none()
+    {
+        return Err("Secret vanished without a host".into());
+    }
+    let host = s.host("b", &[]);
+    gone(&s, "rt-down", "down", &host).await
+}
+
+async fn force_rotation(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "t-rotate").await;
+    let host = s.host("a", &[]);
+    s.create(&s.manifest("rt-rotate", "rotate")).await?;
+    s.wait_state("rt-rotate", RuntimeState::Ready, &host)
+        .await?;
+    let read = || async {
+        s.secrets()
+            .get("kubeconfig-rt-rotate")
+            .await
+            .ok()
+            .and_then(|s| s.data)
+            .map(|d| d["config"].0.clone())
+    };
+    let before = read().await.ok_or("no Secret")?;
+    let rkc: Api<RuntimeKubeconfig> = Api::namespaced(s.client.clone(), &s.ns);
+    rkc.patch(
+        "rt-rotate",
+        &PatchParams::default(),
+        &Patch::Merge(
+            &json!({ "metadata": { "annotations": { "tessera.dev/force-rotation": "true" } } }),
+        ),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    eventually("new kubeconfig", LIMIT, || async {
+        let now = read().await?;
+        (now != before).then_some(())
+    })
+    .await?;
+    eventually("force annotation removed", LIMIT, || async {
+        let k = rkc.get("rt-rotate").await.ok()?;
+        (!k.annotations().contains_key("tessera.dev/force-rotation")).then_some(())
+    })
+    .await?;
+    let errors = host.error_lines();
+    if !errors.is_empty() {
+        return Err(format!(
+            "error logs during rotation:\n{}",
+            errors.join("\n")
+        ));
+    }
+    Ok(())
+}
+
+async fn killed_mid_provisioning(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "t-kill").await;
+    let mut host = s.host("a", &[]);
+    s.create(&s.manifest("rt-kill", "kill")).await?;
+    eventually("Shoot created", LIMIT, || async {
+        (!s.shoots_of("rt-kill").await.is_empty()).then_some(())
+    })
+    .await?;
+    host.kill();
+    if s.state("rt-kill").await == Some(RuntimeState::Ready) {
+        return Err("Ready before the kill; the scenario needs a slower simulator".into());
+    }
+    let host = s.host("b", &[]);
+    s.wait_state("rt-kill", RuntimeState::Ready, &host).await?;
+    let n = s.shoots_of("rt-kill").await.len();
+    if n != 1 {
+        return Err(format!("{n} Shoots for one Runtime"));
+    }
+    Ok(())
+}
+
+async fn invalid_runtimes(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "t-invalid").await;
+    let host = s.host("a", &[]);
+    let mut bad_cidr = s.manifest("rt-bad-cidr", "bad-cidr");
+    bad_cidr["spec"]["shoot"]["networking"]["nodes"] = "10.250.0.0/33".into();
+    let mut bad_provider = s.manifest("rt-bad-provider", "bad-provider");
+    bad_provider["spec"]["shoot"]["provider"]["type"] = "alibaba".into();
+    let mut no_zone = s.manifest("rt-no-zone", "no-zone");
+    no_zone["spec"]["shoot"]["provider"]["workers"][0]["zones"] = json!([]);
+    for (doc, field) in [
+        (&bad_cidr, "spec.shoot.networking.nodes"),
+        (&bad_provider, "spec.shoot.provider.type"),
+        (&no_zone, "spec.shoot.provider.workers[0].zones"),
+    ] {
+        s.create(doc).await?;
+        let id = doc["metadata"]["name"].as_str().unwrap();
+        let rt = s.wait_state(id, RuntimeState::Failed, &host).await?;
+        let c = condition(&rt, "Provisioned").ok_or("no Provisioned condition")?;
+        if !c.message.contains(field) || !c.message.contains("plugin ") {
+            return Err(format!(
+                "{id}: the message should name plugin and {field}: {c:?}"
+            ));
+        }
+        if !s.shoots_of(id).await.is_empty() {
+            return Err(format!("{id}: a Shoot was created"));
+        }
+    }
+    Ok(())
+}
+
+async fn two_hosts_one_leader(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "t-leader").await;
+    let mut a = s.host("a", &[]);
+    let b = s.host("b", &[]);
+    let leases: Api<Lease> = Api::namespaced(s.client.clone(), &s.ns);
+    let holder = eventually("a lease holder", LIMIT, || async {
+        leases.get("tessera").await.ok()?.spec?.holder_identity
+    })
+    .await?;
+    s.create(&s.manifest("rt-leader-1", "leader-1")).await?;
+    s.wait_state("rt-leader-1", RuntimeState::Ready, &a).await?;
+    let leading: Vec<bool> = [&a, &b]
+        .iter()
+        .map(|h| h.logs().contains("became leader"))
+        .collect();
+    if leading.iter().filter(|l| **l).count() != 1 {
+        return Err(format!("leaders: {leading:?} (holder {holder})"));
+    }
+    let (mut leader, standby) = if leading[0] { (a, b) } else { (b, a) };
+    if leader
+        .logs()
+        .lines()
+        .filter(|l| l.contains("Shoot created"))
+        .count()
+        != 1
+        || standby.logs().contains("Shoot created")
+    {
+        return Err("the standby reconciled".into());
+    }
+    leader.kill();
+    let killed = Instant::now();
+    eventually(
+        "the standby to take over",
+        Duration::from_secs(30),
+        || async { standby.logs().contains("became leader").then_some(()) },
+    )
+    .await?;
+    let takeover = killed.elapsed();
+    s.create(&s.manifest("rt-leader-2", "leader-2")).await?;
+    s.wait_state("rt-leader-2", RuntimeState::Ready, &standby)
+        .await?;
+    eprintln!("leader takeover after {takeover:?} (lease duration 4s)");
+    if takeover > Duration::from_secs(4 + 4) {
+        return Err(format!("takeover took {takeover:?}"));
+    }
+    a = leader;
+    drop(a);
+    Ok(())
+}
+
+fn main() {
+    let args = Arguments::from_args();
+    let sim = std::path::PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
+    let cp = match ControlPlane::start(&sim, &script()) {
+        Ok(cp) => std::sync::Arc::new(cp),
+        Err(e) => panic!("local control plane: {e}"),
+    };
+    let rt = std::sync::Arc::new(
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap(),
+    );
+    macro_rules! trial {
+        ($name:ident) => {{
+            let cp = cp.clone();
+            let rt = rt.clone();
+            Trial::test(stringify!($name), move || {
+                rt.block_on($name(&cp)).map_err(Failed::from)
+            })
+        }};
+    }
+    let trials = vec![
+        trial!(create_to_ready),
+        trial!(patch_then_noop),
+        trial!(retryable_error),
+        trial!(fatal_error),
+        trial!(delete),
+        trial!(deleted_while_host_down),
+        trial!(force_rotation),
+        trial!(killed_mid_provisioning),
+        trial!(invalid_runtimes),
+        trial!(two_hosts_one_leader),
+    ];
+    let conclusion = libtest_mimic::run(&args, trials);
+    drop(cp);
+    conclusion.exit();
+}
