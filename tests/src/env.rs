@@ -135,6 +135,23 @@ impl ControlPlane {
         })
     }
 
+    /// Requests the simulator has seen: `requests`, `writes` (leases excluded),
+    /// `leaseRequests`, `watches`.
+    pub fn sim_stats(&self) -> serde_json::Value {
+        let addr = self.sim_url.trim_start_matches("http://");
+        let mut stream = std::net::TcpStream::connect(addr).expect("simulator");
+        use std::io::{Read, Write};
+        write!(
+            stream,
+            "GET /_sim/stats HTTP/1.1\r\nhost: sim\r\nconnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        let body = text.split("\r\n\r\n").nth(1).unwrap_or("{}");
+        serde_json::from_str(body).unwrap_or_default()
+    }
+
     /// Replace the simulator's script (it re-reads it as operations end).
     pub fn set_script(&self, script: &Script) {
         std::fs::write(&self.script, serde_json::to_string(script).unwrap()).unwrap();

@@ -58,6 +58,7 @@ fn failure(code: &str) -> Failure {
 struct Scenario<'a> {
     cp: &'a ControlPlane,
     client: Client,
+    runtime_client: Client,
     ns: String,
 }
 
@@ -89,6 +90,7 @@ where
 impl<'a> Scenario<'a> {
     async fn new(cp: &'a ControlPlane, ns: &str) -> Self {
         let client = client_for(&cp.garden.kubeconfig).await;
+        let runtime_client = client_for(&cp.runtime.kubeconfig).await;
         let namespaces: Api<Namespace> = Api::all(client.clone());
         let _ = namespaces
             .create(
@@ -99,6 +101,7 @@ impl<'a> Scenario<'a> {
         Self {
             cp,
             client,
+            runtime_client,
             ns: ns.to_string(),
         }
     }
@@ -637,6 +640,168 @@ async fn two_hosts_one_leader(cp: &ControlPlane) -> Result {
     Ok(())
 }
 
+async fn runtime_cluster_bindings(s: &Scenario<'_>, id: &str) -> Vec<String> {
+    let crbs: Api<ClusterRoleBinding> = Api::all(s.runtime_client.clone());
+    let mut users: Vec<String> = crbs
+        .list(&ListParams::default().labels(&format!(
+            "app.kubernetes.io/managed-by=tessera,tessera.dev/runtime={id}"
+        )))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|b| b.subjects?.into_iter().next().map(|s| s.name))
+        .collect();
+    users.sort();
+    users
+}
+
+async fn admins_follow_spec(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "t-admins").await;
+    let host = s.host("a", &[]);
+    let mut doc = s.manifest("rt-admins", "admins");
+    doc["spec"]["security"]["administrators"] = json!(["a@example.com", "b@example.com"]);
+    s.create(&doc).await?;
+    s.wait_state("rt-admins", RuntimeState::Ready, &host)
+        .await?;
+    let users = runtime_cluster_bindings(&s, "rt-admins").await;
+    if users != ["a@example.com", "b@example.com"] {
+        return Err(format!("bindings after create: {users:?}"));
+    }
+    // Somebody else's binding, not labelled as ours: must survive.
+    let crbs: Api<ClusterRoleBinding> = Api::all(s.runtime_client.clone());
+    let theirs: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": "hand-made-admin" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin" },
+        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "a@example.com" }],
+    }))
+    .unwrap();
+    crbs.create(&PostParams::default(), &theirs)
+        .await
+        .map_err(|e| e.to_string())?;
+    s.runtimes()
+        .patch(
+            "rt-admins",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "spec": { "security": { "administrators": ["b@example.com", "c@example.com"] } } })),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    eventually("bindings to follow the spec", LIMIT, || async {
+        (runtime_cluster_bindings(&s, "rt-admins").await == ["b@example.com", "c@example.com"])
+            .then_some(())
+    })
+    .await?;
+    crbs.get("hand-made-admin")
+        .await
+        .map_err(|e| format!("hand-made binding: {e}"))?;
+    Ok(())
+}
+
+async fn force_patch_and_suspend(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "t-force").await;
+    let host = s.host("a", &[]);
+    s.create(&s.manifest("rt-force", "force")).await?;
+    let rt = s.wait_state("rt-force", RuntimeState::Ready, &host).await?;
+    let generation = rt.metadata.generation.unwrap();
+    let annotate = |key: &str, value: Option<&str>| {
+        let patch = json!({ "metadata": { "annotations": { key: value } } });
+        let api = s.runtimes();
+        async move {
+            api.patch("rt-force", &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+    };
+    // Suspended: a spec change does not reach the Shoot.
+    annotate("tessera.dev/suspend-patch", Some("true")).await?;
+    s.runtimes()
+        .patch(
+            "rt-force",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "spec": { "shoot": { "purpose": "evaluation" } } })),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let shoot = s.shoots().get("force").await.map_err(|e| e.to_string())?;
+    if shoot.data["spec"]["purpose"] != "production"
+        || shoot.annotations()["tessera.dev/runtime-generation"] != generation.to_string()
+    {
+        return Err("a suspended Runtime's Shoot was patched".into());
+    }
+    // Resumed: the change goes through.
+    annotate("tessera.dev/suspend-patch", None).await?;
+    eventually("patch after resume", LIMIT, || async {
+        let shoot = s.shoots().get("force").await.ok()?;
+        (shoot.data["spec"]["purpose"] == "evaluation").then_some(())
+    })
+    .await?;
+    s.wait_state("rt-force", RuntimeState::Ready, &host).await?;
+    // Someone edits the Shoot behind Tessera's back; a forced patch restores it.
+    s.shoots()
+        .patch(
+            "force",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "spec": { "purpose": "testing" } })),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    annotate("tessera.dev/force-patch", Some("true")).await?;
+    eventually("forced patch", LIMIT, || async {
+        let shoot = s.shoots().get("force").await.ok()?;
+        let rt = s.runtimes().get("rt-force").await.ok()?;
+        (shoot.data["spec"]["purpose"] == "evaluation"
+            && !rt.annotations().contains_key("tessera.dev/force-patch"))
+        .then_some(())
+    })
+    .await?;
+    Ok(())
+}
+
+async fn oidc_objects(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "t-oidc").await;
+    let host = s.host("a", &[]);
+    let mut doc = s.manifest("rt-oidc", "oidc");
+    doc["spec"]["shoot"]["kubernetes"]["kubeAPIServer"]["additionalOidcConfig"] = json!([{
+        "clientID": "extra-client",
+        "issuerURL": "https://extra.example.com",
+        "usernameClaim": "email",
+    }]);
+    s.create(&doc).await?;
+    let rt = s.wait_state("rt-oidc", RuntimeState::Ready, &host).await?;
+    if condition(&rt, "OidcConfigured").map(|c| c.status)
+        != Some(tessera::crd::ConditionStatus::True)
+    {
+        return Err(format!(
+            "OidcConfigured: {:?}",
+            condition(&rt, "OidcConfigured")
+        ));
+    }
+    let api: Api<DynamicObject> = Api::all_with(
+        s.runtime_client.clone(),
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk(
+                "authentication.gardener.cloud",
+                "v1alpha1",
+                "OpenIDConnect",
+            ),
+            "openidconnects",
+        ),
+    );
+    let objects = api
+        .list(&ListParams::default().labels("tessera.dev/runtime=rt-oidc"))
+        .await
+        .map_err(|e| e.to_string())?
+        .items;
+    if objects.len() != 1 || objects[0].data["spec"]["issuerURL"] != "https://extra.example.com" {
+        return Err(format!("OpenIDConnect objects: {objects:?}"));
+    }
+    Ok(())
+}
+
 fn main() {
     let args = Arguments::from_args();
     let sim = std::path::PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
@@ -670,6 +835,9 @@ fn main() {
         trial!(killed_mid_provisioning),
         trial!(invalid_runtimes),
         trial!(two_hosts_one_leader),
+        trial!(admins_follow_spec),
+        trial!(force_patch_and_suspend),
+        trial!(oidc_objects),
     ];
     let conclusion = libtest_mimic::run(&args, trials);
     drop(cp);

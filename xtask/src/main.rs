@@ -2,7 +2,10 @@
 //!
 //! - `build-plugins`: first-party plugins (and the test guests) → `<target>/plugins/*.wasm`
 //!   and `<target>/test-plugins/*.wasm`.
-//! - `demo`: build everything and render `examples/runtime-aws.yaml` into a Shoot.
+//! - `demo`: build everything, render `examples/runtime-aws.yaml` into a Shoot, then start
+//!   the local control plane (etcd, garden and runtime API servers, Gardener simulator),
+//!   run the host and follow the Runtime to Ready (`--kubeconfig FILE`: a real cluster).
+//! - `load --runtimes N`: the operator load benchmark on the local control plane.
 //! - `test`: build the plugins and (once per machine) the test kube-apiserver, then run
 //!   every test of the workspace.
 //! - `lint`: `cargo fmt --check` and `cargo clippy -D warnings` (host and Wasm targets).
@@ -25,8 +28,9 @@ fn main() -> Result<()> {
         Some("test") => test(&rest),
         Some("lint") => lint(),
         Some("bench") => bench(&rest),
+        Some("load") => load(&rest),
         _ => {
-            eprintln!("usage: cargo xtask <build-plugins|demo|test|lint|bench> [args]");
+            eprintln!("usage: cargo xtask <build-plugins|demo|test|lint|bench|load> [args]");
             std::process::exit(2);
         }
     }
@@ -147,20 +151,59 @@ fn with_plugin_env(cmd: &mut Command, built: &Built) {
     cmd.env("TESSERA_TEST_PLUGIN_DIR", &built.test_plugin_dir);
 }
 
-fn demo(args: &[&str]) -> Result<()> {
+/// Release builds of the host and the control-plane tools, and the kube-apiserver.
+fn release_tools() -> Result<(Built, PathBuf)> {
     let built = build_plugins()?;
     run({
         let mut cmd = cargo();
-        cmd.args(["build", "--release", "-p", "tessera"]);
+        cmd.args([
+            "build",
+            "--release",
+            "-p",
+            "tessera",
+            "-p",
+            "tessera-tests",
+            "--bins",
+        ]);
         cmd
     })?;
-    let exe = built.target_dir.join("release").join("tessera");
-    let runtime = args.first().copied().unwrap_or("examples/runtime-aws.yaml");
-    let mut cmd = Command::new(exe);
+    let apiserver = ensure_apiserver()?;
+    Ok((built, apiserver))
+}
+
+fn tool(built: &Built, apiserver: &Path, name: &str) -> Command {
+    let mut cmd = Command::new(built.target_dir.join("release").join(name));
     cmd.current_dir(root());
-    cmd.args(["render", "--runtime", runtime, "--plugins"]);
-    cmd.arg(&built.plugin_dir);
-    cmd.args(args.iter().skip(1));
+    with_plugin_env(&mut cmd, built);
+    cmd.env("TESSERA_KUBE_APISERVER", apiserver);
+    cmd.env(
+        "TESSERA_BIN",
+        built.target_dir.join("release").join("tessera"),
+    );
+    cmd
+}
+
+fn demo(args: &[&str]) -> Result<()> {
+    let (built, apiserver) = release_tools()?;
+    let mut render = Command::new(built.target_dir.join("release").join("tessera"));
+    render.current_dir(root());
+    render.args([
+        "render",
+        "--runtime",
+        "examples/runtime-aws.yaml",
+        "--plugins",
+    ]);
+    render.arg(&built.plugin_dir);
+    run(render)?;
+    let mut cmd = tool(&built, &apiserver, "demo");
+    cmd.args(args);
+    run(cmd)
+}
+
+fn load(args: &[&str]) -> Result<()> {
+    let (built, apiserver) = release_tools()?;
+    let mut cmd = tool(&built, &apiserver, "load");
+    cmd.args(args);
     run(cmd)
 }
 

@@ -77,6 +77,9 @@ pub struct RunArgs {
     /// Also set Gardener's force-deletion annotation when deleting Shoots.
     #[arg(long)]
     force_deletion: bool,
+    /// Reconciles running at once, per controller (0: unbounded).
+    #[arg(long, default_value_t = 32)]
+    workers: u16,
 }
 
 pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -121,6 +124,7 @@ pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
             rotation_fraction: args.rotation_fraction,
             force_deletion: args.force_deletion,
             namespace: args.namespace,
+            workers: args.workers,
         },
         renderer: Renderer {
             wasm: Arc::new(rt),

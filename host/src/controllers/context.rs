@@ -48,6 +48,8 @@ pub struct OperatorConfig {
     pub force_deletion: bool,
     /// Only reconcile Runtimes in this namespace.
     pub namespace: Option<String>,
+    /// Reconciles running at once per controller (0: unbounded).
+    pub workers: u16,
 }
 
 impl Default for OperatorConfig {
@@ -58,6 +60,7 @@ impl Default for OperatorConfig {
             rotation_fraction: 0.57,
             force_deletion: false,
             namespace: None,
+            workers: 32,
         }
     }
 }

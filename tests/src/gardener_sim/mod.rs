@@ -37,8 +37,19 @@ pub struct SimConfig {
     pub script: Option<PathBuf>,
 }
 
+/// Requests the simulator saw from clients (the host), for the load benchmark.
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    pub requests: std::sync::atomic::AtomicU64,
+    /// POST, PUT, PATCH, DELETE outside coordination.k8s.io (leases renew all the time).
+    pub writes: std::sync::atomic::AtomicU64,
+    pub lease_requests: std::sync::atomic::AtomicU64,
+    pub watches: std::sync::atomic::AtomicU64,
+}
+
 pub(crate) struct Sim {
     pub client: kube::Client,
+    pub stats: Stats,
     pub config: SimConfig,
     pub next_token: AtomicUsize,
     pub consumed: std::sync::Mutex<std::collections::HashMap<(String, String), usize>>,
@@ -65,6 +76,7 @@ pub async fn start(config: SimConfig) -> anyhow::Result<SocketAddr> {
     let sim = Arc::new(Sim {
         client,
         config,
+        stats: Stats::default(),
         next_token: AtomicUsize::new(0),
         consumed: Default::default(),
     });

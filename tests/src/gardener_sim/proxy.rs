@@ -53,6 +53,17 @@ fn status(code: StatusCode, reason: &str, message: String) -> Response {
 
 async fn handle(State(sim): State<Arc<Sim>>, request: Request) -> Response {
     let path = request.uri().path().to_string();
+    if path == "/_sim/stats" {
+        let s = &sim.stats;
+        let body = json!({
+            "requests": s.requests.load(Ordering::Relaxed),
+            "writes": s.writes.load(Ordering::Relaxed),
+            "leaseRequests": s.lease_requests.load(Ordering::Relaxed),
+            "watches": s.watches.load(Ordering::Relaxed),
+        });
+        return ([("content-type", "application/json")], body.to_string()).into_response();
+    }
+    count(&sim, &request);
     if let Some((ns, name, sub)) = shoot_path(&path) {
         if request.method() == Method::POST && sub == Some("adminkubeconfig") {
             let body = axum::body::to_bytes(request.into_body(), 1 << 20)
@@ -83,6 +94,29 @@ async fn handle(State(sim): State<Arc<Sim>>, request: Request) -> Response {
         }
     }
     forward(&sim, request).await
+}
+
+fn count(sim: &Sim, request: &Request) {
+    let s = &sim.stats;
+    s.requests.fetch_add(1, Ordering::Relaxed);
+    if request
+        .uri()
+        .path()
+        .starts_with("/apis/coordination.k8s.io/")
+    {
+        s.lease_requests.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    let query = request.uri().query().unwrap_or("");
+    if query.contains("watch=true") || query.contains("watch=1") {
+        s.watches.fetch_add(1, Ordering::Relaxed);
+    }
+    if !matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    ) {
+        s.writes.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 async fn admin_kubeconfig(sim: &Sim, ns: &str, name: &str, body: &[u8]) -> Response {

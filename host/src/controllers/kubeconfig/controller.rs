@@ -28,6 +28,7 @@ pub async fn run(ctx: Arc<Context>) {
                 .labels(&format!("{}=true", labels::KUBECONFIG))
                 .any_semantic(),
         )
+        .with_config(kube::runtime::controller::Config::default().concurrency(ctx.config.workers))
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|_| futures::future::ready(()))

@@ -41,6 +41,7 @@ pub async fn run(ctx: Arc<Context>) {
                 Some(ObjectRef::<Runtime>::new(id).within(ns))
             },
         )
+        .with_config(kube::runtime::controller::Config::default().concurrency(ctx.config.workers))
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|_| futures::future::ready(()))

@@ -187,7 +187,7 @@ impl Machine {
                 .observe(started.elapsed().as_secs_f64());
             match result {
                 Ok(Transition::Next(next)) => {
-                    tracing::debug!(runtime = %id, from = step.name(), to = next.name(), "transition");
+                    tracing::info!(runtime = %id, from = step.name(), to = next.name(), "transition");
                     step = next;
                 }
                 Ok(Transition::Stop(action)) => {

@@ -11,19 +11,24 @@ use crate::controllers::{ReconcileError, labels, runtime_cluster};
 use crate::crd::ConditionStatus;
 use crate::gardener::FIELD_MANAGER;
 
-/// Binding names are derived from the user so renames are create + delete.
-pub fn binding_name(user: &str) -> String {
-    format!(
-        "tessera-admin-{}",
-        &hex::encode(Sha256::digest(user.as_bytes()))[..12]
-    )
+/// Binding names are derived from runtime and user, so a renamed user is a create plus a
+/// delete, and Runtimes sharing a cluster (tests, benchmarks) never collide.
+pub fn binding_name(runtime_id: &str, user: &str) -> String {
+    let digest = Sha256::digest(format!("{runtime_id}/{user}").as_bytes());
+    format!("tessera-admin-{}", &hex::encode(digest)[..12])
 }
 
 pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let admins = m.runtime.spec.inner.security.administrators.clone();
     let client = runtime_cluster::client(&m.ctx.client, &m.namespace(), &m.id()).await?;
     let api: Api<ClusterRoleBinding> = Api::all(client);
-    let selector = format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE);
+    let id = m.id();
+    let selector = format!(
+        "{}={},{}={id}",
+        labels::MANAGED_BY,
+        labels::MANAGED_BY_VALUE,
+        labels::RUNTIME
+    );
     let existing = api.list(&ListParams::default().labels(&selector)).await?;
     let existing_names: Vec<String> = existing
         .items
@@ -32,7 +37,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         .collect();
     let mut created = 0;
     for user in &admins {
-        let name = binding_name(user);
+        let name = binding_name(&id, user);
         if existing_names.contains(&name) {
             continue;
         }
@@ -41,7 +46,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
             "kind": "ClusterRoleBinding",
             "metadata": {
                 "name": name,
-                "labels": { labels::MANAGED_BY: labels::MANAGED_BY_VALUE },
+                "labels": { labels::MANAGED_BY: labels::MANAGED_BY_VALUE, labels::RUNTIME: id },
                 "annotations": { "tessera.dev/user": user },
             },
             "roleRef": {
@@ -59,7 +64,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         .await?;
         created += 1;
     }
-    let wanted: Vec<String> = admins.iter().map(|u| binding_name(u)).collect();
+    let wanted: Vec<String> = admins.iter().map(|u| binding_name(&id, u)).collect();
     let mut deleted = 0;
     for name in existing_names.iter().filter(|n| !wanted.contains(n)) {
         api.delete(name, &DeleteParams::default()).await?;

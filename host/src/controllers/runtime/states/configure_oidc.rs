@@ -37,15 +37,24 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     }
     let client = runtime_cluster::client(&m.ctx.client, &m.namespace(), &m.id()).await?;
     let api: Api<DynamicObject> = Api::all_with(client, &resource());
-    let selector = format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE);
+    let id = m.id();
+    let selector = format!(
+        "{}={},{}={id}",
+        labels::MANAGED_BY,
+        labels::MANAGED_BY_VALUE,
+        labels::RUNTIME
+    );
     let existing = api.list(&ListParams::default().labels(&selector)).await?;
     let mut wanted = Vec::new();
     for (i, oidc) in configs.iter().enumerate() {
-        let name = format!("tessera-oidc-{i}");
+        let name = format!("tessera-oidc-{id}-{i}");
         let doc = json!({
             "apiVersion": "authentication.gardener.cloud/v1alpha1",
             "kind": "OpenIDConnect",
-            "metadata": { "name": name, "labels": { labels::MANAGED_BY: labels::MANAGED_BY_VALUE } },
+            "metadata": {
+                "name": name,
+                "labels": { labels::MANAGED_BY: labels::MANAGED_BY_VALUE, labels::RUNTIME: id },
+            },
             "spec": {
                 "issuerURL": oidc.issuer_url,
                 "clientID": oidc.client_id,
