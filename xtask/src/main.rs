@@ -214,8 +214,10 @@ fn test(args: &[&str]) -> Result<()> {
 
     let built = build_plugins()?;
     let apiserver = ensure_apiserver()?;
+    let helm = ensure_tool("tests/chart/ensure-helm.sh")?;
     let mut cmd = cargo();
     cmd.args(["test", "--workspace"]);
+    cmd.env("TESSERA_HELM", helm);
     cmd.args(args);
     with_plugin_env(&mut cmd, &built);
     cmd.env("TESSERA_KUBE_APISERVER", apiserver);
@@ -259,13 +261,18 @@ fn test(args: &[&str]) -> Result<()> {
 
 /// Build (once per machine) and locate the kube-apiserver used by the tests.
 fn ensure_apiserver() -> Result<PathBuf> {
-    let script = root().join("tests/kube/ensure-apiserver.sh");
+    ensure_tool("tests/kube/ensure-apiserver.sh")
+}
+
+/// Run a script that installs a tool once per machine and prints its path.
+fn ensure_tool(script: &str) -> Result<PathBuf> {
+    let script = root().join(script);
     eprintln!("+ {}", script.display());
     let out = Command::new("bash")
         .arg(&script)
         .stderr(std::process::Stdio::inherit())
         .output()
-        .context("cannot run ensure-apiserver.sh")?;
+        .with_context(|| format!("cannot run {}", script.display()))?;
     if !out.status.success() {
         bail!("{} failed with {}", script.display(), out.status);
     }

@@ -32,6 +32,8 @@ pub struct LastOperation {
     pub state: String,
     pub description: String,
     pub progress: i64,
+    /// `lastUpdateTime`, when Gardener wrote it.
+    pub last_update: Option<jiff::Timestamp>,
 }
 
 /// What Gardener reported about a Shoot.
@@ -61,6 +63,9 @@ impl ShootProgress {
                 .unwrap_or("")
                 .into(),
             progress: op.get("progress").and_then(Value::as_i64).unwrap_or(0),
+            last_update: crate::time::parse_rfc3339(
+                op.get("lastUpdateTime").and_then(Value::as_str),
+            ),
         });
         let errors = status["lastErrors"].as_array().cloned().unwrap_or_default();
         let error_codes = errors

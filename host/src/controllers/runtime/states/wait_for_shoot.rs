@@ -57,15 +57,27 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
                     format!("{} of Shoot {name} failed [{codes}]: {detail}", op.type_),
                 )),
                 ErrorClass::Retryable => {
-                    if !shoot.metadata.annotations.as_ref().is_some_and(|a| {
+                    // Back off: ask for a retry once the failure is `requeue.retry` old.
+                    let retry_after = m.ctx.config.requeue.retry;
+                    let age = op
+                        .last_update
+                        .map(|t| jiff::Timestamp::now().duration_since(t).unsigned_abs())
+                        .unwrap_or(retry_after);
+                    let requested = shoot.metadata.annotations.as_ref().is_some_and(|a| {
                         a.get(OPERATION_ANNOTATION).map(String::as_str) == Some("retry")
-                    }) {
+                    });
+                    let wait = if requested {
+                        retry_after
+                    } else if age >= retry_after {
                         tracing::info!(runtime = %m.id(), shoot = %name, codes = %codes, "asking Gardener to retry");
                         m.ctx
                             .shoots
                             .annotate(&namespace, &name, &[(OPERATION_ANNOTATION, Some("retry"))])
                             .await?;
-                    }
+                        retry_after
+                    } else {
+                        retry_after - age
+                    };
                     m.set_state(working_state);
                     m.condition(
                         "Provisioned",
@@ -76,9 +88,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
                             op.type_
                         ),
                     );
-                    Ok(Transition::Stop(Action::requeue(
-                        m.ctx.config.requeue.retry,
-                    )))
+                    Ok(Transition::Stop(Action::requeue(wait)))
                 }
             }
         }
