@@ -169,6 +169,14 @@ impl Cluster {
         Err(format!("not ready after {limit:?}:\n{}", self.logs()))
     }
 
+    /// (process, pid) of etcd and kube-apiserver.
+    pub fn pids(&self) -> Vec<(&'static str, u32)> {
+        ["etcd", "kube-apiserver"]
+            .into_iter()
+            .zip(self.children.iter().map(|c| c.id()))
+            .collect()
+    }
+
     /// The last lines of the etcd and API server logs, for failure messages.
     pub fn logs(&self) -> String {
         ["etcd.log", "kube-apiserver.log"]

@@ -152,6 +152,17 @@ impl ControlPlane {
         serde_json::from_str(body).unwrap_or_default()
     }
 
+    /// CPU seconds used so far by the simulator and the API servers and etcds.
+    pub fn process_cpu(&self) -> String {
+        let mut parts = vec![format!("simulator {:.1}", cpu_seconds(self.sim.id()))];
+        for (name, cluster) in [("garden", &self.garden), ("runtime", &self.runtime)] {
+            for (what, pid) in cluster.pids() {
+                parts.push(format!("{name} {what} {:.1}", cpu_seconds(pid)));
+            }
+        }
+        parts.join(", ")
+    }
+
     /// Replace the simulator's script (it re-reads it as operations end).
     pub fn set_script(&self, script: &Script) {
         std::fs::write(&self.script, serde_json::to_string(script).unwrap()).unwrap();
@@ -263,4 +274,18 @@ impl Drop for Host {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// utime + stime of a process, in seconds.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    [11, 12]
+        .iter()
+        .filter_map(|i| fields.get(*i).and_then(|v| v.parse::<f64>().ok()))
+        .sum::<f64>()
+        / 100.0
 }

@@ -2,8 +2,7 @@
 //!
 //! - `build-plugins`: first-party plugins (and the test guests) → `<target>/plugins/*.wasm`
 //!   and `<target>/test-plugins/*.wasm`.
-//! - `demo`: build everything, render `examples/runtime-aws.yaml` into a Shoot, then start
-//!   the local control plane (etcd, garden and runtime API servers, Gardener simulator),
+//! - `demo`: build everything, start the local control plane (etcd, garden and runtime API servers, Gardener simulator),
 //!   run the host and follow the Runtime to Ready (`--kubeconfig FILE`: a real cluster).
 //! - `load --runtimes N`: the operator load benchmark on the local control plane.
 //! - `test`: build the plugins and (once per machine) the test kube-apiserver, then run

@@ -67,6 +67,23 @@ async fn ready_count(api: &Api<Runtime>) -> usize {
         .unwrap_or(0)
 }
 
+/// Runtimes the host reports Ready on /metrics.
+fn ready_from_metrics(addr: &str) -> usize {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+        return 0;
+    };
+    let _ = write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+    );
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    text.lines()
+        .filter(|l| l.starts_with("tessera_runtime_state{") && l.contains("state=\"Ready\"} 1"))
+        .count()
+}
+
 /// Wait until the host has made no request (leases aside) for `quiet`.
 fn wait_quiet(cp: &ControlPlane, quiet: Duration, limit: Duration) -> Duration {
     let started = Instant::now();
@@ -138,20 +155,28 @@ fn main() -> anyhow::Result<()> {
     });
     let created = started.elapsed();
     eprintln!("created {} Runtimes in {created:.1?}", args.runtimes);
-    let mut ready = 0;
+    // Progress from the host's /metrics (cheap); the final count from the API server.
+    let metrics = host
+        .metrics_addr(Duration::from_secs(30))
+        .ok_or_else(|| anyhow::anyhow!("the host logged no metrics address"))?;
+    let mut last_print = Instant::now();
     while started.elapsed() < Duration::from_secs(args.timeout) {
-        ready = rt.block_on(ready_count(&api));
+        let ready = ready_from_metrics(&metrics);
         if ready == args.runtimes {
             break;
         }
-        eprintln!(
-            "{:>6.0?}: {ready}/{} Ready",
-            started.elapsed(),
-            args.runtimes
-        );
-        std::thread::sleep(Duration::from_secs(2));
+        if last_print.elapsed() >= Duration::from_secs(10) {
+            eprintln!(
+                "{:>6.0?}: {ready}/{} Ready",
+                started.elapsed(),
+                args.runtimes
+            );
+            last_print = Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(250));
     }
     let all_ready = started.elapsed();
+    let ready = rt.block_on(ready_count(&api));
     let (rss, cpu) = usage(host.pid());
     let stats1 = cp.sim_stats();
     anyhow::ensure!(
@@ -167,6 +192,12 @@ fn main() -> anyhow::Result<()> {
     let before = cp.sim_stats();
     let restarted = Instant::now();
     let host2 = cp.host("load-host-2", &host_args);
+    // The killed leader's lease must expire before the new host starts reconciling.
+    let lease_wait = Instant::now();
+    while !host2.logs().contains("became leader") && lease_wait.elapsed() < Duration::from_secs(120)
+    {
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let settle = wait_quiet(
         &cp,
         Duration::from_secs(10),
@@ -202,5 +233,6 @@ fn main() -> anyhow::Result<()> {
         settle.as_secs_f64(),
     );
     let _ = restarted;
+    println!("processes (CPU seconds): {}", cp.process_cpu());
     Ok(())
 }

@@ -12,6 +12,7 @@ use serde_json::json;
 use crate::controllers::{Context, ReconcileError, labels};
 use crate::crd::{
     ConditionStatus, KubeconfigState, RuntimeKubeconfig, RuntimeKubeconfigStatus, set_condition,
+    status_merge_patch,
 };
 use crate::gardener::{FIELD_MANAGER, request_admin_kubeconfig};
 use crate::time::{format_rfc3339, now_rfc3339, parse_rfc3339};
@@ -212,16 +213,21 @@ async fn write_status(
     if rkc.status.as_ref() == Some(&status) {
         return Ok(());
     }
-    let patch = json!({
-        "apiVersion": "tessera.dev/v1alpha1",
-        "kind": "RuntimeKubeconfig",
-        "status": status,
-    });
-    api.patch_status(
-        name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
+    let patch = status_merge_patch(
+        &status,
+        &[
+            "state",
+            "lastSync",
+            "expiry",
+            "conditions",
+            "observedGeneration",
+        ],
+    );
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    api.patch_status(name, &params, &Patch::Merge(&patch))
+        .await?;
     Ok(())
 }

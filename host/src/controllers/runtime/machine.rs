@@ -8,11 +8,12 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
-use serde_json::json;
 
 use super::states;
 use crate::controllers::{Context, ReconcileError, labels};
-use crate::crd::{ConditionStatus, Runtime, RuntimeState, RuntimeStatus, set_condition};
+use crate::crd::{
+    ConditionStatus, Runtime, RuntimeState, RuntimeStatus, set_condition, status_merge_patch,
+};
 use crate::gardener::FIELD_MANAGER;
 
 /// Every step of the Runtime state machine, one file each in `states/`.
@@ -229,17 +230,25 @@ impl Machine {
                     "state changed"
                 );
             }
-            let patch = json!({
-                "apiVersion": "tessera.dev/v1alpha1",
-                "kind": "Runtime",
-                "status": self.status,
-            });
+            let patch = status_merge_patch(
+                &self.status,
+                &[
+                    "state",
+                    "step",
+                    "conditions",
+                    "observedGeneration",
+                    "shoot",
+                    "plugins",
+                    "contractVersion",
+                    "shootHash",
+                ],
+            );
+            let params = PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PatchParams::default()
+            };
             self.runtimes()
-                .patch_status(
-                    &id,
-                    &PatchParams::apply(FIELD_MANAGER).force(),
-                    &Patch::Apply(&patch),
-                )
+                .patch_status(&id, &params, &Patch::Merge(&patch))
                 .await?;
         }
         if self.finalizer_removed {
