@@ -113,14 +113,15 @@ impl Machine {
 
     /// Set the coarse state; transitions become Events.
     pub fn set_state(&mut self, state: RuntimeState) {
-        if self.status.state != Some(state) {
+        // Pending is only ever a moment before Provisioning: not worth an Event.
+        if self.status.state != Some(state) && state != RuntimeState::Pending {
             self.event(
                 EventType::Normal,
                 "StateChanged",
                 format!("Runtime is {}", state.as_str()),
             );
-            self.status.state = Some(state);
         }
+        self.status.state = Some(state);
     }
 
     pub fn condition(

@@ -47,7 +47,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         "Provisioned",
         ConditionStatus::Unknown,
         "ShootCreationPending",
-        format!("Shoot {name} created, waiting for Gardener"),
+        super::wait_for_shoot::pending_message(true, &name),
     );
     m.event(
         EventType::Normal,

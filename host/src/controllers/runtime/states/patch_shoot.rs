@@ -34,10 +34,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         "Provisioned",
         ConditionStatus::Unknown,
         "ShootUpdatePending",
-        format!(
-            "Shoot {name} patched to generation {}, waiting for Gardener",
-            m.generation()
-        ),
+        super::wait_for_shoot::pending_message(false, &name),
     );
     m.event(
         EventType::Normal,

@@ -27,7 +27,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
             "Provisioned",
             ConditionStatus::Unknown,
             pending_reason,
-            format!("waiting for Gardener to pick up Shoot {name}"),
+            pending_message(creating, &name),
         );
         return Ok(Transition::Stop(Action::requeue(pending)));
     };
@@ -116,12 +116,20 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
                 "Provisioned",
                 ConditionStatus::Unknown,
                 pending_reason,
-                format!(
-                    "{} of Shoot {name}: {} ({}%)",
-                    op.type_, op.state, op.progress
-                ),
+                // Progress percentages stay in the Shoot: one status write per phase.
+                pending_message(creating, &name),
             );
             Ok(Transition::Stop(Action::requeue(pending)))
         }
+    }
+}
+
+/// The `Provisioned` message while Gardener works; the same text from creation until
+/// success, so Gardener's progress updates cause no Runtime writes.
+pub fn pending_message(creating: bool, shoot: &str) -> String {
+    if creating {
+        format!("waiting for Gardener to create Shoot {shoot}")
+    } else {
+        format!("waiting for Gardener to reconcile Shoot {shoot}")
     }
 }
