@@ -490,8 +490,27 @@ async fn deleted_while_host_down(cp: &ControlPlane) -> Result {
     {
         return Err("Secret vanished without a host".into());
     }
+    // A kubeconfig Secret whose owner vanished while no host ran (finalizer removed by hand).
+    let orphan: Secret = serde_json::from_value(json!({
+        "metadata": { "name": "kubeconfig-ghost", "labels": { "tessera.dev/kubeconfig": "true" } },
+        "data": { "config": "Z2hvc3Q=" },
+    }))
+    .unwrap();
+    s.secrets()
+        .create(&PostParams::default(), &orphan)
+        .await
+        .map_err(|e| e.to_string())?;
     let host = s.host("b", &[]);
-    gone(&s, "rt-down", "down", &host).await
+    gone(&s, "rt-down", "down", &host).await?;
+    eventually("the orphaned Secret to be deleted", LIMIT, || async {
+        s.secrets()
+            .get_opt("kubeconfig-ghost")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await
 }
 
 async fn force_rotation(cp: &ControlPlane) -> Result {

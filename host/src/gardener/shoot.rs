@@ -154,11 +154,16 @@ impl ShootClient {
         }
     }
 
-    /// Shoots carrying `label_selector`, in all namespaces.
+    /// Shoots carrying `label_selector`, in all namespaces, from the API server's cache
+    /// (a quorum read would fetch and decode every Shoot from etcd).
     pub async fn list(&self, label_selector: &str) -> kube::Result<Vec<DynamicObject>> {
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &shoot_resource());
         Ok(api
-            .list(&kube::api::ListParams::default().labels(label_selector))
+            .list(
+                &kube::api::ListParams::default()
+                    .labels(label_selector)
+                    .match_any(),
+            )
             .await?
             .items)
     }

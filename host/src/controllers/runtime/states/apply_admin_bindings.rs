@@ -29,7 +29,11 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         labels::MANAGED_BY_VALUE,
         labels::RUNTIME
     );
-    let existing = api.list(&ListParams::default().labels(&selector)).await?;
+    // From the API server cache: cheap; a binding the cache does not show yet is applied
+    // again, which changes nothing.
+    let existing = api
+        .list(&ListParams::default().labels(&selector).match_any())
+        .await?;
     let existing_names: Vec<String> = existing
         .items
         .iter()

@@ -5,7 +5,6 @@ use kube::runtime::controller::Action;
 use serde_json::json;
 
 use super::super::machine::{Machine, Step, Transition};
-use super::super::shoot_doc;
 use crate::controllers::{ReconcileError, labels};
 use crate::crd::RuntimeState;
 
@@ -48,16 +47,9 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         Some(r) => m.ctx.shoots.get(&r.namespace, &r.name).await?,
         None => None,
     };
-    if m.shoot.is_none() {
-        // Created before a crash, status never written: find it by its labels.
-        m.shoot = m
-            .ctx
-            .shoots
-            .list(&shoot_doc::selector(&m.runtime))
-            .await?
-            .into_iter()
-            .next();
-    }
+    // No Shoot recorded: create_shoot renders the name and adopts a Shoot of that name if
+    // it is ours (created just before a crash, status never written). Listing by label
+    // here would scan every Shoot for every new Runtime.
     Ok(Transition::Next(match m.shoot {
         Some(_) => Step::SelectProcessing,
         None => Step::CreateShoot,
