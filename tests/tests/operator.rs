@@ -558,6 +558,53 @@ async fn force_rotation(cp: &ControlPlane) -> Result {
     Ok(())
 }
 
+async fn scheduled_rotation(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "t-expiry").await;
+    // Kubeconfigs live 20 s and are rotated after 25% of that.
+    let host = s.host(
+        "a",
+        &[
+            "--kubeconfig-expiration",
+            "20s",
+            "--rotation-fraction",
+            "0.25",
+        ],
+    );
+    s.create(&s.manifest("rt-expiry", "expiry")).await?;
+    s.wait_state("rt-expiry", RuntimeState::Ready, &host)
+        .await?;
+    let read = || async {
+        let secret = s.secrets().get("kubeconfig-rt-expiry").await.ok()?;
+        let sync = secret.annotations().get("tessera.dev/last-sync").cloned()?;
+        Some((secret.data?["config"].0.clone(), sync))
+    };
+    let (before, synced) = read().await.ok_or("no Secret")?;
+    let rkc: Api<RuntimeKubeconfig> = Api::namespaced(s.client.clone(), &s.ns);
+    let expiry = rkc
+        .get("rt-expiry")
+        .await
+        .map_err(|e| e.to_string())?
+        .status
+        .and_then(|st| st.expiry)
+        .ok_or("no expiry in status")?;
+    let (after, resynced) = eventually("a rotation without any annotation", LIMIT, || async {
+        let (now, sync) = read().await?;
+        (now != before).then_some((now, sync))
+    })
+    .await?;
+    let _ = after;
+    let gap = resynced
+        .parse::<jiff::Timestamp>()
+        .unwrap()
+        .duration_since(synced.parse::<jiff::Timestamp>().unwrap());
+    if gap < jiff::SignedDuration::from_secs(4) || gap > jiff::SignedDuration::from_secs(15) {
+        return Err(format!(
+            "rotated {gap:?} after the last sync; expected about 5 s (expiry {expiry})"
+        ));
+    }
+    Ok(())
+}
+
 async fn killed_mid_provisioning(cp: &ControlPlane) -> Result {
     let s = Scenario::new(cp, "t-kill").await;
     let mut host = s.host("a", &[]);
@@ -851,6 +898,7 @@ fn main() {
         trial!(delete),
         trial!(deleted_while_host_down),
         trial!(force_rotation),
+        trial!(scheduled_rotation),
         trial!(killed_mid_provisioning),
         trial!(invalid_runtimes),
         trial!(two_hosts_one_leader),

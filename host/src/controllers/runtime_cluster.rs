@@ -35,3 +35,30 @@ pub async fn client(
         .map_err(|e| fail(format!("unusable kubeconfig: {e}")))?;
     Client::try_from(config).map_err(|e| fail(format!("cannot build a client: {e}")))
 }
+
+/// Labels of every object Tessera owns in a runtime cluster; nothing else is ever changed
+/// or deleted there.
+pub fn owned_labels(runtime_id: &str) -> serde_json::Value {
+    serde_json::json!({
+        super::labels::MANAGED_BY: super::labels::MANAGED_BY_VALUE,
+        super::labels::RUNTIME: runtime_id,
+    })
+}
+
+/// The objects of `api`'s kind Tessera owns for `runtime_id`, from the API server's cache:
+/// cheap, and one the cache does not show yet is applied again, which changes nothing.
+pub async fn list_owned<K>(api: &kube::Api<K>, runtime_id: &str) -> Result<Vec<K>, ReconcileError>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let selector = format!(
+        "{}={},{}={runtime_id}",
+        super::labels::MANAGED_BY,
+        super::labels::MANAGED_BY_VALUE,
+        super::labels::RUNTIME
+    );
+    let params = kube::api::ListParams::default()
+        .labels(&selector)
+        .match_any();
+    Ok(api.list(&params).await?.items)
+}

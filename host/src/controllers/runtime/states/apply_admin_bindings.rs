@@ -2,12 +2,12 @@
 //! Only bindings labelled as Tessera's are ever changed or deleted.
 
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::super::machine::{Machine, Step, Transition};
-use crate::controllers::{ReconcileError, labels, runtime_cluster};
+use crate::controllers::{ReconcileError, runtime_cluster};
 use crate::crd::ConditionStatus;
 use crate::gardener::FIELD_MANAGER;
 
@@ -23,19 +23,8 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let client = runtime_cluster::client(&m.ctx.client, &m.namespace(), &m.id()).await?;
     let api: Api<ClusterRoleBinding> = Api::all(client);
     let id = m.id();
-    let selector = format!(
-        "{}={},{}={id}",
-        labels::MANAGED_BY,
-        labels::MANAGED_BY_VALUE,
-        labels::RUNTIME
-    );
-    // From the API server cache: cheap; a binding the cache does not show yet is applied
-    // again, which changes nothing.
-    let existing = api
-        .list(&ListParams::default().labels(&selector).match_any())
-        .await?;
+    let existing = runtime_cluster::list_owned(&api, &id).await?;
     let existing_names: Vec<String> = existing
-        .items
         .iter()
         .filter_map(|b| b.metadata.name.clone())
         .collect();
@@ -50,7 +39,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
             "kind": "ClusterRoleBinding",
             "metadata": {
                 "name": name,
-                "labels": { labels::MANAGED_BY: labels::MANAGED_BY_VALUE, labels::RUNTIME: id },
+                "labels": runtime_cluster::owned_labels(&id),
                 "annotations": { "tessera.dev/user": user },
             },
             "roleRef": {

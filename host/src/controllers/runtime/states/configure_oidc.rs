@@ -1,11 +1,11 @@
 //! Additional OIDC providers as Gardener `OpenIDConnect` objects in the runtime cluster.
 
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind};
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use super::super::machine::{Machine, Step, Transition};
-use crate::controllers::{ReconcileError, labels, runtime_cluster};
+use crate::controllers::{ReconcileError, runtime_cluster};
 use crate::crd::ConditionStatus;
 use crate::gardener::FIELD_MANAGER;
 
@@ -38,17 +38,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let client = runtime_cluster::client(&m.ctx.client, &m.namespace(), &m.id()).await?;
     let api: Api<DynamicObject> = Api::all_with(client, &resource());
     let id = m.id();
-    let selector = format!(
-        "{}={},{}={id}",
-        labels::MANAGED_BY,
-        labels::MANAGED_BY_VALUE,
-        labels::RUNTIME
-    );
-    // From the API server cache: cheap; a binding the cache does not show yet is applied
-    // again, which changes nothing.
-    let existing = api
-        .list(&ListParams::default().labels(&selector).match_any())
-        .await?;
+    let existing = runtime_cluster::list_owned(&api, &id).await?;
     let mut wanted = Vec::new();
     for (i, oidc) in configs.iter().enumerate() {
         let name = format!("tessera-oidc-{id}-{i}");
@@ -57,7 +47,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
             "kind": "OpenIDConnect",
             "metadata": {
                 "name": name,
-                "labels": { labels::MANAGED_BY: labels::MANAGED_BY_VALUE, labels::RUNTIME: id },
+                "labels": runtime_cluster::owned_labels(&id),
             },
             "spec": {
                 "issuerURL": oidc.issuer_url,
@@ -70,7 +60,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
                 "requiredClaims": oidc.required_claims,
             },
         });
-        let unchanged = existing.items.iter().any(|o| {
+        let unchanged = existing.iter().any(|o| {
             o.metadata.name.as_deref() == Some(name.as_str()) && o.data["spec"] == doc["spec"]
         });
         if !unchanged {
@@ -83,11 +73,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         }
         wanted.push(name);
     }
-    for stale in existing
-        .items
-        .iter()
-        .filter_map(|o| o.metadata.name.as_ref())
-    {
+    for stale in existing.iter().filter_map(|o| o.metadata.name.as_ref()) {
         if !wanted.contains(stale) {
             api.delete(stale, &DeleteParams::default()).await?;
         }
