@@ -147,16 +147,10 @@ fn main() -> anyhow::Result<()> {
     }
     show(&kubeconfig, &["get", "runtimes", "-n", &ns, "-o", "wide"]);
     show(&kubeconfig, &["get", "runtimekubeconfigs", "-n", &ns]);
+    let secret = format!("kubeconfig-{id}");
     show(
         &kubeconfig,
-        &[
-            "get",
-            "secret",
-            &format!("kubeconfig-{id}"),
-            "-n",
-            &ns,
-            "--show-labels",
-        ],
+        &["get", "secret", &secret, "-n", &ns, "--show-labels"],
     );
     show(
         &kubeconfig,
@@ -169,30 +163,22 @@ fn main() -> anyhow::Result<()> {
         ],
     );
     // The fetched kubeconfig reaches the new cluster, where the admin bindings are.
-    let secret = kubectl(
+    let encoded = kubectl(
         &kubeconfig,
         &[
             "get",
             "secret",
-            &format!("kubeconfig-{id}"),
+            &secret,
             "-n",
             &ns,
             "-o",
             "jsonpath={.data.config}",
         ],
     );
-    let decoded = Command::new("base64")
-        .arg("-d")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            use std::io::Write;
-            c.stdin.take().unwrap().write_all(secret.as_bytes())?;
-            c.wait_with_output()
-        })?;
+    use base64::Engine as _;
+    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim())?;
     let runtime_kc = std::env::temp_dir().join(format!("tessera-demo-{id}.kubeconfig"));
-    std::fs::write(&runtime_kc, decoded.stdout)?;
+    std::fs::write(&runtime_kc, decoded)?;
     println!("# with the Runtime's own kubeconfig:");
     show(
         &runtime_kc,

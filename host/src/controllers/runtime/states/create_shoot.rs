@@ -1,13 +1,10 @@
 //! Render the Runtime and create its Shoot.
 
-use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
-
 use super::super::machine::{Machine, Step, Transition};
 use super::super::shoot_doc;
 use super::render::{record_applied, render};
 use crate::controllers::ReconcileError;
-use crate::crd::{ConditionStatus, RuntimeState, ShootRef};
+use crate::crd::{RuntimeState, ShootRef};
 
 pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let (desired, output) = match render(m, None).await? {
@@ -43,18 +40,5 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     });
     m.shoot = Some(applied);
     m.set_state(RuntimeState::Provisioning);
-    m.condition(
-        "Provisioned",
-        ConditionStatus::Unknown,
-        "ShootCreationPending",
-        super::wait_for_shoot::pending_message(true, &name),
-    );
-    m.event(
-        EventType::Normal,
-        "ShootCreated",
-        format!("Shoot {name} created"),
-    );
-    Ok(Transition::Stop(Action::requeue(
-        m.ctx.config.requeue.pending,
-    )))
+    Ok(super::wait_for_shoot::await_gardener(m, true, &name))
 }

@@ -1,14 +1,12 @@
 //! Render against the current Shoot and apply the difference.
 
 use kube::api::{Patch, PatchParams};
-use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use serde_json::json;
 
 use super::super::machine::{Machine, Transition};
 use super::render::{record_applied, render};
 use crate::controllers::{ReconcileError, labels};
-use crate::crd::{ConditionStatus, RuntimeState};
+use crate::crd::RuntimeState;
 
 pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let current = m.shoot.clone();
@@ -30,18 +28,5 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     if m.status.state != Some(RuntimeState::Provisioning) {
         m.set_state(RuntimeState::Updating);
     }
-    m.condition(
-        "Provisioned",
-        ConditionStatus::Unknown,
-        "ShootUpdatePending",
-        super::wait_for_shoot::pending_message(false, &name),
-    );
-    m.event(
-        EventType::Normal,
-        "ShootPatched",
-        format!("Shoot {name} patched"),
-    );
-    Ok(Transition::Stop(Action::requeue(
-        m.ctx.config.requeue.pending,
-    )))
+    Ok(super::wait_for_shoot::await_gardener(m, false, &name))
 }

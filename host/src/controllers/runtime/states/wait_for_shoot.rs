@@ -124,6 +124,27 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     }
 }
 
+/// After a Shoot was written: wait for Gardener, with `Provisioned` saying so and an Event.
+pub fn await_gardener(m: &mut Machine, creating: bool, shoot: &str) -> Transition {
+    let (reason, event, verb) = if creating {
+        ("ShootCreationPending", "ShootCreated", "created")
+    } else {
+        ("ShootUpdatePending", "ShootPatched", "patched")
+    };
+    m.condition(
+        "Provisioned",
+        ConditionStatus::Unknown,
+        reason,
+        pending_message(creating, shoot),
+    );
+    m.event(
+        kube::runtime::events::EventType::Normal,
+        event,
+        format!("Shoot {shoot} {verb}"),
+    );
+    Transition::Stop(Action::requeue(m.ctx.config.requeue.pending))
+}
+
 /// The `Provisioned` message while Gardener works; the same text from creation until
 /// success, so Gardener's progress updates cause no Runtime writes.
 pub fn pending_message(creating: bool, shoot: &str) -> String {
