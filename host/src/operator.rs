@@ -8,7 +8,8 @@ use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube_lease_manager::LeaseManagerBuilder;
 
-use crate::controllers::{Context, OperatorConfig, Renderer, kubeconfig, runtime};
+use crate::controllers::{Context, OperatorConfig, Renderer, kubeconfig, plugin, runtime};
+use crate::crd::Plugin;
 use crate::metrics::{Health, Metrics, serve};
 
 /// Leader election on a `coordination.k8s.io/v1` Lease.
@@ -33,6 +34,8 @@ pub struct OperatorOptions {
     pub leader_election: Option<LeaderElection>,
     pub config: OperatorConfig,
     pub renderer: Renderer,
+    /// Pulls plugins for `Plugin` resources (`None`: registry plugins are not used).
+    pub fetcher: Option<Arc<crate::plugins::Fetcher>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -105,6 +108,7 @@ pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
         options.config,
         metrics.clone(),
         identity,
+        options.fetcher,
     );
 
     let mut lease_rx = None;
@@ -136,8 +140,24 @@ pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
         Err(e) => tracing::warn!(error = %e, "could not sweep orphaned kubeconfig Secrets"),
     }
 
+    if ctx.fetcher.is_some() {
+        let plugins = kube::Api::<Plugin>::all(control.clone())
+            .list_metadata(&Default::default())
+            .await?;
+        ctx.initial_sync
+            .expect(plugins.items.into_iter().filter_map(|p| p.metadata.name));
+    }
     let controllers = async {
-        tokio::join!(runtime::run(ctx.clone()), kubeconfig::run(ctx.clone()));
+        let plugins = async {
+            if ctx.fetcher.is_some() {
+                plugin::run(ctx.clone()).await;
+            }
+        };
+        tokio::join!(
+            runtime::run(ctx.clone()),
+            kubeconfig::run(ctx.clone()),
+            plugins
+        );
     };
     match lease_rx {
         None => {

@@ -1,7 +1,9 @@
 //! Command-line interface. Library errors are typed; here they become `anyhow` reports.
 
 mod crds;
+mod oci;
 mod plugin;
+mod registry;
 mod render;
 mod run;
 

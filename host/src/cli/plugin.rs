@@ -7,6 +7,9 @@ use tessera::harness::{bench_plugin, test_plugin};
 use tessera::plugins::LimitsOverride;
 use tessera::wasm::{Limits, WasmRuntime};
 
+use super::oci as remote;
+use super::registry::RegistryArgs;
+
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {
     /// Run golden cases (one YAML file each) against a plugin component.
@@ -23,13 +26,90 @@ pub enum PluginCommand {
         #[arg(long)]
         timeout_ms: Option<u64>,
     },
-    /// Show a plugin's contract version, kind, exports, imports, size and digest.
+    /// Show a plugin's contract version, kind, exports, imports, size and digest. Given a
+    /// registry reference instead of a file, show the remote metadata (no component download).
     Inspect {
-        /// The plugin component (`.wasm`).
-        plugin: PathBuf,
+        /// The plugin component (`.wasm`) or `registry/repository[:tag|@digest]`.
+        plugin: String,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Push a component to a registry in the Wasm OCI layout, with version, kind and
+    /// contract annotations. Prints the manifest digest.
+    Push {
+        /// The plugin component (`.wasm`).
+        file: PathBuf,
+        /// `registry/repository:tag`.
+        reference: String,
+        /// Version annotation [default: the version the component reports].
+        #[arg(long)]
+        version: Option<String>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Pull a plugin (by tag or digest) and write its component, checking every digest.
+    Pull {
+        /// `registry/repository[:tag|@digest]`.
+        reference: String,
+        /// Output file [default: `<repository name>.wasm`].
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// Refuse the plugin unless its signature verifies with this public key (PEM).
+        #[arg(long)]
+        key: Option<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Sign a pushed plugin (cosign simple signing, stored as `sha256-<hex>.sig`).
+    /// The key's password comes from $COSIGN_PASSWORD.
+    Sign {
+        /// `registry/repository[:tag|@digest]`.
+        reference: String,
+        /// Private key: cosign's encrypted PEM or an unencrypted PKCS#8 PEM.
+        #[arg(long)]
+        key: PathBuf,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Check a plugin's signature with a public key (PEM).
+    Verify {
+        /// `registry/repository[:tag|@digest]`.
+        reference: String,
+        #[arg(long)]
+        key: PathBuf,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Create a cosign-compatible ECDSA P-256 key pair: PREFIX.key (encrypted with
+    /// $COSIGN_PASSWORD) and PREFIX.pub.
+    Keygen {
+        #[arg(long, default_value = "cosign")]
+        output_prefix: PathBuf,
+    },
+    /// Copy plugins (and their signatures) into an OCI image-layout directory.
+    Save {
+        /// References to save.
+        #[arg(required = true)]
+        references: Vec<String>,
+        /// The layout directory (created or added to).
+        #[arg(long, short)]
+        output: PathBuf,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Push everything in an OCI image-layout directory written by `save`.
+    Load {
+        /// The layout directory.
+        dir: PathBuf,
+        /// Push to this registry (`host[:port]`) instead of the one each plugin came from;
+        /// repository paths are kept.
+        #[arg(long = "to")]
+        to_registry: Option<String>,
+        #[command(flatten)]
+        registry: RegistryArgs,
     },
     /// Measure per-call latency (p50/p99) on the inputs of golden cases.
     Bench {
@@ -92,7 +172,19 @@ pub fn run(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<ExitCode>
                 ExitCode::from(1)
             })
         }
-        PluginCommand::Inspect { plugin, json } => {
+        PluginCommand::Inspect {
+            plugin,
+            json,
+            registry,
+        } => {
+            let plugin = PathBuf::from(plugin);
+            if !plugin.exists() {
+                return block_on(super::oci::inspect_remote(
+                    &registry,
+                    &plugin.display().to_string(),
+                    json,
+                ));
+            }
             let bytes = read(&plugin)?;
             let source = plugin.display().to_string();
             let inspection = rt.inspect(&bytes, &source)?;
@@ -141,6 +233,39 @@ pub fn run(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<ExitCode>
             }
             Ok(ExitCode::SUCCESS)
         }
+        PluginCommand::Push {
+            file,
+            reference,
+            version,
+            registry,
+        } => block_on(remote::push(rt, &registry, &file, &reference, version)),
+        PluginCommand::Pull {
+            reference,
+            output,
+            key,
+            registry,
+        } => block_on(remote::pull(&registry, &reference, output, key)),
+        PluginCommand::Sign {
+            reference,
+            key,
+            registry,
+        } => block_on(remote::sign(&registry, &reference, &key)),
+        PluginCommand::Verify {
+            reference,
+            key,
+            registry,
+        } => block_on(remote::verify(&registry, &reference, &key)),
+        PluginCommand::Keygen { output_prefix } => remote::keygen(&output_prefix),
+        PluginCommand::Save {
+            references,
+            output,
+            registry,
+        } => block_on(remote::save(&registry, &references, &output)),
+        PluginCommand::Load {
+            dir,
+            to_registry,
+            registry,
+        } => block_on(remote::load(&registry, &dir, to_registry.as_deref())),
         PluginCommand::Bench {
             plugin,
             cases,
@@ -169,6 +294,14 @@ pub fn run(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<ExitCode>
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+        .block_on(future)
 }
 
 fn dim(text: &str) -> String {

@@ -8,7 +8,11 @@ use anyhow::Context;
 use clap::Args;
 use tessera::controllers::{OperatorConfig, Renderer, Requeue};
 use tessera::operator::{LeaderElection, OperatorOptions, default_identity};
-use tessera::plugins::{ChainConfig, ShootChain, default_plugin_dir};
+use tessera::oci::{ContentStore, TrustPolicy};
+use tessera::plugins::template::Resolver;
+use tessera::plugins::{Catalog, ChainConfig, ChainTemplate, Fetcher, default_plugin_dir};
+
+use super::registry::{RegistryArgs, default_store_dir};
 use tessera::wasm::WasmRuntime;
 
 /// A duration such as `30s`, `5m`, `1h30m`, `500ms`.
@@ -80,6 +84,19 @@ pub struct RunArgs {
     /// Reconciles running at once, per controller (0: unbounded).
     #[arg(long, default_value_t = 32)]
     workers: u16,
+    /// Re-resolve the tags of Plugin resources this often; a moved tag is picked up
+    /// within it, without a restart.
+    #[arg(long, default_value = "60s", value_parser = duration)]
+    plugin_resync: Duration,
+    /// Content-addressed store of pulled plugins [default: ~/.cache/tessera/plugins].
+    #[arg(long, env = "TESSERA_PLUGIN_STORE")]
+    plugin_store: Option<PathBuf>,
+    /// Trust policy: public keys per registry/repository prefix, and whether every
+    /// plugin must be signed (see the README).
+    #[arg(long, env = "TESSERA_TRUST_POLICY")]
+    trust_policy: Option<PathBuf>,
+    #[command(flatten)]
+    registry: RegistryArgs,
 }
 
 pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -96,8 +113,21 @@ pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
     let plugin_dir = args.plugins.clone().or_else(default_plugin_dir).context(
         "no plugin directory: pass --plugins DIR or set TESSERA_PLUGIN_DIR (build them with `cargo xtask build-plugins`)",
     )?;
-    // Compile (or load precompiled) every plugin before touching the cluster.
-    let chain = ShootChain::load(&rt, &config, &plugin_dir)?;
+    // Compile (or load precompiled) every file plugin before touching the cluster.
+    let template = ChainTemplate::load(&rt, &config, &plugin_dir)?;
+    let policy = match &args.trust_policy {
+        Some(path) => TrustPolicy::from_file(path)?,
+        None => TrustPolicy::default(),
+    };
+    let store_dir = args.plugin_store.clone().unwrap_or_else(default_store_dir);
+    let store = ContentStore::open(&store_dir)?;
+    let wasm = Arc::new(rt);
+    let fetcher = Arc::new(Fetcher {
+        registry: args.registry.registry(),
+        store,
+        policy,
+        wasm: wasm.clone(),
+    });
     let leader_election = (!args.no_leader_election).then(|| LeaderElection {
         lease_name: args.lease_name.clone(),
         namespace: args
@@ -125,11 +155,16 @@ pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
             force_deletion: args.force_deletion,
             namespace: args.namespace,
             workers: args.workers,
+            plugin_resync: args.plugin_resync,
         },
         renderer: Renderer {
-            wasm: Arc::new(rt),
-            chain: Arc::new(chain),
+            wasm,
+            resolver: Resolver {
+                template: Arc::new(template),
+                catalog: Catalog::new(),
+            },
         },
+        fetcher: Some(fetcher),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -8,7 +8,8 @@ use kube::runtime::events::{Recorder, Reporter};
 
 use crate::gardener::ShootClient;
 use crate::metrics::Metrics;
-use crate::plugins::{ChainOutput, ShootChain};
+use crate::plugins::template::Resolver;
+use crate::plugins::{ChainOutput, Fetcher, ShootChain};
 use crate::wasm::{CallError, WasmRuntime};
 
 /// How long to wait before looking again. Shoot and RuntimeKubeconfig changes wake the
@@ -50,6 +51,8 @@ pub struct OperatorConfig {
     pub namespace: Option<String>,
     /// Reconciles running at once per controller (0: unbounded).
     pub workers: u16,
+    /// Re-resolve Plugin tags this often (a moved tag is picked up within it).
+    pub plugin_resync: Duration,
 }
 
 impl Default for OperatorConfig {
@@ -61,21 +64,23 @@ impl Default for OperatorConfig {
             force_deletion: false,
             namespace: None,
             workers: 32,
+            plugin_resync: Duration::from_secs(60),
         }
     }
 }
 
-/// The plugin chain and the engine it runs on.
+/// The chain template, the catalog of registry plugins and the engine they run on.
 #[derive(Clone)]
 pub struct Renderer {
     pub wasm: Arc<WasmRuntime>,
-    pub chain: Arc<ShootChain>,
+    pub resolver: Resolver,
 }
 
 impl Renderer {
-    /// Run the chain off the async threads (plugin calls are CPU-bound).
+    /// Run `chain` off the async threads (plugin calls are CPU-bound).
     pub async fn render(
         &self,
+        chain: ShootChain,
         runtime_json: String,
         runtime_id: String,
         current: Option<String>,
@@ -84,9 +89,7 @@ impl Renderer {
         let this = self.clone();
         let metrics = metrics.clone();
         tokio::task::spawn_blocking(move || {
-            let out = this
-                .chain
-                .run(&this.wasm, &runtime_json, &runtime_id, current.as_deref());
+            let out = chain.run(&this.wasm, &runtime_json, &runtime_id, current.as_deref());
             if let Ok(out) = &out {
                 for (plugin, duration) in &out.timings {
                     metrics
@@ -111,6 +114,49 @@ pub struct Context {
     pub config: OperatorConfig,
     pub metrics: Metrics,
     pub recorder: Recorder,
+    /// Pulls registry plugins (`None`: the Plugin controller does not run).
+    pub fetcher: Option<Arc<Fetcher>>,
+    /// The first resolution of the Plugins present at start-up.
+    pub initial_sync: InitialSync,
+}
+
+/// Logs once every Plugin that existed at start-up was resolved (how start-up time is
+/// measured) and tells /readyz.
+#[derive(Default)]
+pub struct InitialSync {
+    pending: std::sync::Mutex<Option<std::collections::HashSet<String>>>,
+    started: std::sync::OnceLock<std::time::Instant>,
+}
+
+impl InitialSync {
+    /// The Plugins to wait for.
+    pub fn expect(&self, names: impl IntoIterator<Item = String>) {
+        let _ = self.started.set(std::time::Instant::now());
+        let names: std::collections::HashSet<String> = names.into_iter().collect();
+        let empty = names.is_empty();
+        *self.pending.lock().expect("sync lock") = Some(names);
+        if empty {
+            self.done("");
+        }
+    }
+
+    /// Plugin `name` was resolved (successfully or not).
+    pub fn done(&self, name: &str) {
+        let mut pending = self.pending.lock().expect("sync lock");
+        if let Some(set) = pending.as_mut() {
+            set.remove(name);
+            if set.is_empty() {
+                *pending = None;
+                let elapsed = self.started.get().map(|s| s.elapsed()).unwrap_or_default();
+                tracing::info!(elapsed_ms = elapsed.as_millis() as u64, "plugin catalog ready");
+            }
+        }
+    }
+
+    /// Whether the start-up resolution is over.
+    pub fn is_done(&self) -> bool {
+        self.pending.lock().expect("sync lock").is_none()
+    }
 }
 
 impl Context {
@@ -121,6 +167,7 @@ impl Context {
         config: OperatorConfig,
         metrics: Metrics,
         instance: String,
+        fetcher: Option<Arc<Fetcher>>,
     ) -> Arc<Self> {
         let recorder = Recorder::new(
             client.clone(),
@@ -136,6 +183,8 @@ impl Context {
             config,
             metrics,
             recorder,
+            fetcher,
+            initial_sync: InitialSync::default(),
         })
     }
 }

@@ -24,6 +24,14 @@ pub const FORCE_ROTATION: &str = "tessera.dev/force-rotation";
 
 pub const RUNTIME_FINALIZER: &str = "tessera.dev/runtime";
 pub const KUBECONFIG_FINALIZER: &str = "tessera.dev/kubeconfig";
+pub const PLUGIN_FINALIZER: &str = "tessera.dev/plugin";
+
+/// Runtime annotation: release channel of every registry plugin of its chain.
+pub const CHANNEL: &str = "tessera.dev/channel";
+/// Runtime annotation prefix: `channel.tessera.dev/<plugin>: <channel>` for one plugin.
+pub const CHANNEL_PREFIX: &str = "channel.tessera.dev/";
+/// Runtime annotation: accept lower plugin versions than the ones it was rendered with.
+pub const ALLOW_DOWNGRADE: &str = "tessera.dev/allow-downgrade";
 
 /// Whether an annotation map has `key: "true"`.
 pub fn is_true(

@@ -4,10 +4,11 @@
 pub mod context;
 pub mod kubeconfig;
 pub mod labels;
+pub mod plugin;
 pub mod runtime;
 pub mod runtime_cluster;
 
-pub use context::{Context, OperatorConfig, Renderer, Requeue};
+pub use context::{Context, InitialSync, OperatorConfig, Renderer, Requeue};
 
 /// Why a reconcile stopped early. Conflicts are expected and retried quietly.
 #[derive(Debug, thiserror::Error)]

@@ -3,6 +3,7 @@
 
 mod condition;
 mod kubeconfig;
+mod plugin;
 mod runtime;
 
 use std::path::Path;
@@ -14,7 +15,12 @@ pub use condition::{Condition, ConditionStatus, set_condition};
 pub use kubeconfig::{
     KubeconfigState, RuntimeKubeconfig, RuntimeKubeconfigSpec, RuntimeKubeconfigStatus, SecretRef,
 };
-pub use runtime::{PluginStamp, Runtime, RuntimeSpec, RuntimeState, RuntimeStatus, ShootRef};
+pub use plugin::{
+    ChannelStatus, Plugin, PluginChannel, PluginLimits, PluginSpec, PluginStatus, PluginVersion,
+    ResolvedVersion, Verification,
+};
+pub use runtime::{
+    PluginStamp, ShadowResult, Runtime, RuntimeSpec, RuntimeState, RuntimeStatus, ShootRef};
 
 /// API group of every Tessera resource.
 pub const GROUP: &str = "tessera.dev";
@@ -27,6 +33,7 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
             "runtimekubeconfigs.tessera.dev.yaml",
             RuntimeKubeconfig::crd(),
         ),
+        ("plugins.tessera.dev.yaml", Plugin::crd()),
     ]
 }
 

@@ -73,6 +73,28 @@ pub struct PluginStamp {
     pub version: String,
     /// `sha256:<hex>` of the component.
     pub digest: String,
+    /// Release channel, for plugins from `Plugin` resources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+}
+
+/// The last render with a shadow version: what it would have changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShadowResult {
+    pub plugin: String,
+    pub channel: String,
+    /// The shadow version and its component digest.
+    pub version: String,
+    pub digest: String,
+    /// The version that was applied instead.
+    pub current_version: String,
+    /// `Same`, `Differs` or `Failed`.
+    pub result: String,
+    /// Changed fields, one per line (`~ path: old → new`, `+ path: new`, `- path: old`),
+    /// at most 40; or the shadow's error.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diff: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -99,6 +121,9 @@ pub struct RuntimeStatus {
     /// `sha256:<hex>` of the last applied Shoot manifest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shoot_hash: Option<String>,
+    /// Shadow versions rendered next to the chain (`tessera shadow` shows them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shadow: Vec<ShadowResult>,
 }
 
 /// A plain string enum: the derived schema of `Option<enum>` lists `null`, which

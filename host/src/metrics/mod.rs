@@ -24,6 +24,10 @@ pub struct Metrics {
     pub plugin_call_duration: HistogramVec,
     /// 1 while this process holds the leader lease.
     pub leader: IntGauge,
+    /// Shadow renders per plugin and shadow version, by whether they differed.
+    pub shadow_renders: IntCounterVec,
+    /// 1 when a Plugin's channel has a runnable version.
+    pub plugin_channel_ready: IntGaugeVec,
 }
 
 impl Default for Metrics {
@@ -86,6 +90,22 @@ impl Metrics {
             "1 while this process holds the leader lease",
         )
         .expect("metric");
+        let shadow_renders = IntCounterVec::new(
+            Opts::new(
+                "tessera_shadow_renders_total",
+                "Renders with a shadow version, by plugin, shadow version and result (same|differs|failed)",
+            ),
+            &["plugin", "version", "result"],
+        )
+        .expect("metric");
+        let plugin_channel_ready = IntGaugeVec::new(
+            Opts::new(
+                "tessera_plugin_channel_ready",
+                "1 when the channel of a Plugin has a runnable version",
+            ),
+            &["plugin", "channel"],
+        )
+        .expect("metric");
         for collector in [
             Box::new(runtime_state.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(kubeconfig_expiry.clone()),
@@ -93,6 +113,8 @@ impl Metrics {
             Box::new(reconcile_duration.clone()),
             Box::new(plugin_call_duration.clone()),
             Box::new(leader.clone()),
+            Box::new(shadow_renders.clone()),
+            Box::new(plugin_channel_ready.clone()),
         ] {
             registry.register(collector).expect("unique metric names");
         }
@@ -104,6 +126,8 @@ impl Metrics {
             reconcile_duration,
             plugin_call_duration,
             leader,
+            shadow_renders,
+            plugin_channel_ready,
         }
     }
 

@@ -6,13 +6,18 @@ use std::sync::Arc;
 use tessera_sdk::Operation;
 use tessera_sdk::glue::RawExtendInput;
 
-use super::config::ChainConfig;
+use super::config::{ChainConfig, PluginSettings};
 use crate::wasm::{CallContext, CallError, Limits, LoadError, LoadedPlugin, WasmRuntime};
 
 /// One configured step.
 #[derive(Debug, Clone)]
 pub struct ChainStep {
     pub plugin: Arc<LoadedPlugin>,
+    /// The version recorded for this step: the Plugin resource's for registry steps, the
+    /// component's own otherwise.
+    pub version: String,
+    /// Release channel of a registry step.
+    pub channel: Option<String>,
     /// The plugin's configuration as JSON text (what the plugin receives).
     pub config: String,
     pub limits: Limits,
@@ -56,6 +61,50 @@ pub enum ChainError {
     Call(#[from] CallError),
 }
 
+/// Load one step from its file (`settings.file`, else `<plugin_dir>/<name>.wasm`).
+pub(crate) fn file_step(
+    rt: &WasmRuntime,
+    config: &ChainConfig,
+    plugin_dir: &Path,
+    name: &str,
+    settings: &PluginSettings,
+    defaults: Limits,
+) -> Result<ChainStep, ChainError> {
+    let path = match &settings.file {
+        Some(file) => config
+            .base_dir
+            .as_deref()
+            .unwrap_or(Path::new("."))
+            .join(file),
+        None => plugin_dir.join(format!("{name}.wasm")),
+    };
+    if !path.is_file() {
+        return Err(ChainError::NotFound {
+            name: name.to_string(),
+            path,
+        });
+    }
+    let plugin = rt.load_file(&path)?;
+    if plugin.name() != name {
+        return Err(ChainError::NameMismatch {
+            path,
+            expected: name.to_string(),
+            found: plugin.name().to_string(),
+        });
+    }
+    Ok(ChainStep {
+        version: plugin.info.version.clone(),
+        channel: None,
+        plugin,
+        config: settings
+            .config
+            .as_ref()
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "{}".to_string()),
+        limits: settings.limits.apply(defaults),
+    })
+}
+
 impl ShootChain {
     /// Load every plugin the configuration names from `plugin_dir` (or its `file`).
     pub fn load(
@@ -67,33 +116,7 @@ impl ShootChain {
         let mut steps = Vec::new();
         for name in config.order() {
             let settings = config.plugins.get(&name).cloned().unwrap_or_default();
-            let path = match &settings.file {
-                Some(file) => config
-                    .base_dir
-                    .as_deref()
-                    .unwrap_or(Path::new("."))
-                    .join(file),
-                None => plugin_dir.join(format!("{name}.wasm")),
-            };
-            if !path.is_file() {
-                return Err(ChainError::NotFound { name, path });
-            }
-            let plugin = rt.load_file(&path)?;
-            if plugin.name() != name {
-                return Err(ChainError::NameMismatch {
-                    path,
-                    expected: name,
-                    found: plugin.name().to_string(),
-                });
-            }
-            steps.push(ChainStep {
-                plugin,
-                config: settings
-                    .config
-                    .map(|c| c.to_string())
-                    .unwrap_or_else(|| "{}".to_string()),
-                limits: settings.limits.apply(defaults),
-            });
+            steps.push(file_step(rt, config, plugin_dir, &name, &settings, defaults)?);
         }
         Ok(Self { steps })
     }
@@ -148,7 +171,7 @@ impl ShootChain {
                 .map(|s| {
                     (
                         s.plugin.name().to_string(),
-                        s.plugin.info.version.clone(),
+                        s.version.clone(),
                         s.plugin.inspection.digest.clone(),
                     )
                 })

@@ -3,12 +3,20 @@
 //! ```yaml
 //! limits: {memoryMiB: 64, timeoutMs: 1000, outputKiB: 4096}   # defaults for every plugin
 //! chain: [base, annotations, provider]                        # order; default: first-party
+//! source: files                    # files (default) | registry: where steps come from
+//! channel: regular                  # release channel of registry steps (default regular)
 //! plugins:
 //!   provider:
 //!     file: ./my-provider.wasm        # default: <plugin dir>/<name>.wasm
 //!     limits: {timeoutMs: 2000}
 //!     config: {openstack: {floatingPoolName: FloatingIP-external-01}}
+//!   dns:
+//!     source: registry                # from the `Plugin` resource `dns` (or `plugin: NAME`)
+//!     channel: fast
 //! ```
+//!
+//! A Runtime can pick channels with the annotations `tessera.dev/channel` (every registry
+//! step) and `channel.tessera.dev/<plugin>` (one step).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -41,6 +49,17 @@ impl LimitsOverride {
     }
 }
 
+/// Where a chain step's component comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Source {
+    /// A `.wasm` file (the plugin directory, or `file`).
+    #[default]
+    Files,
+    /// A `Plugin` resource: its channel's version, pulled from an OCI registry.
+    Registry,
+}
+
 /// Settings of one plugin in the chain.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -49,8 +68,14 @@ pub struct PluginSettings {
     pub file: Option<PathBuf>,
     #[serde(default)]
     pub limits: LimitsOverride,
-    /// The plugin's configuration, passed as JSON.
+    /// The plugin's configuration, passed as JSON (over the Plugin resource's).
     pub config: Option<serde_json::Value>,
+    /// Where the component comes from [default: the chain's `source`].
+    pub source: Option<Source>,
+    /// The `Plugin` resource of a registry step [default: the step name].
+    pub plugin: Option<String>,
+    /// Release channel of a registry step [default: the chain's `channel`].
+    pub channel: Option<String>,
 }
 
 /// A whole chain configuration.
@@ -62,6 +87,11 @@ pub struct ChainConfig {
     pub chain: Option<Vec<String>>,
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginSettings>,
+    /// Default source of steps.
+    #[serde(default)]
+    pub source: Source,
+    /// Default release channel of registry steps [default: regular].
+    pub channel: Option<String>,
     /// Directory the config file was read from (for relative `file` paths).
     #[serde(skip)]
     pub base_dir: Option<PathBuf>,
@@ -74,6 +104,9 @@ pub struct ConfigError {
     pub path: String,
     pub message: String,
 }
+
+/// The channel registry steps use unless configured otherwise.
+pub const DEFAULT_CHANNEL: &str = "regular";
 
 impl ChainConfig {
     /// Read a YAML configuration file.

@@ -1,9 +1,17 @@
-//! Plugin chains: which plugins run, in which order, with which configuration and limits.
+//! Plugin chains: which plugins run, in which order, with which configuration and limits;
+//! and plugins from OCI registries: fetching, the catalog of channels, per-Runtime chains.
 
 pub mod catalog;
 pub mod chain;
+pub mod channels;
 pub mod config;
+pub mod fetch;
+pub mod shadow;
+pub mod template;
 
 pub use catalog::{FIRST_PARTY, default_plugin_dir};
-pub use chain::{ChainError, ChainOutput, ShootChain};
-pub use config::{ChainConfig, LimitsOverride, PluginSettings};
+pub use chain::{ChainError, ChainOutput, ChainStep, ShootChain};
+pub use channels::{Catalog, ChannelEntry, PluginEntry, Resolved};
+pub use config::{ChainConfig, LimitsOverride, PluginSettings, Source};
+pub use fetch::{FetchError, Fetched, Fetcher, Loaded};
+pub use template::{ChainTemplate, ChannelChoice, ResolvedChain, Shadow, Unavailable};

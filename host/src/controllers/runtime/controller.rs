@@ -41,11 +41,26 @@ pub async fn run(ctx: Arc<Context>) {
                 Some(ObjectRef::<Runtime>::new(id).within(ns))
             },
         )
+        // A channel of a registry plugin changed: every Runtime checks its chain.
+        .reconcile_all_on(
+            tokio_stream_of(ctx.renderer.resolver.catalog.subscribe()),
+        )
         .with_config(kube::runtime::controller::Config::default().concurrency(ctx.config.workers))
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|_| futures::future::ready(()))
         .await;
+}
+
+/// Ticks of a watch channel as a stream (the first, current value is skipped).
+fn tokio_stream_of(
+    mut rx: tokio::sync::watch::Receiver<u64>,
+) -> impl futures::Stream<Item = ()> + Send + 'static {
+    rx.mark_unchanged();
+    futures::stream::unfold(rx, |mut rx| async move {
+        rx.changed().await.ok()?;
+        Some(((), rx))
+    })
 }
 
 async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {

@@ -23,6 +23,7 @@ pub enum Step {
     CreateShoot,
     SelectProcessing,
     PatchShoot,
+    ShadowRender,
     WaitForShoot,
     HandleKubeconfig,
     ConfigureOidc,
@@ -40,6 +41,7 @@ impl Step {
             Self::CreateShoot => "CreateShoot",
             Self::SelectProcessing => "SelectProcessing",
             Self::PatchShoot => "PatchShoot",
+            Self::ShadowRender => "ShadowRender",
             Self::WaitForShoot => "WaitForShoot",
             Self::HandleKubeconfig => "HandleKubeconfig",
             Self::ConfigureOidc => "ConfigureOidc",
@@ -75,6 +77,8 @@ pub struct Machine {
     events: Vec<(EventType, &'static str, String)>,
     /// Set by `RemoveFinalizer`.
     pub finalizer_removed: bool,
+    /// The Runtime's chain, once resolved in this reconcile.
+    pub chain: Option<Arc<crate::plugins::ResolvedChain>>,
 }
 
 impl Machine {
@@ -87,6 +91,7 @@ impl Machine {
             shoot: None,
             events: Vec::new(),
             finalizer_removed: false,
+            chain: None,
         }
     }
 
@@ -242,6 +247,7 @@ impl Machine {
                     "plugins",
                     "contractVersion",
                     "shootHash",
+                    "shadow",
                 ],
             );
             let params = PatchParams {

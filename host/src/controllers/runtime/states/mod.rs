@@ -1,7 +1,7 @@
 //! One file per state of the Runtime state machine (KIM's flow, watching instead of polling).
 //!
 //! Provisioning: initialise → create_shoot | select_processing → patch_shoot →
-//! wait_for_shoot → handle_kubeconfig → configure_oidc → apply_admin_bindings → ready.
+//! (shadow_render) → wait_for_shoot → handle_kubeconfig → configure_oidc → apply_admin_bindings → ready.
 //! Deletion: initialise → delete_kubeconfig → delete_shoot → remove_finalizer.
 
 mod apply_admin_bindings;
@@ -16,6 +16,7 @@ mod ready;
 mod remove_finalizer;
 mod render;
 mod select_processing;
+mod shadow_render;
 mod wait_for_shoot;
 
 use super::machine::{Machine, Step, Transition};
@@ -28,6 +29,7 @@ pub async fn run(step: Step, m: &mut Machine) -> Result<Transition, ReconcileErr
         Step::CreateShoot => create_shoot::run(m).await,
         Step::SelectProcessing => select_processing::run(m).await,
         Step::PatchShoot => patch_shoot::run(m).await,
+        Step::ShadowRender => shadow_render::run(m).await,
         Step::WaitForShoot => wait_for_shoot::run(m).await,
         Step::HandleKubeconfig => handle_kubeconfig::run(m).await,
         Step::ConfigureOidc => configure_oidc::run(m).await,

@@ -1,9 +1,11 @@
-//! Render against the current Shoot and apply the difference.
+//! Render against the current Shoot and apply the difference. When only plugin digests
+//! changed and the render is the Shoot already applied, nothing is sent.
 
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
-use super::super::machine::{Machine, Transition};
+use super::super::machine::{Machine, Step, Transition};
+use super::super::shoot_doc;
 use super::render::{record_applied, render};
 use crate::controllers::{ReconcileError, labels};
 use crate::crd::RuntimeState;
@@ -14,6 +16,16 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         Ok(rendered) => rendered,
         Err(failed) => return Ok(failed),
     };
+    let shoot = current.as_ref().expect("select_processing read the Shoot");
+    let behind = shoot_doc::rendered_generation(shoot).unwrap_or(0) < m.generation();
+    if !behind
+        && !m.annotated(labels::FORCE_PATCH)
+        && m.status.shoot_hash.as_deref() == Some(shoot_doc::hash(&desired).as_str())
+    {
+        tracing::info!(runtime = %m.id(), "new plugin versions render the same Shoot; nothing to patch");
+        record_applied(m, &desired, &output);
+        return Ok(Transition::Next(Step::WaitForShoot));
+    }
     let applied = m.ctx.shoots.apply(&desired).await?;
     let name = applied.metadata.name.clone().unwrap_or_default();
     tracing::info!(runtime = %m.id(), shoot = %name, generation = m.generation(), "Shoot patched");

@@ -1,27 +1,134 @@
-//! Rendering shared by create and patch: run the chain, turn plugin errors into `Failed`.
+//! Rendering shared by create, patch and shadow renders: resolve the Runtime's chain, run
+//! it, run the shadow versions next to it, turn plugin errors into `Failed`.
+
+use std::sync::Arc;
 
 use kube::api::DynamicObject;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
 use serde_json::Value;
 
 use super::super::machine::{Machine, Transition};
 use super::super::shoot_doc;
-use crate::controllers::ReconcileError;
-use crate::crd::PluginStamp;
-use crate::plugins::ChainOutput;
+use crate::controllers::{ReconcileError, labels};
+use crate::crd::{ConditionStatus, PluginStamp, ShadowResult};
+use crate::plugins::{ChainOutput, ChannelChoice, ResolvedChain, Unavailable};
 use crate::wasm::Failure;
 
-/// The Shoot to apply and the chain output it came from, or the `Failed` transition.
+/// Most diff lines kept per shadow result.
+const MAX_DIFF_LINES: usize = 40;
+
+/// The channels a Runtime asks for, from its annotations.
+fn channel_choice(m: &Machine) -> ChannelChoice {
+    let annotations = m.runtime.metadata.annotations.clone().unwrap_or_default();
+    ChannelChoice {
+        all: annotations.get(labels::CHANNEL).cloned(),
+        per_plugin: annotations
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(labels::CHANNEL_PREFIX)?.to_string(), v.clone())))
+            .collect(),
+        allow_downgrade: m.annotated(labels::ALLOW_DOWNGRADE),
+    }
+}
+
+/// The Runtime's chain for this reconcile (resolved once), with its conditions.
+pub fn resolve(m: &mut Machine) -> Result<Arc<ResolvedChain>, Unavailable> {
+    if let Some(chain) = &m.chain {
+        return Ok(chain.clone());
+    }
+    let resolver = m.ctx.renderer.resolver.clone();
+    let applied: Vec<(String, String, String)> = m
+        .status
+        .plugins
+        .iter()
+        .map(|p| (p.name.clone(), p.version.clone(), p.digest.clone()))
+        .collect();
+    let result = resolver
+        .template
+        .resolve(&resolver.catalog, &channel_choice(m), &applied);
+    if !resolver.template.uses_registry() {
+        return result.map(Arc::new);
+    }
+    let chain = match result {
+        Ok(chain) => Arc::new(chain),
+        Err(err) => {
+            m.condition(
+                "PluginsAvailable",
+                ConditionStatus::False,
+                "PluginUnavailable",
+                err.message.clone(),
+            );
+            return Err(err);
+        }
+    };
+    m.condition(
+        "PluginsAvailable",
+        ConditionStatus::True,
+        "Resolved",
+        "every registry plugin of the chain is available".to_string(),
+    );
+    if chain.held_back.is_empty() {
+        m.condition(
+            "PluginVersions",
+            ConditionStatus::True,
+            "AsChannelsSay",
+            "every plugin runs its channel's version".to_string(),
+        );
+    } else {
+        let message = chain
+            .held_back
+            .iter()
+            .map(|h| {
+                format!(
+                    "{} channel {} offers {}, lower than the applied {}; keeping {} (allowDowngrade on the channel or tessera.dev/allow-downgrade permits it)",
+                    h.plugin, h.channel, h.refused, h.kept, h.kept
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        let already = m.status.conditions.iter().any(|c| {
+            c.type_ == "PluginVersions" && c.reason == "DowngradeRefused" && c.message == message
+        });
+        if !already {
+            m.event(EventType::Warning, "DowngradeRefused", message.clone());
+        }
+        m.condition(
+            "PluginVersions",
+            ConditionStatus::False,
+            "DowngradeRefused",
+            message,
+        );
+    }
+    m.chain = Some(chain.clone());
+    Ok(chain)
+}
+
+/// Stop and come back later: a registry plugin of the chain is not available yet.
+pub fn wait_for_plugins(m: &Machine, err: &Unavailable) -> Transition {
+    tracing::info!(runtime = %m.id(), plugin = %err.plugin, reason = %err.message, "waiting for a plugin");
+    Transition::Stop(Action::requeue(m.ctx.config.requeue.error))
+}
+
+/// The Shoot to apply and the chain output it came from, or the transition to take
+/// instead (`Failed`, or waiting for a plugin).
 pub async fn render(
     m: &mut Machine,
     current: Option<&DynamicObject>,
 ) -> Result<Result<(Value, ChainOutput), Transition>, ReconcileError> {
+    let chain = match resolve(m) {
+        Ok(chain) => chain,
+        Err(err) => return Ok(Err(wait_for_plugins(m, &err))),
+    };
+    let runtime_json = shoot_doc::runtime_json(&m.runtime);
+    let current_json = current.map(shoot_doc::current_json);
     let result = m
         .ctx
         .renderer
         .render(
-            shoot_doc::runtime_json(&m.runtime),
+            chain.chain.clone(),
+            runtime_json.clone(),
             m.id(),
-            current.map(shoot_doc::current_json),
+            current_json.clone(),
             &m.ctx.metrics,
         )
         .await
@@ -32,6 +139,7 @@ pub async fn render(
                 tracing::info!(runtime = %m.id(), plugin, warning, "plugin warning");
             }
             let desired = shoot_doc::desired(&output.shoot, &m.runtime);
+            render_shadows(m, &chain, &output, runtime_json, current_json).await?;
             Ok(Ok((desired, output)))
         }
         Err(error) => {
@@ -50,23 +158,107 @@ pub async fn render(
     }
 }
 
+/// Render with each shadow version and record how its Shoot differs from the real one.
+async fn render_shadows(
+    m: &mut Machine,
+    chain: &ResolvedChain,
+    output: &ChainOutput,
+    runtime_json: String,
+    current_json: Option<String>,
+) -> Result<(), ReconcileError> {
+    let mut results = Vec::with_capacity(chain.shadows.len());
+    for shadow in &chain.shadows {
+        let current_step = &chain.chain.steps[shadow.index];
+        let plugin = current_step.plugin.name().to_string();
+        let shadow_output = m
+            .ctx
+            .renderer
+            .render(
+                chain.with_shadow(shadow),
+                runtime_json.clone(),
+                m.id(),
+                current_json.clone(),
+                &m.ctx.metrics,
+            )
+            .await
+            .map_err(|e| ReconcileError::Join(e.to_string()))?;
+        let (result, diff) = match shadow_output {
+            Ok(shadow_out) => {
+                let lines = crate::plugins::shadow::diff(&output.shoot, &shadow_out.shoot);
+                if lines.is_empty() {
+                    ("Same", lines)
+                } else {
+                    ("Differs", lines)
+                }
+            }
+            Err(err) => ("Failed", vec![err.to_string()]),
+        };
+        m.ctx
+            .metrics
+            .shadow_renders
+            .with_label_values(&[plugin.as_str(), shadow.step.version.as_str(), &result.to_lowercase()])
+            .inc();
+        let total = diff.len();
+        let mut diff: Vec<String> = diff.into_iter().take(MAX_DIFF_LINES).collect();
+        if total > MAX_DIFF_LINES {
+            diff.push(format!("… {} more", total - MAX_DIFF_LINES));
+        }
+        let entry = ShadowResult {
+            plugin: plugin.clone(),
+            channel: shadow.channel.clone(),
+            version: shadow.step.version.clone(),
+            digest: shadow.digest.clone(),
+            current_version: current_step.version.clone(),
+            result: result.to_string(),
+            diff,
+        };
+        let seen_before = m.status.shadow.iter().any(|s| *s == entry);
+        if !seen_before && result != "Same" {
+            let mut note = format!(
+                "shadow {plugin} {} (channel {}) vs applied {}: {}",
+                entry.version,
+                entry.channel,
+                entry.current_version,
+                entry.diff.join("; ")
+            );
+            if note.len() > 1000 {
+                note = format!("{}…", note.chars().take(999).collect::<String>());
+            }
+            let type_ = if result == "Failed" {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            };
+            m.event(type_, "ShadowDiff", note);
+        }
+        results.push(entry);
+    }
+    m.status.shadow = results;
+    Ok(())
+}
+
 /// Remember what produced the applied Shoot.
 pub fn record_applied(m: &mut Machine, desired: &Value, output: &ChainOutput) {
+    let channels: Vec<Option<String>> = m
+        .chain
+        .as_ref()
+        .map(|c| c.chain.steps.iter().map(|s| s.channel.clone()).collect())
+        .unwrap_or_default();
     m.status.plugins = output
         .digests
         .iter()
-        .map(|(name, version, digest)| PluginStamp {
+        .enumerate()
+        .map(|(i, (name, version, digest))| PluginStamp {
             name: name.clone(),
             version: version.clone(),
             digest: format!("sha256:{digest}"),
+            channel: channels.get(i).cloned().flatten(),
         })
         .collect();
     m.status.contract_version = m
-        .ctx
-        .renderer
         .chain
-        .steps
-        .first()
+        .as_ref()
+        .and_then(|c| c.chain.steps.first())
         .map(|s| s.plugin.info.contract_version.clone());
     m.status.shoot_hash = Some(shoot_doc::hash(desired));
 }

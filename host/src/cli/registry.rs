@@ -1,0 +1,77 @@
+//! Registry flags shared by `tessera run` and `tessera plugin`, and progress bars.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use tessera::oci::{Progress, Registry, RegistryOptions};
+
+#[derive(Debug, Clone, Args)]
+pub struct RegistryArgs {
+    /// Registry (`host[:port]`) to reach over plain HTTP; loopback registries always are.
+    /// Repeatable.
+    #[arg(long = "insecure-registry", value_name = "HOST")]
+    pub insecure: Vec<String>,
+    /// Registry user name [default: from the Docker config file, else anonymous].
+    #[arg(long, env = "TESSERA_REGISTRY_USERNAME")]
+    pub registry_username: Option<String>,
+    /// Registry password or token.
+    #[arg(long, env = "TESSERA_REGISTRY_PASSWORD", hide_env_values = true)]
+    pub registry_password: Option<String>,
+}
+
+impl RegistryArgs {
+    pub fn registry(&self) -> Registry {
+        Registry::new(RegistryOptions {
+            insecure: self.insecure.clone(),
+            username: self.registry_username.clone(),
+            password: self.registry_password.clone(),
+        })
+    }
+}
+
+/// `$XDG_CACHE_HOME/tessera/plugins` or `~/.cache/tessera/plugins`.
+pub fn default_store_dir() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("tessera")
+        .join("plugins")
+}
+
+/// A progress bar per transfer on stderr (hidden when stderr is not a terminal).
+pub struct Bars {
+    bar: std::sync::Mutex<Option<ProgressBar>>,
+}
+
+impl Bars {
+    pub fn new() -> Self {
+        Self {
+            bar: std::sync::Mutex::new(None),
+        }
+    }
+}
+
+impl Progress for Bars {
+    fn start(&self, what: &str, total: u64) {
+        let bar = ProgressBar::new(total).with_style(
+            ProgressStyle::with_template("{msg:>24} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}")
+                .expect("template")
+                .progress_chars("=> "),
+        );
+        let label: String = what.chars().take(24).collect();
+        bar.set_message(label);
+        *self.bar.lock().expect("bar") = Some(bar);
+    }
+    fn advance(&self, n: u64) {
+        if let Some(bar) = &*self.bar.lock().expect("bar") {
+            bar.inc(n);
+        }
+    }
+    fn finish(&self) {
+        if let Some(bar) = self.bar.lock().expect("bar").take() {
+            bar.finish();
+        }
+    }
+}

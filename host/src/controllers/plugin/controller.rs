@@ -1,0 +1,31 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+
+use super::reconcile::reconcile;
+use crate::controllers::{Context, ReconcileError};
+use crate::crd::Plugin;
+
+/// Run the Plugin controller until shutdown.
+pub async fn run(ctx: Arc<Context>) {
+    let plugins: Api<Plugin> = Api::all(ctx.client.clone());
+    Controller::new(plugins, watcher::Config::default().any_semantic())
+        .with_config(kube::runtime::controller::Config::default().concurrency(4))
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| futures::future::ready(()))
+        .await;
+}
+
+fn error_policy(plugin: Arc<Plugin>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+    let name = plugin.metadata.name.as_deref().unwrap_or_default();
+    if error.is_conflict() {
+        return Action::requeue(Duration::from_millis(500));
+    }
+    tracing::warn!(plugin = name, error = %error, "plugin reconcile failed, will retry");
+    Action::requeue(ctx.config.requeue.error)
+}

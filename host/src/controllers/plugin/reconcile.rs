@@ -1,0 +1,420 @@
+//! One pass over a Plugin: resolve and load every version, publish the channels, write
+//! status. A version that fails keeps the channel on its last good version, so a broken
+//! release never takes running Runtimes down with it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use crate::controllers::{Context, ReconcileError, labels};
+use crate::crd::{
+    ChannelStatus, ConditionStatus, Plugin, PluginSpec, PluginStatus, ResolvedVersion,
+    set_condition, status_merge_patch,
+};
+use crate::gardener::FIELD_MANAGER;
+use crate::plugins::{ChannelEntry, LimitsOverride, PluginEntry, Resolved};
+use crate::wasm::PluginKind;
+
+fn kind_of(spec: &PluginSpec) -> Result<PluginKind, String> {
+    match spec.kind.as_str() {
+        "shoot-extension" => Ok(PluginKind::ShootExtension),
+        "module-reconciler" => Ok(PluginKind::ModuleReconciler),
+        other => Err(format!(
+            "spec.kind: {other:?} is neither shoot-extension nor module-reconciler"
+        )),
+    }
+}
+
+/// Problems in the spec itself, named by field.
+fn validate(spec: &PluginSpec) -> Result<PluginKind, String> {
+    let kind = kind_of(spec)?;
+    let mut seen = BTreeSet::new();
+    for (i, v) in spec.versions.iter().enumerate() {
+        if !seen.insert(v.version.as_str()) {
+            return Err(format!(
+                "spec.versions[{i}].version: {} is listed twice",
+                v.version
+            ));
+        }
+        crate::oci::parse_reference(&v.reference)
+            .map_err(|e| format!("spec.versions[{i}].ref: {e}"))?;
+    }
+    let mut channels = BTreeSet::new();
+    for (i, c) in spec.channels.iter().enumerate() {
+        if !channels.insert(c.name.as_str()) {
+            return Err(format!("spec.channels[{i}].name: {} is listed twice", c.name));
+        }
+        if !seen.contains(c.version.as_str()) {
+            return Err(format!(
+                "spec.channels[{i}].version: {} is not in spec.versions",
+                c.version
+            ));
+        }
+        if let Some(shadow) = &c.shadow
+            && !seen.contains(shadow.as_str())
+        {
+            return Err(format!(
+                "spec.channels[{i}].shadow: {shadow} is not in spec.versions"
+            ));
+        }
+    }
+    Ok(kind)
+}
+
+fn limits(spec: &PluginSpec) -> LimitsOverride {
+    let l = spec.limits.unwrap_or_default();
+    LimitsOverride {
+        memory_mib: l.memory_mib,
+        timeout_ms: l.timeout_ms,
+        output_kib: l.output_kib,
+    }
+}
+
+pub async fn reconcile(plugin: Arc<Plugin>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    let name = plugin.name_any();
+    let api: Api<Plugin> = Api::all(ctx.client.clone());
+    let catalog = ctx.renderer.resolver.catalog.clone();
+    let has_finalizer = plugin
+        .finalizers()
+        .iter()
+        .any(|f| f == labels::PLUGIN_FINALIZER);
+    if plugin.metadata.deletion_timestamp.is_some() {
+        catalog.remove(&name);
+        for c in &plugin.spec.channels {
+            let _ = ctx
+                .metrics
+                .plugin_channel_ready
+                .remove_label_values(&[name.as_str(), c.name.as_str()]);
+        }
+        if has_finalizer {
+            let rest: Vec<&String> = plugin
+                .finalizers()
+                .iter()
+                .filter(|f| *f != labels::PLUGIN_FINALIZER)
+                .collect();
+            let patch = json!({ "metadata": { "finalizers": rest, "resourceVersion": plugin.resource_version() } });
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
+        tracing::info!(plugin = %name, "plugin removed");
+        return Ok(Action::await_change());
+    }
+    if !has_finalizer {
+        let mut finalizers = plugin.finalizers().to_vec();
+        finalizers.push(labels::PLUGIN_FINALIZER.to_string());
+        let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": plugin.resource_version() } });
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    }
+    let Some(fetcher) = ctx.fetcher.clone() else {
+        return Ok(Action::await_change());
+    };
+
+    let old = plugin.status.clone().unwrap_or_default();
+    let mut status = PluginStatus {
+        observed_generation: plugin.metadata.generation,
+        conditions: old.conditions.clone(),
+        ..Default::default()
+    };
+    let mut events = Vec::new();
+    let kind = match validate(&plugin.spec) {
+        Ok(kind) => kind,
+        Err(message) => {
+            catalog.set_error(&name, message.clone());
+            set_condition(
+                &mut status.conditions,
+                "Ready",
+                ConditionStatus::False,
+                "InvalidSpec",
+                message.clone(),
+                plugin.metadata.generation,
+            );
+            status.last_error = Some(message);
+            write_status(&api, &name, &old, &status).await?;
+            ctx.initial_sync.done(&name);
+            return Ok(Action::await_change());
+        }
+    };
+    let previous = catalog.get(&name).ok();
+    let require = plugin
+        .spec
+        .verification
+        .as_ref()
+        .is_some_and(|v| v.required);
+    let mut transient = false;
+    let mut versions: BTreeMap<String, Resolved> = BTreeMap::new();
+    for v in &plugin.spec.versions {
+        let pinned = old
+            .versions
+            .iter()
+            .find(|s| s.version == v.version && s.reference == v.reference)
+            .and_then(|s| s.digest.clone());
+        let mut st = ResolvedVersion {
+            version: v.version.clone(),
+            reference: v.reference.clone(),
+            ..Default::default()
+        };
+        let digest = match fetcher.resolve(&v.reference).await {
+            Ok(digest) => digest,
+            Err(err) => {
+                transient |= err.is_transient();
+                match &pinned {
+                    // Registry down: the pinned digest still names the right bytes.
+                    Some(p) => {
+                        st.error = Some(format!("cannot resolve the reference now, using the pinned digest: {err}"));
+                        p.clone()
+                    }
+                    None => {
+                        st.error = Some(err.to_string());
+                        status.versions.push(st);
+                        continue;
+                    }
+                }
+            }
+        };
+        if let Some(p) = &pinned
+            && *p != digest
+        {
+            events.push((
+                EventType::Normal,
+                "DigestChanged",
+                format!("version {} ({}) moved from {p} to {digest}", v.version, v.reference),
+            ));
+        }
+        st.digest = Some(digest.clone());
+        let reuse = previous
+            .as_ref()
+            .and_then(|p| p.versions.get(&v.version))
+            .filter(|r| {
+                r.manifest_digest == digest
+                    && r.reference == v.reference
+                    && (!require || r.verified_by.is_some())
+            })
+            .cloned();
+        let resolved = match reuse {
+            Some(r) => r,
+            None => match fetcher.fetch(&v.reference, &digest, kind, require).await {
+                Ok(f) => {
+                    tracing::info!(plugin = %name, version = %v.version, digest = %f.component_digest, verified_by = ?f.verified_by, "plugin version loaded");
+                    Resolved {
+                        version: v.version.clone(),
+                        reference: v.reference.clone(),
+                        manifest_digest: f.manifest_digest,
+                        component_digest: f.component_digest,
+                        verified_by: f.verified_by,
+                        loaded: f.loaded,
+                    }
+                }
+                Err(err) => {
+                    transient |= err.is_transient();
+                    tracing::warn!(plugin = %name, version = %v.version, error = %err, "plugin version refused");
+                    st.error = Some(err.to_string());
+                    status.versions.push(st);
+                    continue;
+                }
+            },
+        };
+        st.component_digest = Some(resolved.component_digest.clone());
+        st.verified_by = resolved.verified_by.clone();
+        versions.insert(v.version.clone(), resolved);
+        status.versions.push(st);
+    }
+
+    let version_error = |version: &str| {
+        status
+            .versions
+            .iter()
+            .find(|s| s.version == version)
+            .and_then(|s| s.error.clone())
+            .unwrap_or_else(|| format!("version {version} did not load"))
+    };
+    let mut channels = BTreeMap::new();
+    let mut channel_errors = BTreeMap::new();
+    let mut channel_status = Vec::new();
+    let mut problems = Vec::new();
+    for c in &plugin.spec.channels {
+        let mut cs = ChannelStatus {
+            name: c.name.clone(),
+            version: c.version.clone(),
+            shadow_version: c.shadow.clone(),
+            ..Default::default()
+        };
+        let mut messages = Vec::new();
+        let current = match versions.get(&c.version) {
+            Some(r) => Some(r.clone()),
+            None => {
+                let err = version_error(&c.version);
+                let kept = previous
+                    .as_ref()
+                    .and_then(|p| p.channels.get(&c.name))
+                    .map(|e| e.current.clone());
+                match &kept {
+                    Some(k) => messages.push(format!(
+                        "version {} unusable, still running {}: {err}",
+                        c.version, k.version
+                    )),
+                    None => messages.push(format!("version {}: {err}", c.version)),
+                }
+                kept
+            }
+        };
+        let shadow = match &c.shadow {
+            Some(v) => match versions.get(v) {
+                Some(r) => Some(r.clone()),
+                None => {
+                    messages.push(format!("shadow version {v}: {}", version_error(v)));
+                    None
+                }
+            },
+            None => None,
+        };
+        cs.ready = current
+            .as_ref()
+            .is_some_and(|r| r.version == c.version)
+            && (c.shadow.is_none() || shadow.is_some());
+        cs.component_digest = current.as_ref().map(|r| r.component_digest.clone());
+        cs.shadow_digest = shadow.as_ref().map(|r| r.component_digest.clone());
+        if !messages.is_empty() {
+            cs.message = Some(messages.join("; "));
+            problems.push(format!("channel {}: {}", c.name, messages.join("; ")));
+        }
+        ctx.metrics
+            .plugin_channel_ready
+            .with_label_values(&[name.as_str(), c.name.as_str()])
+            .set(i64::from(cs.ready));
+        match current {
+            Some(current) => {
+                channels.insert(
+                    c.name.clone(),
+                    ChannelEntry {
+                        current,
+                        shadow,
+                        allow_downgrade: c.allow_downgrade,
+                    },
+                );
+            }
+            None => {
+                channel_errors.insert(c.name.clone(), cs.message.clone().unwrap_or_default());
+            }
+        }
+        channel_status.push(cs);
+    }
+    status.summary = Some(
+        channel_status
+            .iter()
+            .map(|c| {
+                let mark = if c.ready { "" } else { "!" };
+                match &c.shadow_version {
+                    Some(s) => format!("{}={}{mark}(shadow {s})", c.name, c.version),
+                    None => format!("{}={}{mark}", c.name, c.version),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+    );
+    status.channels = channel_status;
+    catalog.publish(
+        &name,
+        PluginEntry {
+            kind,
+            config: plugin.spec.config.clone(),
+            limits: limits(&plugin.spec),
+            versions,
+            channels,
+            channel_errors,
+        },
+    );
+    let version_problems: Vec<String> = status
+        .versions
+        .iter()
+        .filter_map(|v| Some(format!("version {}: {}", v.version, v.error.as_ref()?)))
+        .collect();
+    let all_ready = status.channels.iter().all(|c| c.ready);
+    let (cond, reason, message) = if !all_ready {
+        (
+            ConditionStatus::False,
+            "ChannelUnavailable",
+            problems.join("; "),
+        )
+    } else if !version_problems.is_empty() {
+        (
+            ConditionStatus::True,
+            "ResolvedWithErrors",
+            version_problems.join("; "),
+        )
+    } else {
+        (
+            ConditionStatus::True,
+            "Resolved",
+            "every channel runs its version".to_string(),
+        )
+    };
+    set_condition(
+        &mut status.conditions,
+        "Ready",
+        cond,
+        reason,
+        message.clone(),
+        plugin.metadata.generation,
+    );
+    status.last_error = (reason != "Resolved").then_some(message.clone());
+    if old.last_error != status.last_error
+        && let Some(error) = &status.last_error
+    {
+        events.push((EventType::Warning, "PluginError", error.clone()));
+    }
+    write_status(&api, &name, &old, &status).await?;
+    let reference = plugin.object_ref(&());
+    for (type_, reason, note) in events {
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note.chars().take(1024).collect()),
+            action: "Resolve".into(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&event, &reference).await {
+            tracing::debug!(plugin = %name, error = %e, "event not published");
+        }
+    }
+    ctx.initial_sync.done(&name);
+    Ok(Action::requeue(if transient || reason != "Resolved" {
+        ctx.config.requeue.error
+    } else {
+        ctx.config.plugin_resync
+    }))
+}
+
+async fn write_status(
+    api: &Api<Plugin>,
+    name: &str,
+    old: &PluginStatus,
+    status: &PluginStatus,
+) -> Result<(), ReconcileError> {
+    if old == status {
+        return Ok(());
+    }
+    let patch = status_merge_patch(
+        status,
+        &[
+            "observedGeneration",
+            "conditions",
+            "versions",
+            "channels",
+            "summary",
+            "lastError",
+        ],
+    );
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    api.patch_status(name, &params, &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}

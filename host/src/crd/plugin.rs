@@ -1,0 +1,159 @@
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::Condition;
+
+/// A plugin released through an OCI registry: its versions, which version each release
+/// channel runs, and optionally a shadow version rendered next to it for comparison.
+/// The resource name is the plugin name the chain (or a ModuleSet) refers to.
+#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "tessera.dev",
+    version = "v1alpha1",
+    kind = "Plugin",
+    status = "PluginStatus",
+    shortname = "tplugin",
+    printcolumn = r#"{"name":"Kind","type":"string","jsonPath":".spec.kind"}"#,
+    printcolumn = r#"{"name":"Channels","type":"string","jsonPath":".status.summary"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginSpec {
+    /// `shoot-extension` or `module-reconciler`; the component must export that world.
+    #[schemars(schema_with = "kind_schema")]
+    pub kind: String,
+    /// Released versions. A tag reference is resolved to a digest, which status pins.
+    pub versions: Vec<PluginVersion>,
+    /// Release channels (e.g. `regular`, `fast`) and the version each one runs.
+    pub channels: Vec<PluginChannel>,
+    /// Limits for every call, over the host's defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<PluginLimits>,
+    /// Configuration passed to the plugin (the host's chain configuration can override it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "any_object")]
+    pub config: Option<serde_json::Value>,
+    /// Signature requirements; the trust policy of the host can require them for all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<Verification>,
+}
+
+/// One released version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginVersion {
+    /// Semantic version, e.g. `1.4.0`; channels refer to it and downgrades are judged by it.
+    pub version: String,
+    /// `registry/repository:tag` or `registry/repository@sha256:…`.
+    #[serde(rename = "ref")]
+    pub reference: String,
+}
+
+/// One release channel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginChannel {
+    pub name: String,
+    /// The version this channel runs (one of `versions`).
+    pub version: String,
+    /// A version rendered next to `version` whose output is only compared, never applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<String>,
+    /// Let Runtimes move to a lower version than the one they were rendered with.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_downgrade: bool,
+}
+
+/// Per-call limits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PluginLimits {
+    #[serde(
+        rename = "memoryMiB",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub memory_mib: Option<u64>,
+    #[serde(rename = "timeoutMs", default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    #[serde(rename = "outputKiB", default, skip_serializing_if = "Option::is_none")]
+    pub output_kib: Option<u64>,
+}
+
+/// Signature requirements.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Verification {
+    /// Refuse versions without a signature that verifies with a key of the host's trust
+    /// policy for the artifact's repository.
+    #[serde(default)]
+    pub required: bool,
+}
+
+/// What the host resolved.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`: every channel (and shadow) has a loaded version.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub versions: Vec<ResolvedVersion>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub channels: Vec<ChannelStatus>,
+    /// `regular=1.2.0 fast=1.3.0(shadow 1.4.0)`, for `kubectl get`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// The last error, in words (empty once everything resolved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// One version as resolved and pulled.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedVersion {
+    pub version: String,
+    #[serde(rename = "ref")]
+    pub reference: String,
+    /// Manifest digest the reference resolved to (pinned until the tag moves).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// `sha256:` of the component (the layer), as Runtimes record it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component_digest: Option<String>,
+    /// Id of the key that verified the signature, when one was required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_by: Option<String>,
+    /// Why this version is not usable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One channel as the host runs it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelStatus {
+    pub name: String,
+    pub version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component_digest: Option<String>,
+    pub ready: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow_digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+fn kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "string", "enum": ["shoot-extension", "module-reconciler"] })
+}
+
+fn any_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true })
+}

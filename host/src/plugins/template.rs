@@ -1,0 +1,288 @@
+//! The host's chain with registry steps left open: each Runtime gets a concrete chain from
+//! the catalog, by the channels it asks for, with downgrades held back and shadow versions
+//! set aside for comparison.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::chain::{ChainError, ChainStep, ShootChain, file_step};
+use super::channels::{Catalog, Resolved};
+use super::config::{ChainConfig, DEFAULT_CHANNEL, LimitsOverride, Source};
+use super::fetch::Loaded;
+use crate::wasm::{Limits, WasmRuntime};
+
+/// A step whose component comes from a `Plugin` resource.
+#[derive(Debug, Clone)]
+pub struct RegistryStep {
+    /// The step's name in the chain (the component's own name).
+    pub name: String,
+    /// The `Plugin` resource.
+    pub plugin: String,
+    /// Channel configured by the host (the Runtime may choose another).
+    pub channel: Option<String>,
+    /// Host configuration over the Plugin's own.
+    pub config: Option<serde_json::Value>,
+    pub limits: LimitsOverride,
+}
+
+/// One step of the template.
+#[derive(Debug, Clone)]
+pub enum TemplateStep {
+    Fixed(ChainStep),
+    Registry(RegistryStep),
+}
+
+/// The configured chain.
+#[derive(Debug, Clone)]
+pub struct ChainTemplate {
+    pub steps: Vec<TemplateStep>,
+    pub default_channel: String,
+    defaults: Limits,
+}
+
+/// Channels a Runtime asks for (from its annotations).
+#[derive(Debug, Clone, Default)]
+pub struct ChannelChoice {
+    /// `tessera.dev/channel`.
+    pub all: Option<String>,
+    /// `channel.tessera.dev/<plugin>`.
+    pub per_plugin: BTreeMap<String, String>,
+    /// `tessera.dev/allow-downgrade: "true"`.
+    pub allow_downgrade: bool,
+}
+
+/// A version kept back instead of a lower one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldBack {
+    pub plugin: String,
+    pub channel: String,
+    pub kept: String,
+    pub refused: String,
+}
+
+/// A shadow version of one step.
+#[derive(Debug, Clone)]
+pub struct Shadow {
+    /// Index of the step it replaces.
+    pub index: usize,
+    pub channel: String,
+    pub step: ChainStep,
+    pub digest: String,
+}
+
+/// The concrete chain for one Runtime.
+#[derive(Debug, Clone)]
+pub struct ResolvedChain {
+    pub chain: ShootChain,
+    /// (name, version, `sha256:` digest) of each step, in order.
+    pub stamps: Vec<(String, String, String)>,
+    pub shadows: Vec<Shadow>,
+    pub held_back: Vec<HeldBack>,
+}
+
+/// A registry step cannot be resolved.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct Unavailable {
+    pub plugin: String,
+    pub message: String,
+}
+
+fn semver_lower(candidate: &str, applied: &str) -> bool {
+    match (
+        semver::Version::parse(candidate.trim_start_matches('v')),
+        semver::Version::parse(applied.trim_start_matches('v')),
+    ) {
+        (Ok(c), Ok(a)) => c < a,
+        _ => false,
+    }
+}
+
+impl ChainTemplate {
+    /// Load the file steps; registry steps are resolved per Runtime.
+    pub fn load(
+        rt: &WasmRuntime,
+        config: &ChainConfig,
+        plugin_dir: &Path,
+    ) -> Result<Self, ChainError> {
+        let defaults = config.limits.apply(Limits::default());
+        let mut steps = Vec::new();
+        for name in config.order() {
+            let settings = config.plugins.get(&name).cloned().unwrap_or_default();
+            match settings.source.unwrap_or(config.source) {
+                Source::Files => steps.push(TemplateStep::Fixed(file_step(
+                    rt, config, plugin_dir, &name, &settings, defaults,
+                )?)),
+                Source::Registry => steps.push(TemplateStep::Registry(RegistryStep {
+                    plugin: settings.plugin.clone().unwrap_or_else(|| name.clone()),
+                    name,
+                    channel: settings.channel.clone(),
+                    config: settings.config.clone(),
+                    limits: settings.limits,
+                })),
+            }
+        }
+        Ok(Self {
+            steps,
+            default_channel: config
+                .channel
+                .clone()
+                .unwrap_or_else(|| DEFAULT_CHANNEL.to_string()),
+            defaults,
+        })
+    }
+
+    /// A template of file steps only.
+    pub fn fixed(chain: &ShootChain) -> Self {
+        Self {
+            steps: chain.steps.iter().cloned().map(TemplateStep::Fixed).collect(),
+            default_channel: DEFAULT_CHANNEL.to_string(),
+            defaults: Limits::default(),
+        }
+    }
+
+    /// Whether any step comes from a registry.
+    pub fn uses_registry(&self) -> bool {
+        self.steps
+            .iter()
+            .any(|s| matches!(s, TemplateStep::Registry(_)))
+    }
+
+    fn step_of(&self, step: &RegistryStep, resolved: &Resolved, channel: &str, config: Option<&serde_json::Value>, limits: LimitsOverride) -> Result<ChainStep, Unavailable> {
+        let Loaded::Extension(plugin) = &resolved.loaded else {
+            return Err(Unavailable {
+                plugin: step.plugin.clone(),
+                message: format!("Plugin {} is a module reconciler, not a shoot extension", step.plugin),
+            });
+        };
+        if plugin.name() != step.name {
+            return Err(Unavailable {
+                plugin: step.plugin.clone(),
+                message: format!(
+                    "Plugin {} version {} says its name is {:?}, but the chain step is {:?}",
+                    step.plugin,
+                    resolved.version,
+                    plugin.name(),
+                    step.name
+                ),
+            });
+        }
+        Ok(ChainStep {
+            plugin: plugin.clone(),
+            version: resolved.version.clone(),
+            channel: Some(channel.to_string()),
+            config: step
+                .config
+                .as_ref()
+                .or(config)
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "{}".to_string()),
+            limits: step.limits.apply(limits.apply(self.defaults)),
+        })
+    }
+
+    /// The chain for a Runtime that asks for `choice` and was last rendered with
+    /// `applied` (name, version, digest).
+    pub fn resolve(
+        &self,
+        catalog: &Catalog,
+        choice: &ChannelChoice,
+        applied: &[(String, String, String)],
+    ) -> Result<ResolvedChain, Unavailable> {
+        let mut steps = Vec::with_capacity(self.steps.len());
+        let mut shadows = Vec::new();
+        let mut held_back = Vec::new();
+        for (index, step) in self.steps.iter().enumerate() {
+            let step = match step {
+                TemplateStep::Fixed(step) => {
+                    steps.push(step.clone());
+                    continue;
+                }
+                TemplateStep::Registry(step) => step,
+            };
+            let unavailable = |message: String| Unavailable {
+                plugin: step.plugin.clone(),
+                message,
+            };
+            let entry = catalog.get(&step.plugin).map_err(unavailable)?;
+            let channel = choice
+                .per_plugin
+                .get(&step.name)
+                .or(choice.all.as_ref())
+                .or(step.channel.as_ref())
+                .unwrap_or(&self.default_channel)
+                .clone();
+            let entry_channel = entry.channel(&step.plugin, &channel).map_err(unavailable)?;
+            let limits = entry.limits;
+            let config = entry.config.as_ref();
+            let mut current = &entry_channel.current;
+            if let Some((_, version, digest)) = applied.iter().find(|(n, _, _)| *n == step.name)
+                && semver_lower(&current.version, version)
+                && !(entry_channel.allow_downgrade || choice.allow_downgrade)
+            {
+                match entry.by_component(digest) {
+                    Some(kept) => {
+                        held_back.push(HeldBack {
+                            plugin: step.name.clone(),
+                            channel: channel.clone(),
+                            kept: kept.version.clone(),
+                            refused: current.version.clone(),
+                        });
+                        current = kept;
+                    }
+                    None => {
+                        return Err(unavailable(format!(
+                            "Plugin {} channel {channel} offers {} below the applied {version}, which is no longer listed; set allowDowngrade on the channel or tessera.dev/allow-downgrade on the Runtime",
+                            step.plugin, current.version
+                        )));
+                    }
+                }
+            }
+            let chain_step = self.step_of(step, current, &channel, config, limits)?;
+            if let Some(shadow) = &entry_channel.shadow
+                && shadow.component_digest != current.component_digest
+            {
+                shadows.push(Shadow {
+                    index,
+                    channel: channel.clone(),
+                    step: self.step_of(step, shadow, &channel, config, limits)?,
+                    digest: shadow.component_digest.clone(),
+                });
+            }
+            steps.push(chain_step);
+        }
+        let stamps = steps
+            .iter()
+            .map(|s| {
+                (
+                    s.plugin.name().to_string(),
+                    s.version.clone(),
+                    format!("sha256:{}", s.plugin.inspection.digest),
+                )
+            })
+            .collect();
+        Ok(ResolvedChain {
+            chain: ShootChain { steps },
+            stamps,
+            shadows,
+            held_back,
+        })
+    }
+}
+
+impl ResolvedChain {
+    /// The chain with one shadow step in place of the current one.
+    pub fn with_shadow(&self, shadow: &Shadow) -> ShootChain {
+        let mut chain = self.chain.clone();
+        chain.steps[shadow.index] = shadow.step.clone();
+        chain
+    }
+}
+
+/// Shared pieces a Runtime reconcile needs to resolve chains.
+#[derive(Clone)]
+pub struct Resolver {
+    pub template: Arc<ChainTemplate>,
+    pub catalog: Arc<Catalog>,
+}
