@@ -141,11 +141,22 @@ pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
     }
 
     if ctx.fetcher.is_some() {
-        let plugins = kube::Api::<Plugin>::all(control.clone())
-            .list_metadata(&Default::default())
-            .await?;
-        ctx.initial_sync
-            .expect(plugins.items.into_iter().filter_map(|p| p.metadata.name));
+        let mut params = kube::api::ListParams::default();
+        if let Some(selector) = &ctx.config.plugin_selector {
+            params = params.labels(selector);
+        }
+        match kube::Api::<Plugin>::all(control.clone())
+            .list_metadata(&params)
+            .await
+        {
+            Ok(plugins) => ctx
+                .initial_sync
+                .expect(plugins.items.into_iter().filter_map(|p| p.metadata.name)),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list Plugins (is the Plugin CRD installed?)");
+                ctx.initial_sync.expect([]);
+            }
+        }
     }
     let controllers = async {
         let plugins = async {

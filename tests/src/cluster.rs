@@ -18,7 +18,7 @@ pub fn apiserver_binary() -> PathBuf {
         })
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

@@ -80,6 +80,7 @@ impl ControlPlane {
         for crd in [
             "runtimes.tessera.dev",
             "runtimekubeconfigs.tessera.dev",
+            "plugins.tessera.dev",
             "shoots.core.gardener.cloud",
         ] {
             wait_established(&garden, crd)?;

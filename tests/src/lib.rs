@@ -4,6 +4,8 @@
 pub mod cluster;
 pub mod env;
 pub mod gardener_sim;
+pub mod probe;
+pub mod registry;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

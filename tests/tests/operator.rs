@@ -2,7 +2,6 @@
 //! plane for the whole binary, one namespace and one host per scenario.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -17,6 +16,7 @@ use tessera::crd::{Runtime, RuntimeKubeconfig, RuntimeState};
 use tessera::gardener::shoot_resource;
 use tessera_tests::env::{ControlPlane, Host};
 use tessera_tests::gardener_sim::{Failure, Script, ShootScript};
+use tessera_tests::probe::{client_for, eventually, http_get, tail};
 
 type Result<T = ()> = std::result::Result<T, String>;
 
@@ -60,31 +60,6 @@ struct Scenario<'a> {
     client: Client,
     runtime_client: Client,
     ns: String,
-}
-
-async fn client_for(kubeconfig: &std::path::Path) -> Client {
-    let kc = Kubeconfig::read_from(kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .unwrap();
-    Client::try_from(config).unwrap()
-}
-
-async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut probe: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let started = Instant::now();
-    loop {
-        if let Some(value) = probe().await {
-            return Ok(value);
-        }
-        if started.elapsed() > limit {
-            return Err(format!("timed out after {limit:?} waiting for {what}"));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 impl<'a> Scenario<'a> {
@@ -182,11 +157,6 @@ impl<'a> Scenario<'a> {
             .map(|l| l.items)
             .unwrap_or_default()
     }
-}
-
-fn tail(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 fn condition<'r>(rt: &'r Runtime, type_: &str) -> Option<&'r tessera::crd::Condition> {
@@ -299,28 +269,6 @@ async fn create_to_ready(cp: &ControlPlane) -> Result {
         http_get(&addr, path).await?;
     }
     Ok(())
-}
-
-async fn http_get(addr: &str, path: &str) -> Result<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| e.to_string())?;
-    stream
-        .write_all(
-            format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut out = String::new();
-    stream
-        .read_to_string(&mut out)
-        .await
-        .map_err(|e| e.to_string())?;
-    if !out.starts_with("HTTP/1.1 200") {
-        return Err(format!("GET {path}: {}", out.lines().next().unwrap_or("")));
-    }
-    Ok(out)
 }
 
 async fn patch_then_noop(cp: &ControlPlane) -> Result {

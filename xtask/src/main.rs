@@ -36,10 +36,12 @@ fn main() -> Result<()> {
 }
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
+    // `cargo run` sets it at run time; the compile-time value can name another checkout
+    // when the target directory is shared (a cached build from a different clone).
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    manifest_dir.parent().unwrap().to_path_buf()
 }
 
 fn cargo() -> Command {

@@ -6,6 +6,7 @@ mod plugin;
 mod registry;
 mod render;
 mod run;
+mod shadow;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -63,6 +64,8 @@ pub enum Command {
     Run(Box<run::RunArgs>),
     /// Print the CustomResourceDefinitions (or write them with --output DIR).
     Crds(crds::CrdsArgs),
+    /// Show how shadow plugin versions would have changed a Runtime's Shoot.
+    Shadow(shadow::ShadowArgs),
 }
 
 pub fn init_tracing(global: &Global) {
@@ -88,14 +91,16 @@ fn runtime(global: &Global) -> anyhow::Result<WasmRuntime> {
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    if let Command::Crds(args) = cli.command {
-        return crds::run(args);
-    }
+    let command = match cli.command {
+        Command::Crds(args) => return crds::run(args),
+        Command::Shadow(args) => return shadow::run(args),
+        other => other,
+    };
     let rt = runtime(&cli.global)?;
-    match cli.command {
+    match command {
         Command::Render(args) => render::run(&rt, args),
         Command::Plugin(command) => plugin::run(&rt, command),
         Command::Run(args) => run::run(rt, *args),
-        Command::Crds(_) => unreachable!("handled above"),
+        Command::Crds(_) | Command::Shadow(_) => unreachable!("handled above"),
     }
 }

@@ -23,9 +23,9 @@ pub async fn push(
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
     let source = file.display().to_string();
     let inspection = rt.inspect(&bytes, &source)?;
-    let kind = inspection
-        .kind
-        .with_context(|| format!("{source} is not a Tessera plugin (it exports no Tessera world)"))?;
+    let kind = inspection.kind.with_context(|| {
+        format!("{source} is not a Tessera plugin (it exports no Tessera world)")
+    })?;
     // Loading proves the component links and answers `info()` before anyone pulls it.
     let info = match kind {
         tessera::wasm::PluginKind::ShootExtension => rt.load(&bytes, &source)?.info.clone(),
@@ -130,7 +130,11 @@ pub async fn inspect_remote(
     let or_dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
     println!("reference:  {}", parsed.whole());
     println!("digest:     {digest}");
-    println!("component:  {} ({} bytes)", artifact.component_digest(), artifact.layer.size);
+    println!(
+        "component:  {} ({} bytes)",
+        artifact.component_digest(),
+        artifact.layer.size
+    );
     println!("name:       {}", or_dash(&m.name));
     println!("version:    {}", or_dash(&m.version));
     println!("kind:       {}", or_dash(&m.kind));
@@ -141,14 +145,20 @@ pub async fn inspect_remote(
 }
 
 fn password() -> Vec<u8> {
-    std::env::var("COSIGN_PASSWORD").unwrap_or_default().into_bytes()
+    std::env::var("COSIGN_PASSWORD")
+        .unwrap_or_default()
+        .into_bytes()
 }
 
 fn read_private_key(key: &Path) -> anyhow::Result<SigStoreKeyPair> {
     let pem = std::fs::read(key).with_context(|| format!("cannot read {}", key.display()))?;
     if String::from_utf8_lossy(&pem).contains("ENCRYPTED") {
-        SigStoreKeyPair::from_encrypted_pem(&pem, &password())
-            .map_err(|e| anyhow::anyhow!("{}: cannot decrypt (is $COSIGN_PASSWORD right?): {e}", key.display()))
+        SigStoreKeyPair::from_encrypted_pem(&pem, &password()).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: cannot decrypt (is $COSIGN_PASSWORD right?): {e}",
+                key.display()
+            )
+        })
     } else {
         SigStoreKeyPair::from_pem(&pem).map_err(|e| anyhow::anyhow!("{}: {e}", key.display()))
     }
@@ -178,7 +188,11 @@ pub async fn verify(args: &RegistryArgs, reference: &str, key: &Path) -> anyhow:
     let signatures = signature::fetch(&registry, &parsed, &digest).await?;
     match policy.verify(&repository_of(&parsed), &digest, &signatures) {
         Ok(outcome) => {
-            println!("verified {}@{digest} with key {}", parsed.whole(), outcome.key);
+            println!(
+                "verified {}@{digest} with key {}",
+                parsed.whole(),
+                outcome.key
+            );
             Ok(ExitCode::SUCCESS)
         }
         Err(message) => bail!(message),
@@ -195,11 +209,16 @@ pub fn keygen(prefix: &Path) -> anyhow::Result<ExitCode> {
     let private = pair
         .private_key_to_encrypted_pem(&password())
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let public = pair.public_key_to_pem().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let public = pair
+        .public_key_to_pem()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let key_path = prefix.with_extension("key");
     let pub_path = prefix.with_extension("pub");
     if key_path.exists() {
-        bail!("{} exists; not overwriting a private key", key_path.display());
+        bail!(
+            "{} exists; not overwriting a private key",
+            key_path.display()
+        );
     }
     std::fs::write(&key_path, private.as_bytes())
         .with_context(|| format!("cannot write {}", key_path.display()))?;

@@ -56,9 +56,11 @@ impl Bars {
 impl Progress for Bars {
     fn start(&self, what: &str, total: u64) {
         let bar = ProgressBar::new(total).with_style(
-            ProgressStyle::with_template("{msg:>24} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}")
-                .expect("template")
-                .progress_chars("=> "),
+            ProgressStyle::with_template(
+                "{msg:>24} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}",
+            )
+            .expect("template")
+            .progress_chars("=> "),
         );
         let label: String = what.chars().take(24).collect();
         bar.set_message(label);

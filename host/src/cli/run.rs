@@ -7,8 +7,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use tessera::controllers::{OperatorConfig, Renderer, Requeue};
-use tessera::operator::{LeaderElection, OperatorOptions, default_identity};
 use tessera::oci::{ContentStore, TrustPolicy};
+use tessera::operator::{LeaderElection, OperatorOptions, default_identity};
 use tessera::plugins::template::Resolver;
 use tessera::plugins::{Catalog, ChainConfig, ChainTemplate, Fetcher, default_plugin_dir};
 
@@ -88,6 +88,9 @@ pub struct RunArgs {
     /// within it, without a restart.
     #[arg(long, default_value = "60s", value_parser = duration)]
     plugin_resync: Duration,
+    /// Only resolve Plugin resources matching this label selector.
+    #[arg(long)]
+    plugin_selector: Option<String>,
     /// Content-addressed store of pulled plugins [default: ~/.cache/tessera/plugins].
     #[arg(long, env = "TESSERA_PLUGIN_STORE")]
     plugin_store: Option<PathBuf>,
@@ -156,6 +159,7 @@ pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
             namespace: args.namespace,
             workers: args.workers,
             plugin_resync: args.plugin_resync,
+            plugin_selector: args.plugin_selector,
         },
         renderer: Renderer {
             wasm,

@@ -53,6 +53,8 @@ pub struct OperatorConfig {
     pub workers: u16,
     /// Re-resolve Plugin tags this often (a moved tag is picked up within it).
     pub plugin_resync: Duration,
+    /// Only resolve Plugins matching this label selector (several installations, tests).
+    pub plugin_selector: Option<String>,
 }
 
 impl Default for OperatorConfig {
@@ -65,6 +67,7 @@ impl Default for OperatorConfig {
             namespace: None,
             workers: 32,
             plugin_resync: Duration::from_secs(60),
+            plugin_selector: None,
         }
     }
 }
@@ -148,7 +151,10 @@ impl InitialSync {
             if set.is_empty() {
                 *pending = None;
                 let elapsed = self.started.get().map(|s| s.elapsed()).unwrap_or_default();
-                tracing::info!(elapsed_ms = elapsed.as_millis() as u64, "plugin catalog ready");
+                tracing::info!(
+                    elapsed_ms = elapsed.as_millis() as u64,
+                    "plugin catalog ready"
+                );
             }
         }
     }

@@ -20,7 +20,8 @@ pub use plugin::{
     ResolvedVersion, Verification,
 };
 pub use runtime::{
-    PluginStamp, ShadowResult, Runtime, RuntimeSpec, RuntimeState, RuntimeStatus, ShootRef};
+    PluginStamp, Runtime, RuntimeSpec, RuntimeState, RuntimeStatus, ShadowResult, ShootRef,
+};
 
 /// API group of every Tessera resource.
 pub const GROUP: &str = "tessera.dev";

@@ -69,11 +69,7 @@ pub struct PluginChannel {
 /// Per-call limits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PluginLimits {
-    #[serde(
-        rename = "memoryMiB",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "memoryMiB", default, skip_serializing_if = "Option::is_none")]
     pub memory_mib: Option<u64>,
     #[serde(rename = "timeoutMs", default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,

@@ -181,7 +181,9 @@ impl PluginArtifact {
         let wasm: Vec<&OciDescriptor> = manifest
             .layers
             .iter()
-            .filter(|l| l.media_type == WASM_LAYER_MEDIA_TYPE || l.media_type == LEGACY_LAYER_MEDIA_TYPE)
+            .filter(|l| {
+                l.media_type == WASM_LAYER_MEDIA_TYPE || l.media_type == LEGACY_LAYER_MEDIA_TYPE
+            })
             .collect();
         let layer = match wasm.as_slice() {
             [one] => (*one).clone(),
@@ -267,8 +269,7 @@ mod tests {
         let mut new = PluginArtifact::build(b"\0asm".to_vec(), &inspection(), Default::default());
         new.artifact.manifest.layers[0].media_type =
             "application/vnd.oci.image.layer.v1.tar+gzip".into();
-        new.artifact.manifest.config.media_type =
-            "application/vnd.oci.image.config.v1+json".into();
+        new.artifact.manifest.config.media_type = "application/vnd.oci.image.config.v1+json".into();
         let bytes = serde_json::to_vec(&new.artifact.manifest).unwrap();
         let err = PluginArtifact::parse("example.com/app:1", bytes).unwrap_err();
         assert!(err.to_string().contains("config media type"), "{err}");

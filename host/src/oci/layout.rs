@@ -124,7 +124,10 @@ pub async fn save(
         }
         for (r, digest, size, signature) in entries {
             // A tagless (digest) reference is saved under its digest as the name.
-            let name = r.tag().map(str::to_string).unwrap_or_else(|| digest.clone());
+            let name = r
+                .tag()
+                .map(str::to_string)
+                .unwrap_or_else(|| digest.clone());
             index
                 .manifests
                 .retain(|e| e.annotations.get(REFERENCE_ANNOTATION) != Some(&r.whole()));
@@ -191,10 +194,15 @@ pub async fn load(
             .is_some_and(|n| n.ends_with(".sig"))
     });
     for entry in entries {
-        let saved = entry
-            .annotations
-            .get(REFERENCE_ANNOTATION)
-            .ok_or_else(|| OciError::io(&dir.join("index.json"), format!("entry {} has no {REFERENCE_ANNOTATION} annotation", entry.digest)))?;
+        let saved = entry.annotations.get(REFERENCE_ANNOTATION).ok_or_else(|| {
+            OciError::io(
+                &dir.join("index.json"),
+                format!(
+                    "entry {} has no {REFERENCE_ANNOTATION} annotation",
+                    entry.digest
+                ),
+            )
+        })?;
         let original = super::client::parse_reference(saved)?;
         let registry_part = registry_host.unwrap_or(original.registry());
         let target = match original.tag() {

@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use oci_client::Reference;
-use oci_client::manifest::{IMAGE_CONFIG_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest};
+use oci_client::manifest::{
+    IMAGE_CONFIG_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest,
+};
 use serde::Deserialize;
 use sigstore::crypto::{CosignVerificationKey, SigStoreSigner, Signature};
 
@@ -109,8 +111,7 @@ impl TrustPolicy {
     /// ```
     pub fn from_file(path: &Path) -> Result<Self, OciError> {
         let text = std::fs::read_to_string(path).map_err(|e| OciError::io(path, e))?;
-        let file: PolicyFile =
-            serde_saphyr::from_str(&text).map_err(|e| OciError::io(path, e))?;
+        let file: PolicyFile = serde_saphyr::from_str(&text).map_err(|e| OciError::io(path, e))?;
         let base = path.parent().unwrap_or(Path::new("."));
         let mut policy = TrustPolicy {
             require_signatures: file.require_signatures,
@@ -180,7 +181,10 @@ impl TrustPolicy {
         let mut reasons = BTreeMap::new();
         for sig in signatures {
             for (id, key) in &rule.keys {
-                match key.verify_signature(Signature::Base64Encoded(sig.signature.as_bytes()), &sig.payload) {
+                match key.verify_signature(
+                    Signature::Base64Encoded(sig.signature.as_bytes()),
+                    &sig.payload,
+                ) {
                     Ok(()) => match payload_digest(&sig.payload) {
                         Some(signed) if signed == digest => {
                             return Ok(VerifyOutcome {
@@ -195,11 +199,18 @@ impl TrustPolicy {
                             );
                         }
                         None => {
-                            reasons.insert("payload", "a signed payload is not a cosign simple-signing payload".to_string());
+                            reasons.insert(
+                                "payload",
+                                "a signed payload is not a cosign simple-signing payload"
+                                    .to_string(),
+                            );
                         }
                     },
                     Err(_) => {
-                        reasons.insert("key", format!("no signature verifies with the key(s) for {}", rule.prefix));
+                        reasons.insert(
+                            "key",
+                            format!("no signature verifies with the key(s) for {}", rule.prefix),
+                        );
                     }
                 }
             }
@@ -311,7 +322,10 @@ pub async fn sign(
         digest,
         StoredSignature {
             payload,
-            signature: base64::Engine::encode(&base64::engine::general_purpose::STANDARD, signature),
+            signature: base64::Engine::encode(
+                &base64::engine::general_purpose::STANDARD,
+                signature,
+            ),
         },
     )
     .await
@@ -333,7 +347,10 @@ pub async fn push_signature_layer(
     let mut layers: Vec<OciDescriptor> = existing.map(|(_, m)| m.layers).unwrap_or_default();
     if layers.iter().any(|l| {
         l.digest == sha256_digest(&sig.payload)
-            && l.annotations.as_ref().and_then(|a| a.get(SIGNATURE_ANNOTATION)) == Some(&sig.signature)
+            && l.annotations
+                .as_ref()
+                .and_then(|a| a.get(SIGNATURE_ANNOTATION))
+                == Some(&sig.signature)
     }) {
         return Ok(sig_ref.whole());
     }
@@ -392,23 +409,42 @@ mod tests {
         let signature = signer.sign(&payload).unwrap();
         StoredSignature {
             payload,
-            signature: base64::Engine::encode(&base64::engine::general_purpose::STANDARD, signature),
+            signature: base64::Engine::encode(
+                &base64::engine::general_purpose::STANDARD,
+                signature,
+            ),
         }
     }
 
     #[test]
     fn verifies_only_the_named_digest_with_the_right_key() {
-        let signer = SigningScheme::ECDSA_P256_SHA256_ASN1.create_signer().unwrap();
-        let other = SigningScheme::ECDSA_P256_SHA256_ASN1.create_signer().unwrap();
-        let pem = signer.to_sigstore_keypair().unwrap().public_key_to_pem().unwrap();
+        let signer = SigningScheme::ECDSA_P256_SHA256_ASN1
+            .create_signer()
+            .unwrap();
+        let other = SigningScheme::ECDSA_P256_SHA256_ASN1
+            .create_signer()
+            .unwrap();
+        let pem = signer
+            .to_sigstore_keypair()
+            .unwrap()
+            .public_key_to_pem()
+            .unwrap();
         let mut policy = TrustPolicy::default();
         policy.add_key("r/", &pem).unwrap();
         let digest = sha256_digest(b"manifest");
         let good = signed(&signer, &digest);
-        assert!(policy.verify("r/p", &digest, std::slice::from_ref(&good)).is_ok());
-        let err = policy.verify("r/p", &sha256_digest(b"other"), &[good]).unwrap_err();
+        assert!(
+            policy
+                .verify("r/p", &digest, std::slice::from_ref(&good))
+                .is_ok()
+        );
+        let err = policy
+            .verify("r/p", &sha256_digest(b"other"), &[good])
+            .unwrap_err();
         assert!(err.contains("another digest"), "{err}");
-        let err = policy.verify("r/p", &digest, &[signed(&other, &digest)]).unwrap_err();
+        let err = policy
+            .verify("r/p", &digest, &[signed(&other, &digest)])
+            .unwrap_err();
         assert!(err.contains("no signature verifies"), "{err}");
         let err = policy.verify("r/p", &digest, &[]).unwrap_err();
         assert!(err.contains("not signed"), "{err}");

@@ -91,9 +91,7 @@ impl ContentStore {
     /// Signatures stored for manifest `digest`.
     pub fn signatures(&self, digest: &str) -> Vec<StoredSignature> {
         sha256_hex(digest)
-            .and_then(|hex| {
-                fs::read(self.root.join("signatures").join(format!("{hex}.json"))).ok()
-            })
+            .and_then(|hex| fs::read(self.root.join("signatures").join(format!("{hex}.json"))).ok())
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
             .unwrap_or_default()
     }

@@ -116,7 +116,9 @@ impl ShootChain {
         let mut steps = Vec::new();
         for name in config.order() {
             let settings = config.plugins.get(&name).cloned().unwrap_or_default();
-            steps.push(file_step(rt, config, plugin_dir, &name, &settings, defaults)?);
+            steps.push(file_step(
+                rt, config, plugin_dir, &name, &settings, defaults,
+            )?);
         }
         Ok(Self { steps })
     }

@@ -66,11 +66,14 @@ impl PluginEntry {
 
     /// A loaded version with this component digest (to keep a version a Runtime has).
     pub fn by_component(&self, digest: &str) -> Option<&Resolved> {
-        self.versions.values().find(|r| r.component_digest == digest)
+        self.versions
+            .values()
+            .find(|r| r.component_digest == digest)
     }
 
-    /// (channel, current digest, shadow digest) — what Runtimes must react to.
-    fn fingerprint(&self) -> Vec<(String, String, Option<String>)> {
+    /// What Runtimes must react to: per channel the current and shadow digests and
+    /// whether downgrades are allowed.
+    fn fingerprint(&self) -> Vec<(String, String, Option<String>, bool)> {
         self.channels
             .iter()
             .map(|(name, c)| {
@@ -78,6 +81,7 @@ impl PluginEntry {
                     name.clone(),
                     c.current.component_digest.clone(),
                     c.shadow.as_ref().map(|s| s.component_digest.clone()),
+                    c.allow_downgrade,
                 )
             })
             .collect()

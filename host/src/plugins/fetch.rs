@@ -92,7 +92,11 @@ impl Fetcher {
             // asked when they are missing or no longer verify (e.g. the key changed).
             let stored = self.store.signatures(manifest_digest);
             let offline = (stored_manifest.is_some() && !stored.is_empty())
-                .then(|| self.policy.verify(&repository, manifest_digest, &stored).ok())
+                .then(|| {
+                    self.policy
+                        .verify(&repository, manifest_digest, &stored)
+                        .ok()
+                })
                 .flatten();
             let outcome = match offline {
                 Some(outcome) => outcome,
@@ -112,7 +116,10 @@ impl Fetcher {
         let artifact = match stored_manifest {
             Some(bytes) => PluginArtifact::parse(reference, bytes)?,
             None => {
-                let artifact = self.registry.pull_artifact(&parsed, manifest_digest).await?;
+                let artifact = self
+                    .registry
+                    .pull_artifact(&parsed, manifest_digest)
+                    .await?;
                 self.store.put(&artifact.manifest_bytes)?;
                 artifact
             }

@@ -136,7 +136,12 @@ impl ChainTemplate {
     /// A template of file steps only.
     pub fn fixed(chain: &ShootChain) -> Self {
         Self {
-            steps: chain.steps.iter().cloned().map(TemplateStep::Fixed).collect(),
+            steps: chain
+                .steps
+                .iter()
+                .cloned()
+                .map(TemplateStep::Fixed)
+                .collect(),
             default_channel: DEFAULT_CHANNEL.to_string(),
             defaults: Limits::default(),
         }
@@ -149,11 +154,21 @@ impl ChainTemplate {
             .any(|s| matches!(s, TemplateStep::Registry(_)))
     }
 
-    fn step_of(&self, step: &RegistryStep, resolved: &Resolved, channel: &str, config: Option<&serde_json::Value>, limits: LimitsOverride) -> Result<ChainStep, Unavailable> {
+    fn step_of(
+        &self,
+        step: &RegistryStep,
+        resolved: &Resolved,
+        channel: &str,
+        config: Option<&serde_json::Value>,
+        limits: LimitsOverride,
+    ) -> Result<ChainStep, Unavailable> {
         let Loaded::Extension(plugin) = &resolved.loaded else {
             return Err(Unavailable {
                 plugin: step.plugin.clone(),
-                message: format!("Plugin {} is a module reconciler, not a shoot extension", step.plugin),
+                message: format!(
+                    "Plugin {} is a module reconciler, not a shoot extension",
+                    step.plugin
+                ),
             });
         };
         if plugin.name() != step.name {

@@ -13,7 +13,11 @@ use crate::crd::Plugin;
 /// Run the Plugin controller until shutdown.
 pub async fn run(ctx: Arc<Context>) {
     let plugins: Api<Plugin> = Api::all(ctx.client.clone());
-    Controller::new(plugins, watcher::Config::default().any_semantic())
+    let mut config = watcher::Config::default().any_semantic();
+    if let Some(selector) = &ctx.config.plugin_selector {
+        config = config.labels(selector);
+    }
+    Controller::new(plugins, config)
         .with_config(kube::runtime::controller::Config::default().concurrency(4))
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)

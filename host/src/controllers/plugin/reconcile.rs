@@ -47,7 +47,10 @@ fn validate(spec: &PluginSpec) -> Result<PluginKind, String> {
     let mut channels = BTreeSet::new();
     for (i, c) in spec.channels.iter().enumerate() {
         if !channels.insert(c.name.as_str()) {
-            return Err(format!("spec.channels[{i}].name: {} is listed twice", c.name));
+            return Err(format!(
+                "spec.channels[{i}].name: {} is listed twice",
+                c.name
+            ));
         }
         if !seen.contains(c.version.as_str()) {
             return Err(format!(
@@ -166,7 +169,9 @@ pub async fn reconcile(plugin: Arc<Plugin>, ctx: Arc<Context>) -> Result<Action,
                 match &pinned {
                     // Registry down: the pinned digest still names the right bytes.
                     Some(p) => {
-                        st.error = Some(format!("cannot resolve the reference now, using the pinned digest: {err}"));
+                        st.error = Some(format!(
+                            "cannot resolve the reference now, using the pinned digest: {err}"
+                        ));
                         p.clone()
                     }
                     None => {
@@ -183,7 +188,10 @@ pub async fn reconcile(plugin: Arc<Plugin>, ctx: Arc<Context>) -> Result<Action,
             events.push((
                 EventType::Normal,
                 "DigestChanged",
-                format!("version {} ({}) moved from {p} to {digest}", v.version, v.reference),
+                format!(
+                    "version {} ({}) moved from {p} to {digest}",
+                    v.version, v.reference
+                ),
             ));
         }
         st.digest = Some(digest.clone());
@@ -273,9 +281,7 @@ pub async fn reconcile(plugin: Arc<Plugin>, ctx: Arc<Context>) -> Result<Action,
             },
             None => None,
         };
-        cs.ready = current
-            .as_ref()
-            .is_some_and(|r| r.version == c.version)
+        cs.ready = current.as_ref().is_some_and(|r| r.version == c.version)
             && (c.shadow.is_none() || shadow.is_some());
         cs.component_digest = current.as_ref().map(|r| r.component_digest.clone());
         cs.shadow_digest = shadow.as_ref().map(|r| r.component_digest.clone());
@@ -378,7 +384,17 @@ pub async fn reconcile(plugin: Arc<Plugin>, ctx: Arc<Context>) -> Result<Action,
             action: "Resolve".into(),
             secondary: None,
         };
-        if let Err(e) = ctx.recorder.publish(&event, &reference).await {
+        let published = match ctx.recorder.publish(&event, &reference).await {
+            // API servers before 1.22 refuse events about cluster-scoped objects unless the
+            // reference carries the event's namespace.
+            Err(kube::Error::Api(e)) if e.code == 422 => {
+                let mut in_default = reference.clone();
+                in_default.namespace = Some("default".into());
+                ctx.recorder.publish(&event, &in_default).await
+            }
+            other => other,
+        };
+        if let Err(e) = published {
             tracing::debug!(plugin = %name, error = %e, "event not published");
         }
     }

@@ -42,9 +42,7 @@ pub async fn run(ctx: Arc<Context>) {
             },
         )
         // A channel of a registry plugin changed: every Runtime checks its chain.
-        .reconcile_all_on(
-            tokio_stream_of(ctx.renderer.resolver.catalog.subscribe()),
-        )
+        .reconcile_all_on(tokio_stream_of(ctx.renderer.resolver.catalog.subscribe()))
         .with_config(kube::runtime::controller::Config::default().concurrency(ctx.config.workers))
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)

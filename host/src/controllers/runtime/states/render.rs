@@ -25,7 +25,12 @@ fn channel_choice(m: &Machine) -> ChannelChoice {
         all: annotations.get(labels::CHANNEL).cloned(),
         per_plugin: annotations
             .iter()
-            .filter_map(|(k, v)| Some((k.strip_prefix(labels::CHANNEL_PREFIX)?.to_string(), v.clone())))
+            .filter_map(|(k, v)| {
+                Some((
+                    k.strip_prefix(labels::CHANNEL_PREFIX)?.to_string(),
+                    v.clone(),
+                ))
+            })
             .collect(),
         allow_downgrade: m.annotated(labels::ALLOW_DOWNGRADE),
     }
@@ -196,7 +201,11 @@ async fn render_shadows(
         m.ctx
             .metrics
             .shadow_renders
-            .with_label_values(&[plugin.as_str(), shadow.step.version.as_str(), &result.to_lowercase()])
+            .with_label_values(&[
+                plugin.as_str(),
+                shadow.step.version.as_str(),
+                &result.to_lowercase(),
+            ])
             .inc();
         let total = diff.len();
         let mut diff: Vec<String> = diff.into_iter().take(MAX_DIFF_LINES).collect();

@@ -54,7 +54,10 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
             if shadows.is_empty() {
                 m.status.shadow.clear();
             }
-            (plugins_changed, shadows_changed && !chain.shadows.is_empty())
+            (
+                plugins_changed,
+                shadows_changed && !chain.shadows.is_empty(),
+            )
         }
         // Only a render needs the plugins; a settled Runtime waits where it is.
         Err(err) if behind || forced => return Ok(super::render::wait_for_plugins(m, &err)),

@@ -1,0 +1,65 @@
+//! Waiting and probing helpers shared by the integration tests.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+type Result<T> = std::result::Result<T, String>;
+
+/// A client from a kubeconfig file.
+pub async fn client_for(kubeconfig: &std::path::Path) -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    Client::try_from(config).unwrap()
+}
+
+/// Poll `probe` every 200 ms until it returns `Some`, or fail after `limit`.
+pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut probe: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(value) = probe().await {
+            return Ok(value);
+        }
+        if started.elapsed() > limit {
+            return Err(format!("timed out after {limit:?} waiting for {what}"));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The last `n` lines of `text`.
+pub fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// GET `path` from `addr` over plain HTTP/1.1; the response must be 200.
+pub async fn http_get(addr: &str, path: &str) -> Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut out = String::new();
+    stream
+        .read_to_string(&mut out)
+        .await
+        .map_err(|e| e.to_string())?;
+    if !out.starts_with("HTTP/1.1 200") {
+        return Err(format!("GET {path}: {}", out.lines().next().unwrap_or("")));
+    }
+    Ok(out)
+}

@@ -1,0 +1,135 @@
+//! A real OCI registry for the tests: Debian's `docker-registry` (the CNCF distribution
+//! server) on 127.0.0.1 with a temporary config and filesystem storage.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running registry; stopped on drop.
+pub struct TestRegistry {
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+/// `docker-registry` from $TESSERA_REGISTRY_BIN or the PATH.
+fn registry_bin() -> PathBuf {
+    std::env::var_os("TESSERA_REGISTRY_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("docker-registry"))
+}
+
+impl TestRegistry {
+    /// Start on a free loopback port.
+    pub fn start() -> Result<Self, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let port = crate::cluster::free_port();
+        let mut registry = Self {
+            child: None,
+            dir,
+            port,
+        };
+        registry.restart()?;
+        Ok(registry)
+    }
+
+    /// `127.0.0.1:<port>`.
+    pub fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Where blobs live: `<storage>/docker/registry/v2/blobs/sha256/<ab>/<hex>/data`.
+    pub fn blob_path(&self, digest: &str) -> PathBuf {
+        let hex = digest.trim_start_matches("sha256:");
+        self.storage()
+            .join("docker/registry/v2/blobs/sha256")
+            .join(&hex[..2])
+            .join(hex)
+            .join("data")
+    }
+
+    fn storage(&self) -> PathBuf {
+        self.dir.path().join("storage")
+    }
+
+    /// Stop the server (storage is kept).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// (Re)start the server on the same port and storage, and wait until it answers.
+    pub fn restart(&mut self) -> Result<(), String> {
+        self.stop();
+        let config = self.dir.path().join("config.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog: {{level: warn}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\n  delete: {{enabled: true}}\nhttp: {{addr: 127.0.0.1:{}}}\n",
+                self.storage().display(),
+                self.port
+            ),
+        )
+        .map_err(|e| e.to_string())?;
+        let log = std::fs::File::create(self.dir.path().join("registry.log"))
+            .map_err(|e| e.to_string())?;
+        let child = Command::new(registry_bin())
+            .arg("serve")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| {
+                format!(
+                    "cannot start {}: {e} (install Debian's docker-registry)",
+                    registry_bin().display()
+                )
+            })?;
+        self.child = Some(child);
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(15) {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(format!(
+            "registry did not listen on {} within 15 s: {}",
+            self.host(),
+            self.log()
+        ))
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default()
+    }
+
+    /// The temporary directory (for the tests' own files).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for TestRegistry {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A build of the `stamp` test guest that writes `value` (at most 8 bytes) instead of
+/// `v1`: same code, different bytes, so a different digest and a different Shoot.
+pub fn stamp_variant(component: &[u8], value: &str) -> Vec<u8> {
+    assert!(value.len() <= 8);
+    let marker = b"STAMP:v1______";
+    let at = component
+        .windows(marker.len())
+        .position(|w| w == marker)
+        .expect("the stamp guest's marker");
+    let mut out = component.to_vec();
+    let mut replacement = format!("STAMP:{value}").into_bytes();
+    replacement.resize(marker.len(), b'_');
+    out[at..at + marker.len()].copy_from_slice(&replacement);
+    out
+}

@@ -1,0 +1,868 @@
+//! Plugins from a real OCI registry (Debian's docker-registry on loopback): the CLI's
+//! push/pull/inspect/sign/save/load, and the host's Plugin resources — channels, moved
+//! tags, downgrades, shadow versions, signatures, tampering, a registry that goes away.
+//! One control plane for the binary; each scenario has its own registry, namespace,
+//! Plugin label and host.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event, Namespace};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use libtest_mimic::{Arguments, Failed, Trial};
+use serde_json::{Value, json};
+use tessera::crd::{ConditionStatus, Plugin, Runtime, RuntimeState};
+use tessera::gardener::shoot_resource;
+use tessera::plugins::FIRST_PARTY;
+use tessera_tests::env::{ControlPlane, Host, tessera_bin};
+use tessera_tests::gardener_sim::Script;
+use tessera_tests::probe::{client_for, eventually, http_get, tail};
+use tessera_tests::registry::{TestRegistry, stamp_variant};
+
+type Result<T = ()> = std::result::Result<T, String>;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn stamp_component() -> Vec<u8> {
+    std::fs::read(tessera_tests::test_plugin_dir().join("stamp.wasm")).expect("stamp.wasm")
+}
+
+/// Run the `tessera` CLI; stdout on success, stdout+stderr in the error.
+fn cli(args: &[&str], env: &[(&str, &str)]) -> Result<String> {
+    let out = Command::new(tessera_bin())
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .map_err(|e| e.to_string())?;
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    if !out.status.success() {
+        return Err(format!(
+            "tessera {}: {}\n{stdout}{}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(stdout)
+}
+
+/// `tessera plugin push` of `bytes`; returns the manifest digest.
+fn push(dir: &Path, bytes: &[u8], reference: &str, version: &str) -> Result<String> {
+    let file = dir.join(format!("push-{}.wasm", reference.replace(['/', ':'], "_")));
+    std::fs::write(&file, bytes).map_err(|e| e.to_string())?;
+    let out = cli(
+        &[
+            "plugin",
+            "push",
+            &file.display().to_string(),
+            reference,
+            "--version",
+            version,
+        ],
+        &[],
+    )?;
+    Ok(out.trim().to_string())
+}
+
+fn keygen(dir: &Path, name: &str) -> Result<(PathBuf, PathBuf)> {
+    let prefix = dir.join(name);
+    cli(
+        &[
+            "plugin",
+            "keygen",
+            "--output-prefix",
+            &prefix.display().to_string(),
+        ],
+        &[("COSIGN_PASSWORD", "secret")],
+    )?;
+    Ok((prefix.with_extension("key"), prefix.with_extension("pub")))
+}
+
+fn sign(reference: &str, key: &Path) -> Result {
+    cli(
+        &[
+            "plugin",
+            "sign",
+            reference,
+            "--key",
+            &key.display().to_string(),
+        ],
+        &[("COSIGN_PASSWORD", "secret")],
+    )
+    .map(|_| ())
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
+}
+
+struct Scenario<'a> {
+    cp: &'a ControlPlane,
+    client: Client,
+    ns: String,
+    registry: TestRegistry,
+    /// Label selector of the Plugins this scenario's hosts resolve.
+    selector: String,
+}
+
+impl<'a> Scenario<'a> {
+    async fn new(cp: &'a ControlPlane, ns: &str) -> Result<Self> {
+        let client = client_for(&cp.garden.kubeconfig).await;
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let _ = namespaces
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({ "metadata": { "name": ns } })).unwrap(),
+            )
+            .await;
+        Ok(Self {
+            cp,
+            client,
+            ns: ns.to_string(),
+            registry: TestRegistry::start()?,
+            selector: format!("tessera.dev/test={ns}"),
+        })
+    }
+
+    fn repo(&self, name: &str) -> String {
+        format!("{}/{}/{name}", self.registry.host(), self.ns)
+    }
+
+    fn dir(&self) -> &Path {
+        self.registry.dir()
+    }
+
+    /// A host whose chain ends with the registry step `stamp` from Plugin `plugin`.
+    fn host(&self, name: &str, plugin: &str, extra: &[&str]) -> Host {
+        let mut chain: Vec<Value> = FIRST_PARTY.iter().map(|p| json!(p)).collect();
+        chain.push(json!("stamp"));
+        let config = json!({
+            "chain": chain,
+            "plugins": { "stamp": { "source": "registry", "plugin": plugin } },
+        });
+        let config_path = self.dir().join(format!("chain-{name}.yaml"));
+        std::fs::write(&config_path, config.to_string()).unwrap();
+        let config_path = config_path.display().to_string();
+        let store = self.dir().join("store").display().to_string();
+        let selector = self.selector.clone();
+        let mut args = vec![
+            "--namespace",
+            &self.ns,
+            "--requeue-retry",
+            "1s",
+            "--requeue-error",
+            "1s",
+            "--lease-duration",
+            "6s",
+            "--plugin-resync",
+            "1s",
+            "--plugin-store",
+            &store,
+            "--plugin-selector",
+            &selector,
+            "--config",
+            &config_path,
+        ];
+        args.extend_from_slice(extra);
+        self.cp.host(&format!("{}-{name}", self.ns), &args)
+    }
+
+    fn plugins(&self) -> Api<Plugin> {
+        Api::all(self.client.clone())
+    }
+
+    fn runtimes(&self) -> Api<Runtime> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    fn shoots(&self) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), "garden-kyma-dev", &shoot_resource())
+    }
+
+    /// Create or replace (apply) Plugin `name` with `spec`, labelled for this scenario.
+    async fn apply_plugin(&self, name: &str, spec: Value) -> Result {
+        let doc = json!({
+            "apiVersion": "tessera.dev/v1alpha1",
+            "kind": "Plugin",
+            "metadata": { "name": name, "labels": { "tessera.dev/test": self.ns } },
+            "spec": spec,
+        });
+        self.plugins()
+            .patch(
+                name,
+                &PatchParams::apply("plugin-test").force(),
+                &Patch::Apply(&doc),
+            )
+            .await
+            .map_err(|e| format!("apply Plugin {name}: {e}"))?;
+        Ok(())
+    }
+
+    async fn plugin_ready(&self, name: &str, host: &Host) -> Result<Plugin> {
+        eventually(&format!("Plugin {name} Ready"), LIMIT, || async {
+            let p = self.plugins().get(name).await.ok()?;
+            let st = p.status.as_ref()?;
+            let ready = st.conditions.iter().any(|c| {
+                c.type_ == "Ready"
+                    && c.status == ConditionStatus::True
+                    && c.observed_generation == p.metadata.generation
+            });
+            (ready && st.channels.iter().all(|c| c.ready)).then_some(p)
+        })
+        .await
+        .map_err(|e| self.explain_plugin(e, name, host))
+    }
+
+    async fn plugin_error(&self, name: &str, needle: &str, host: &Host) -> Result<Plugin> {
+        eventually(
+            &format!("Plugin {name} error {needle:?}"),
+            LIMIT,
+            || async {
+                let p = self.plugins().get(name).await.ok()?;
+                let err = p.status.as_ref()?.last_error.clone()?;
+                err.contains(needle).then_some(p)
+            },
+        )
+        .await
+        .map_err(|e| self.explain_plugin(e, name, host))
+    }
+
+    fn explain_plugin(&self, e: String, name: &str, host: &Host) -> String {
+        let status = futures::executor::block_on(self.plugins().get(name))
+            .ok()
+            .and_then(|p| serde_json::to_string_pretty(&p.status).ok());
+        format!(
+            "{e}\nstatus: {}\nhost log tail:\n{}",
+            status.unwrap_or_default(),
+            tail(&host.logs(), 30)
+        )
+    }
+
+    fn manifest(&self, id: &str, shoot: &str) -> Value {
+        let text =
+            std::fs::read_to_string(tessera_tests::workspace().join("examples/runtime-aws.yaml"))
+                .unwrap();
+        let mut doc: Value = serde_saphyr::from_str(&text).unwrap();
+        doc["metadata"] =
+            json!({ "name": id, "namespace": self.ns, "labels": doc["metadata"]["labels"] });
+        doc["spec"]["shoot"]["name"] = shoot.into();
+        doc
+    }
+
+    async fn create_runtime(&self, id: &str, shoot: &str, annotations: Value) -> Result {
+        let mut doc = self.manifest(id, shoot);
+        doc["metadata"]["annotations"] = annotations;
+        let runtime: Runtime = serde_json::from_value(doc).map_err(|e| e.to_string())?;
+        self.runtimes()
+            .create(&PostParams::default(), &runtime)
+            .await
+            .map_err(|e| format!("create Runtime: {e}"))?;
+        Ok(())
+    }
+
+    async fn wait_ready(&self, id: &str, host: &Host) -> Result<Runtime> {
+        eventually(&format!("Runtime {id} Ready"), LIMIT, || async {
+            let rt = self.runtimes().get(id).await.ok()?;
+            (rt.status.as_ref()?.state == Some(RuntimeState::Ready)).then_some(rt)
+        })
+        .await
+        .map_err(|e| self.explain_runtime(e, id, host))
+    }
+
+    fn explain_runtime(&self, e: String, id: &str, host: &Host) -> String {
+        let status = futures::executor::block_on(self.runtimes().get(id))
+            .ok()
+            .and_then(|r| serde_json::to_string_pretty(&r.status).ok());
+        format!(
+            "{e}\nstatus: {}\nhost log tail:\n{}",
+            status.unwrap_or_default(),
+            tail(&host.logs(), 30)
+        )
+    }
+
+    /// Wait until Shoot `shoot` carries `tessera.dev/stamp: value`.
+    async fn wait_stamp(&self, shoot: &str, value: &str, host: &Host) -> Result<DynamicObject> {
+        eventually(&format!("Shoot {shoot} stamp {value}"), LIMIT, || async {
+            let s = self.shoots().get(shoot).await.ok()?;
+            (s.annotations().get("tessera.dev/stamp").map(String::as_str) == Some(value))
+                .then_some(s)
+        })
+        .await
+        .map_err(|e| {
+            let now = futures::executor::block_on(self.shoots().get(shoot))
+                .ok()
+                .and_then(|s| s.annotations().get("tessera.dev/stamp").cloned());
+            format!(
+                "{e} (now {now:?})\nhost log tail:\n{}",
+                tail(&host.logs(), 30)
+            )
+        })
+    }
+
+    async fn events(&self, object: &str, reason: &str) -> Vec<Event> {
+        let api: Api<Event> = Api::all(self.client.clone());
+        api.list(&ListParams::default().fields(&format!("involvedObject.name={object}")))
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some(reason))
+            .collect()
+    }
+}
+
+/// CLI round trips against a real registry: push/inspect/pull, an artifact pushed by
+/// another OCI client, signatures, a tampered blob, save/load into a second registry.
+async fn cli_round_trips(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "p-cli").await?;
+    let v1 = stamp_component();
+    let reference = format!("{}:1.0.0", s.repo("stamp"));
+    let digest = push(s.dir(), &v1, &reference, "1.0.0")?;
+    if !digest.starts_with("sha256:") {
+        return Err(format!("push printed {digest:?}"));
+    }
+    let inspect: Value =
+        serde_json::from_str(&cli(&["plugin", "inspect", &reference, "--json"], &[])?)
+            .map_err(|e| e.to_string())?;
+    for (field, want) in [
+        ("/digest", json!(digest)),
+        ("/componentDigest", json!(sha256(&v1))),
+        ("/mediaType", json!("application/wasm")),
+        (
+            "/configMediaType",
+            json!("application/vnd.wasm.config.v0+json"),
+        ),
+        ("/meta/version", json!("1.0.0")),
+        ("/meta/kind", json!("shoot-extension")),
+        ("/meta/name", json!("stamp")),
+        ("/meta/contract", json!("0.1.0")),
+    ] {
+        if inspect.pointer(field) != Some(&want) {
+            return Err(format!("inspect {field}: {inspect}"));
+        }
+    }
+    let out = s.dir().join("pulled.wasm");
+    cli(
+        &[
+            "plugin",
+            "pull",
+            &reference,
+            "-o",
+            &out.display().to_string(),
+        ],
+        &[],
+    )?;
+    if std::fs::read(&out).map_err(|e| e.to_string())? != v1 {
+        return Err("pulled bytes differ from pushed bytes".into());
+    }
+
+    // Another client, the Wasm OCI layout only (no Tessera annotations).
+    let other = format!("{}:other", s.repo("labels"));
+    let labels = std::fs::read(tessera_tests::plugin_dir().join("labels.wasm")).unwrap();
+    push_with_oci_client(&other, &labels).await?;
+    let out2 = s.dir().join("other.wasm");
+    cli(
+        &["plugin", "pull", &other, "-o", &out2.display().to_string()],
+        &[],
+    )?;
+    if std::fs::read(&out2).map_err(|e| e.to_string())? != labels {
+        return Err("artifact of another client: bytes differ".into());
+    }
+    let text = cli(&["plugin", "inspect", &out2.display().to_string()], &[])?;
+    if !text.contains("kind:      shoot-extension") {
+        return Err(format!(
+            "the pulled component does not inspect as a plugin:\n{text}"
+        ));
+    }
+
+    // Signatures.
+    let (key, public) = keygen(s.dir(), "cosign")?;
+    let (_, other_public) = keygen(s.dir(), "other")?;
+    let verify = |key: &Path| {
+        cli(
+            &[
+                "plugin",
+                "verify",
+                &reference,
+                "--key",
+                &key.display().to_string(),
+            ],
+            &[],
+        )
+    };
+    if verify(&public).is_ok() {
+        return Err("an unsigned plugin verified".into());
+    }
+    sign(&reference, &key)?;
+    verify(&public)?;
+    let wrong = verify(&other_public)
+        .err()
+        .ok_or("verified with the wrong key")?;
+    if !wrong.contains("no signature verifies") {
+        return Err(format!("wrong key: {wrong}"));
+    }
+
+    // Tampering: the registry serves changed bytes under the old digest.
+    let tampered_ref = format!("{}:tampered", s.repo("stamp"));
+    let variant = stamp_variant(&v1, "tamper");
+    push(s.dir(), &variant, &tampered_ref, "1.0.1")?;
+    let blob = s.registry.blob_path(&sha256(&variant));
+    std::fs::write(&blob, stamp_variant(&v1, "evil")).map_err(|e| e.to_string())?;
+    let refused = cli(&["plugin", "pull", &tampered_ref, "-o", "/dev/null"], &[])
+        .err()
+        .ok_or("a tampered blob was pulled")?;
+    if !refused.contains("does not match its digest") {
+        return Err(format!("tampered pull: {refused}"));
+    }
+
+    // Air gap: save (with the signature), load into another registry, verify there.
+    let layout = s.dir().join("layout");
+    let saved = cli(
+        &[
+            "plugin",
+            "save",
+            &reference,
+            "-o",
+            &layout.display().to_string(),
+        ],
+        &[],
+    )?;
+    if !saved.contains("(signature)") {
+        return Err(format!("save did not take the signature:\n{saved}"));
+    }
+    let second = TestRegistry::start()?;
+    cli(
+        &[
+            "plugin",
+            "load",
+            &layout.display().to_string(),
+            "--to",
+            &second.host(),
+        ],
+        &[],
+    )?;
+    let moved = reference.replace(&s.registry.host(), &second.host());
+    let inspect2: Value =
+        serde_json::from_str(&cli(&["plugin", "inspect", &moved, "--json"], &[])?)
+            .map_err(|e| e.to_string())?;
+    if inspect2["digest"] != json!(digest) || inspect2["signatures"] != json!(1) {
+        return Err(format!("after load: {inspect2}"));
+    }
+    cli(
+        &[
+            "plugin",
+            "verify",
+            &moved,
+            "--key",
+            &public.display().to_string(),
+        ],
+        &[],
+    )?;
+    Ok(())
+}
+
+/// Push with oci-client directly: what `wkg` or another tool would write.
+async fn push_with_oci_client(reference: &str, component: &[u8]) -> Result {
+    use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+    use oci_client::manifest::OciImageManifest;
+    use oci_client::secrets::RegistryAuth;
+    let _ = rustls_provider();
+    let client = oci_client::Client::new(ClientConfig {
+        protocol: ClientProtocol::Http,
+        ..Default::default()
+    });
+    let parsed: oci_client::Reference = reference.parse().map_err(|e| format!("{e}"))?;
+    let layer = ImageLayer::new(component.to_vec(), "application/wasm".into(), None);
+    let config = Config::new(
+        br#"{"architecture":"wasm","os":"wasip2","layerDigests":[]}"#.to_vec(),
+        "application/vnd.wasm.config.v0+json".into(),
+        None,
+    );
+    let manifest = OciImageManifest::build(std::slice::from_ref(&layer), &config, None);
+    client
+        .push(
+            &parsed,
+            &[layer],
+            config,
+            &RegistryAuth::Anonymous,
+            Some(manifest),
+        )
+        .await
+        .map_err(|e| format!("oci-client push: {e}"))?;
+    Ok(())
+}
+
+fn rustls_provider() -> bool {
+    tessera::oci::Registry::new(Default::default());
+    true
+}
+
+/// Channels, a moved tag, a channel switch, a refused downgrade, a shadow version.
+async fn channels_reload_shadow(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "p-chan").await?;
+    let v1 = stamp_component();
+    let repo = s.repo("stamp");
+    push(s.dir(), &v1, &format!("{repo}:1.0.0"), "1.0.0")?;
+    let plugin = "p-chan-stamp";
+    s.apply_plugin(
+        plugin,
+        json!({
+            "kind": "shoot-extension",
+            "versions": [{ "version": "1.0.0", "ref": format!("{repo}:1.0.0") }],
+            "channels": [{ "name": "regular", "version": "1.0.0" }],
+        }),
+    )
+    .await?;
+    let host = s.host("a", plugin, &[]);
+    let p = s.plugin_ready(plugin, &host).await?;
+    let st = p.status.clone().unwrap();
+    if st.versions[0].component_digest.as_deref() != Some(sha256(&v1).as_str())
+        || st.summary.as_deref() != Some("regular=1.0.0")
+    {
+        return Err(format!("Plugin status: {st:?}"));
+    }
+    s.create_runtime("rt-a", "chan-a", json!({})).await?;
+    let rt = s.wait_ready("rt-a", &host).await?;
+    s.wait_stamp("chan-a", "v1", &host).await?;
+    let stamp = rt
+        .status
+        .unwrap()
+        .plugins
+        .into_iter()
+        .find(|p| p.name == "stamp");
+    match &stamp {
+        Some(p)
+            if p.version == "1.0.0"
+                && p.digest == sha256(&v1)
+                && p.channel.as_deref() == Some("regular") => {}
+        other => return Err(format!("status.plugins stamp: {other:?}")),
+    }
+
+    // The tag moves: new bytes on regular without a restart.
+    let v2 = stamp_variant(&v1, "v2");
+    push(s.dir(), &v2, &format!("{repo}:1.0.0"), "1.0.0")?;
+    s.wait_stamp("chan-a", "v2", &host).await?;
+    eventually("a DigestChanged Event", LIMIT, || async {
+        (!s.events(plugin, "DigestChanged").await.is_empty()).then_some(())
+    })
+    .await
+    .map_err(|e| s.explain_plugin(e, plugin, &host))?;
+
+    // A fast channel with 1.1.0; the Runtime switches to it by annotation.
+    let v3 = stamp_variant(&v1, "v3");
+    push(s.dir(), &v3, &format!("{repo}:1.1.0"), "1.1.0")?;
+    let versions = json!([
+        { "version": "1.0.0", "ref": format!("{repo}:1.0.0") },
+        { "version": "1.1.0", "ref": format!("{repo}:1.1.0") },
+    ]);
+    s.apply_plugin(
+        plugin,
+        json!({
+            "kind": "shoot-extension",
+            "versions": versions,
+            "channels": [
+                { "name": "regular", "version": "1.0.0" },
+                { "name": "fast", "version": "1.1.0" },
+            ],
+        }),
+    )
+    .await?;
+    s.plugin_ready(plugin, &host).await?;
+    let patch = json!({ "metadata": { "annotations": { "channel.tessera.dev/stamp": "fast" } } });
+    s.runtimes()
+        .patch("rt-a", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| e.to_string())?;
+    s.wait_stamp("chan-a", "v3", &host).await?;
+    eventually("status.plugins on fast 1.1.0", LIMIT, || async {
+        let rt = s.runtimes().get("rt-a").await.ok()?;
+        rt.status?.plugins.iter().find(|p| {
+            p.name == "stamp" && p.version == "1.1.0" && p.channel.as_deref() == Some("fast")
+        })?;
+        Some(())
+    })
+    .await?;
+
+    // fast goes back to 1.0.0: refused, 1.1.0 kept, Warning condition.
+    let fast_down = |allow: bool| {
+        json!({
+            "kind": "shoot-extension",
+            "versions": versions,
+            "channels": [
+                { "name": "regular", "version": "1.0.0", "shadow": "1.1.0" },
+                { "name": "fast", "version": "1.0.0", "allowDowngrade": allow },
+            ],
+        })
+    };
+    s.apply_plugin(plugin, fast_down(false)).await?;
+    eventually("PluginVersions DowngradeRefused", LIMIT, || async {
+        let rt = s.runtimes().get("rt-a").await.ok()?;
+        let c = rt
+            .status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "PluginVersions")?;
+        (c.status == ConditionStatus::False
+            && c.reason == "DowngradeRefused"
+            && c.message.contains("1.1.0"))
+        .then_some(())
+    })
+    .await
+    .map_err(|e| s.explain_runtime(e, "rt-a", &host))?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    s.wait_stamp("chan-a", "v3", &host).await?;
+    if s.events("rt-a", "DowngradeRefused").await.is_empty() {
+        return Err("no DowngradeRefused Event".into());
+    }
+
+    // Shadow: a Runtime on regular (1.0.0 = v2) renders 1.1.0 (v3) for comparison only.
+    s.create_runtime("rt-b", "chan-b", json!({})).await?;
+    s.wait_ready("rt-b", &host).await?;
+    let rt = eventually("a shadow result on rt-b", LIMIT, || async {
+        let rt = s.runtimes().get("rt-b").await.ok()?;
+        (!rt.status.as_ref()?.shadow.is_empty()).then_some(rt)
+    })
+    .await
+    .map_err(|e| s.explain_runtime(e, "rt-b", &host))?;
+    let shadow = &rt.status.as_ref().unwrap().shadow[0];
+    if shadow.result != "Differs"
+        || shadow.version != "1.1.0"
+        || shadow.current_version != "1.0.0"
+        || !shadow
+            .diff
+            .iter()
+            .any(|l| l.contains("tessera.dev/stamp") && l.contains("v2") && l.contains("v3"))
+    {
+        return Err(format!("shadow result: {shadow:?}"));
+    }
+    s.wait_stamp("chan-b", "v2", &host).await?;
+    eventually("a ShadowDiff Event", LIMIT, || async {
+        (!s.events("rt-b", "ShadowDiff").await.is_empty()).then_some(())
+    })
+    .await?;
+    let addr = host
+        .metrics_addr(Duration::from_secs(5))
+        .ok_or("no metrics address")?;
+    let metrics = http_get(&addr, "/metrics").await?;
+    let want = r#"tessera_shadow_renders_total{plugin="stamp",result="differs",version="1.1.0"}"#;
+    if !metrics.contains(want) {
+        return Err(format!("/metrics lacks {want}"));
+    }
+    let shown = cli(
+        &[
+            "shadow",
+            "rt-b",
+            "-n",
+            &s.ns,
+            "--kubeconfig",
+            &s.cp.garden.kubeconfig.display().to_string(),
+        ],
+        &[],
+    )?;
+    if !shown.contains("stamp 1.1.0") || !shown.contains("tessera.dev/stamp") {
+        return Err(format!("tessera shadow:\n{shown}"));
+    }
+
+    // The downgrade, allowed: fast goes back to 1.0.0 (v2).
+    s.apply_plugin(plugin, fast_down(true)).await?;
+    s.wait_stamp("chan-a", "v2", &host).await?;
+    Ok(())
+}
+
+/// Signatures required: signed runs; unsigned, wrongly signed and tampered are refused
+/// on the Plugin and nothing runs; other plugins and Runtimes are unaffected.
+async fn signatures_and_tampering(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "p-sig").await?;
+    let v1 = stamp_component();
+    let (key, public) = keygen(s.dir(), "cosign")?;
+    let (other_key, _) = keygen(s.dir(), "other")?;
+    let policy = s.dir().join("trust.yaml");
+    std::fs::write(
+        &policy,
+        format!(
+            "keys:\n  - prefix: {}/\n    publicKeyFile: {}\n",
+            s.registry.host(),
+            public.display()
+        ),
+    )
+    .unwrap();
+    let repo = s.repo("stamp");
+    let spec = |version: &str, reference: String| {
+        json!({
+            "kind": "shoot-extension",
+            "versions": [{ "version": version, "ref": reference }],
+            "channels": [{ "name": "regular", "version": version }],
+            "verification": { "required": true },
+        })
+    };
+    let signed_ref = format!("{repo}:signed");
+    push(s.dir(), &v1, &signed_ref, "1.0.0")?;
+    sign(&signed_ref, &key)?;
+    let unsigned_ref = format!("{repo}:unsigned");
+    push(s.dir(), &stamp_variant(&v1, "u"), &unsigned_ref, "1.0.0")?;
+    let wrong_ref = format!("{repo}:wrong");
+    push(s.dir(), &stamp_variant(&v1, "w"), &wrong_ref, "1.0.0")?;
+    sign(&wrong_ref, &other_key)?;
+    let tampered_ref = format!("{repo}:tampered");
+    let tampered = stamp_variant(&v1, "t");
+    push(s.dir(), &tampered, &tampered_ref, "1.0.0")?;
+    sign(&tampered_ref, &key)?;
+    std::fs::write(
+        s.registry.blob_path(&sha256(&tampered)),
+        stamp_variant(&v1, "evil"),
+    )
+    .map_err(|e| e.to_string())?;
+
+    s.apply_plugin("p-sig-signed", spec("1.0.0", signed_ref))
+        .await?;
+    s.apply_plugin("p-sig-unsigned", spec("1.0.0", unsigned_ref))
+        .await?;
+    s.apply_plugin("p-sig-wrong", spec("1.0.0", wrong_ref))
+        .await?;
+    s.apply_plugin("p-sig-tampered", spec("1.0.0", tampered_ref))
+        .await?;
+    let trust = policy.display().to_string();
+    let host = s.host("a", "p-sig-signed", &["--trust-policy", &trust]);
+    let p = s.plugin_ready("p-sig-signed", &host).await?;
+    if p.status.unwrap().versions[0].verified_by.is_none() {
+        return Err("signed plugin has no verifiedBy".into());
+    }
+    s.plugin_error("p-sig-unsigned", "is not signed", &host)
+        .await?;
+    s.plugin_error("p-sig-wrong", "no signature verifies", &host)
+        .await?;
+    s.plugin_error("p-sig-tampered", "does not match its digest", &host)
+        .await?;
+    // Nothing of the refused versions reached the store (verification comes first), and
+    // the tampered bytes were never kept.
+    let store = s.dir().join("store/blobs/sha256");
+    for refused in [
+        sha256(&stamp_variant(&v1, "u")),
+        sha256(&stamp_variant(&v1, "w")),
+        sha256(&stamp_variant(&v1, "evil")),
+    ] {
+        if store.join(refused.trim_start_matches("sha256:")).exists() {
+            return Err(format!("refused component {refused} is in the store"));
+        }
+    }
+    // The signed plugin runs.
+    s.create_runtime("rt-signed", "sig-ok", json!({})).await?;
+    s.wait_ready("rt-signed", &host).await?;
+    s.wait_stamp("sig-ok", "v1", &host).await?;
+
+    // A host whose chain uses the unsigned plugin renders nothing, and says why.
+    let mut s2 = Scenario::new(cp, "p-sig-b").await?;
+    s2.selector = s.selector.clone();
+    let host2 = s2.host("b", "p-sig-unsigned", &["--trust-policy", &trust]);
+    s2.create_runtime("rt-unsigned", "sig-bad", json!({}))
+        .await?;
+    eventually("PluginsAvailable False", LIMIT, || async {
+        let rt = s2.runtimes().get("rt-unsigned").await.ok()?;
+        let c = rt
+            .status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "PluginsAvailable")?;
+        (c.status == ConditionStatus::False && c.message.contains("p-sig-unsigned")).then_some(())
+    })
+    .await
+    .map_err(|e| s2.explain_runtime(e, "rt-unsigned", &host2))?;
+    if s2.shoots().get("sig-bad").await.is_ok() {
+        return Err("a Shoot was created with an unverified plugin".into());
+    }
+    Ok(())
+}
+
+/// The registry goes away: cached plugins keep working (also after a host restart), new
+/// resolutions report the error and succeed once the registry is back.
+async fn registry_down(cp: &ControlPlane) -> Result {
+    let mut s = Scenario::new(cp, "p-down").await?;
+    let v1 = stamp_component();
+    let repo = s.repo("stamp");
+    push(s.dir(), &v1, &format!("{repo}:1.0.0"), "1.0.0")?;
+    let spec = |tag: &str| {
+        json!({
+            "kind": "shoot-extension",
+            "versions": [{ "version": "1.0.0", "ref": format!("{repo}:{tag}") }],
+            "channels": [{ "name": "regular", "version": "1.0.0" }],
+        })
+    };
+    s.apply_plugin("p-down-stamp", spec("1.0.0")).await?;
+    let mut host = s.host("a", "p-down-stamp", &[]);
+    s.plugin_ready("p-down-stamp", &host).await?;
+    s.create_runtime("rt-1", "down-1", json!({})).await?;
+    s.wait_ready("rt-1", &host).await?;
+
+    s.registry.stop();
+    s.create_runtime("rt-2", "down-2", json!({})).await?;
+    s.wait_ready("rt-2", &host).await?;
+    s.wait_stamp("down-2", "v1", &host).await?;
+    s.plugin_error("p-down-stamp", "using the pinned digest", &host)
+        .await?;
+    // A new Plugin cannot resolve: its status says so.
+    s.apply_plugin("p-down-new", spec("2.0.0")).await?;
+    s.plugin_error("p-down-new", "p-down/stamp:2.0.0", &host)
+        .await?;
+
+    // A restarted host loads the pinned digest from its store, without the registry.
+    host.kill();
+    let host2 = s.host("b", "p-down-stamp", &[]);
+    s.create_runtime("rt-3", "down-3", json!({})).await?;
+    s.wait_ready("rt-3", &host2).await?;
+    s.wait_stamp("down-3", "v1", &host2).await?;
+
+    // Back up: the new Plugin resolves on its own (retry), once its tag exists.
+    s.registry.restart()?;
+    push(
+        s.dir(),
+        &stamp_variant(&v1, "new"),
+        &format!("{repo}:2.0.0"),
+        "1.0.0",
+    )?;
+    s.plugin_ready("p-down-new", &host2).await?;
+    s.plugin_ready("p-down-stamp", &host2).await?;
+    Ok(())
+}
+
+fn main() {
+    let args = Arguments::from_args();
+    let sim = PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
+    let script = Script {
+        create_ms: 1000,
+        reconcile_ms: 500,
+        delete_ms: 500,
+        shoots: BTreeMap::new(),
+    };
+    let cp = match ControlPlane::start(&sim, &script) {
+        Ok(cp) => std::sync::Arc::new(cp),
+        Err(e) => panic!("local control plane: {e}"),
+    };
+    let rt = std::sync::Arc::new(
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap(),
+    );
+    macro_rules! trial {
+        ($name:ident) => {{
+            let cp = cp.clone();
+            let rt = rt.clone();
+            Trial::test(stringify!($name), move || {
+                rt.block_on($name(&cp)).map_err(Failed::from)
+            })
+        }};
+    }
+    let trials = vec![
+        trial!(cli_round_trips),
+        trial!(channels_reload_shadow),
+        trial!(signatures_and_tampering),
+        trial!(registry_down),
+    ];
+    let conclusion = libtest_mimic::run(&args, trials);
+    drop(cp);
+    conclusion.exit();
+}
