@@ -66,6 +66,11 @@ const VARIANTS: &[&[&str]] = &[
         "requeue.ready=10m",
         "forceDeletion=true",
         "chain.plugins.base.config.project=kyma-prod",
+        "plugins.selector=tier=prod",
+        "plugins.trustPolicy.requireSignatures=true",
+        "plugins.registryCredentialsSecret=registry-auth",
+        "plugins.insecureRegistries[0]=registry.internal:5000",
+        "plugins.storeVolume.persistentVolumeClaim.claimName=tessera-plugins",
     ],
 ];
 

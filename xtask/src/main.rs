@@ -9,6 +9,8 @@
 //!   every test of the workspace.
 //! - `lint`: `cargo fmt --check` and `cargo clippy -D warnings` (host and Wasm targets).
 //! - `bench`: build the plugins, then `cargo bench -p tessera`.
+//! - `bench-plugins`: registry figures (pull + verify + compile per plugin, host start-up
+//!   with 20 Plugins in its store) against a local docker-registry and control plane.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -28,8 +30,11 @@ fn main() -> Result<()> {
         Some("lint") => lint(),
         Some("bench") => bench(&rest),
         Some("load") => load(&rest),
+        Some("bench-plugins") => bench_plugins(&rest),
         _ => {
-            eprintln!("usage: cargo xtask <build-plugins|demo|test|lint|bench|load> [args]");
+            eprintln!(
+                "usage: cargo xtask <build-plugins|demo|test|lint|bench|bench-plugins|load> [args]"
+            );
             std::process::exit(2);
         }
     }
@@ -216,9 +221,11 @@ fn test(args: &[&str]) -> Result<()> {
     let built = build_plugins()?;
     let apiserver = ensure_apiserver()?;
     let helm = ensure_tool("tests/chart/ensure-helm.sh")?;
+    let registry = ensure_tool("tests/registry/ensure-registry.sh")?;
     let mut cmd = cargo();
     cmd.args(["test", "--workspace"]);
     cmd.env("TESSERA_HELM", helm);
+    cmd.env("TESSERA_REGISTRY_BIN", registry);
     cmd.args(args);
     with_plugin_env(&mut cmd, &built);
     cmd.env("TESSERA_KUBE_APISERVER", apiserver);
@@ -306,6 +313,16 @@ fn lint() -> Result<()> {
         cmd.args(["-p", &package]);
     }
     cmd.args(["--", "-D", "warnings"]);
+    run(cmd)
+}
+
+/// Registry figures: pull + verify + compile per plugin, host start-up with 20 Plugins.
+fn bench_plugins(args: &[&str]) -> Result<()> {
+    let (built, apiserver) = release_tools()?;
+    let registry = ensure_tool("tests/registry/ensure-registry.sh")?;
+    let mut cmd = tool(&built, &apiserver, "plugin-bench");
+    cmd.env("TESSERA_REGISTRY_BIN", registry);
+    cmd.args(args);
     run(cmd)
 }
 

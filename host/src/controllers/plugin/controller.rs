@@ -18,7 +18,7 @@ pub async fn run(ctx: Arc<Context>) {
         config = config.labels(selector);
     }
     Controller::new(plugins, config)
-        .with_config(kube::runtime::controller::Config::default().concurrency(4))
+        .with_config(kube::runtime::controller::Config::default().concurrency(ctx.config.workers))
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|_| futures::future::ready(()))

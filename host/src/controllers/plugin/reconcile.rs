@@ -150,6 +150,10 @@ pub async fn reconcile(plugin: Arc<Plugin>, ctx: Arc<Context>) -> Result<Action,
         .as_ref()
         .is_some_and(|v| v.required);
     let mut transient = false;
+    // On this host's first pass, pinned digests whose bytes are in the store are used as
+    // they are, so a restarted host serves at once; tags are re-resolved right after.
+    let first_pass = previous.is_none();
+    let mut deferred = false;
     let mut versions: BTreeMap<String, Resolved> = BTreeMap::new();
     for v in &plugin.spec.versions {
         let pinned = old
@@ -162,7 +166,17 @@ pub async fn reconcile(plugin: Arc<Plugin>, ctx: Arc<Context>) -> Result<Action,
             reference: v.reference.clone(),
             ..Default::default()
         };
-        let digest = match fetcher.resolve(&v.reference).await {
+        let stored_pin = pinned
+            .as_ref()
+            .filter(|p| first_pass && fetcher.store.contains(p));
+        let resolved_digest = match stored_pin {
+            Some(p) => {
+                deferred = true;
+                Ok(p.clone())
+            }
+            None => fetcher.resolve(&v.reference).await,
+        };
+        let digest = match resolved_digest {
             Ok(digest) => digest,
             Err(err) => {
                 transient |= err.is_transient();
@@ -399,6 +413,9 @@ pub async fn reconcile(plugin: Arc<Plugin>, ctx: Arc<Context>) -> Result<Action,
         }
     }
     ctx.initial_sync.done(&name);
+    if deferred {
+        return Ok(Action::requeue(std::time::Duration::from_millis(500)));
+    }
     Ok(Action::requeue(if transient || reason != "Resolved" {
         ctx.config.requeue.error
     } else {
