@@ -171,7 +171,8 @@ fn main() {
     let rt = WasmRuntime::new(options).unwrap();
     let chain = ShootChain::load(&rt, &ChainConfig::default(), &dir).unwrap();
     let text = std::fs::read_to_string(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/runtime-aws.yaml"),
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap())
+            .join("../examples/runtime-aws.yaml"),
     )
     .unwrap();
     let runtime = parse_runtime(&text, "runtime-aws.yaml").unwrap();

@@ -24,13 +24,6 @@ pub struct ControlPlane {
     pub dir: tempfile::TempDir,
 }
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
 fn apply_file(cluster: &Cluster, path: &Path) -> Result<(), String> {
     let out = cluster.kubectl(&["apply", "-f", &path.display().to_string()]);
     if !out.status.success() {
@@ -71,7 +64,7 @@ impl ControlPlane {
             (g.join().unwrap(), r.join().unwrap())
         });
         let (garden, runtime) = (garden?, runtime?);
-        let root = workspace();
+        let root = crate::workspace();
         apply_file(&garden, &root.join("charts/tessera/crds"))?;
         apply_file(&garden, &root.join("tests/kube/gardener-crds.yaml"))?;
         apply_file(&runtime, &root.join("tests/kube/runtime-crds.yaml"))?;

@@ -44,9 +44,13 @@ pub fn test_plugin_dir() -> PathBuf {
     dir("TESSERA_TEST_PLUGIN_DIR", "test-plugins")
 }
 
-/// The workspace root.
+/// The workspace root. `cargo test` and `cargo run` (xtask, whose children inherit it) set
+/// `CARGO_MANIFEST_DIR` at run time to a crate directory right under the root; the
+/// compile-time value can name another checkout when the target directory is shared.
 pub fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
         .parent()
         .unwrap()
         .to_path_buf()

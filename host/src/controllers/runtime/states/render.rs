@@ -52,7 +52,9 @@ pub fn resolve(m: &mut Machine) -> Result<Arc<ResolvedChain>, Unavailable> {
         .template
         .resolve(&resolver.catalog, &channel_choice(m), &applied);
     if !resolver.template.uses_registry() {
-        return result.map(Arc::new);
+        let chain = Arc::new(result?);
+        m.chain = Some(chain.clone());
+        return Ok(chain);
     }
     let chain = match result {
         Ok(chain) => Arc::new(chain),
