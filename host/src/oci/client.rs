@@ -129,8 +129,7 @@ impl Registry {
         clients
             .entry(registry.clone())
             .or_insert_with(|| {
-                let plain =
-                    is_loopback(&registry) || self.options.insecure.iter().any(|r| *r == registry);
+                let plain = is_loopback(&registry) || self.options.insecure.contains(&registry);
                 oci_client::Client::new(ClientConfig {
                     protocol: if plain {
                         ClientProtocol::Http

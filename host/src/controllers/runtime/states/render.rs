@@ -223,7 +223,7 @@ async fn render_shadows(
             result: result.to_string(),
             diff,
         };
-        let seen_before = m.status.shadow.iter().any(|s| *s == entry);
+        let seen_before = m.status.shadow.contains(&entry);
         if !seen_before && result != "Same" {
             let mut note = format!(
                 "shadow {plugin} {} (channel {}) vs applied {}: {}",
