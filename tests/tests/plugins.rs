@@ -792,8 +792,34 @@ async fn registry_down(cp: &ControlPlane) -> Result {
         })
     };
     s.apply_plugin("p-down-stamp", spec("1.0.0")).await?;
+    // A module reconciler resolves the same way; a component of the wrong world is refused.
+    let module = std::fs::read(tessera_tests::test_plugin_dir().join("module-example.wasm"))
+        .map_err(|e| e.to_string())?;
+    let module_repo = s.repo("module-example");
+    push(s.dir(), &module, &format!("{module_repo}:0.1.0"), "0.1.0")?;
+    let module_spec = |kind: &str| {
+        json!({
+            "kind": kind,
+            "versions": [{ "version": "0.1.0", "ref": format!("{module_repo}:0.1.0") }],
+            "channels": [{ "name": "regular", "version": "0.1.0" }],
+        })
+    };
+    s.apply_plugin("p-down-module", module_spec("module-reconciler"))
+        .await?;
+    s.apply_plugin("p-down-wrong-kind", module_spec("shoot-extension"))
+        .await?;
     let mut host = s.host("a", "p-down-stamp", &[]);
     s.plugin_ready("p-down-stamp", &host).await?;
+    let m = s.plugin_ready("p-down-module", &host).await?;
+    if m.status.unwrap().channels[0].component_digest.as_deref() != Some(sha256(&module).as_str()) {
+        return Err("module reconciler digest".into());
+    }
+    s.plugin_error(
+        "p-down-wrong-kind",
+        "expected a shoot-extension plugin",
+        &host,
+    )
+    .await?;
     s.create_runtime("rt-1", "down-1", json!({})).await?;
     s.wait_ready("rt-1", &host).await?;
 
