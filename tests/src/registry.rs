@@ -10,6 +10,8 @@ pub struct TestRegistry {
     child: Option<Child>,
     dir: tempfile::TempDir,
     port: u16,
+    /// Basic-auth user and password (htpasswd), if the registry requires them.
+    auth: Option<(String, String)>,
 }
 
 /// `docker-registry` from $TESSERA_REGISTRY_BIN or the PATH.
@@ -22,12 +24,22 @@ fn registry_bin() -> PathBuf {
 impl TestRegistry {
     /// Start on a free loopback port.
     pub fn start() -> Result<Self, String> {
+        Self::start_with(None)
+    }
+
+    /// Start with htpasswd basic auth for `user` / `password`.
+    pub fn start_with_auth(user: &str, password: &str) -> Result<Self, String> {
+        Self::start_with(Some((user.to_string(), password.to_string())))
+    }
+
+    fn start_with(auth: Option<(String, String)>) -> Result<Self, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let port = crate::cluster::free_port();
         let mut registry = Self {
             child: None,
             dir,
             port,
+            auth,
         };
         registry.restart()?;
         Ok(registry)
@@ -64,15 +76,21 @@ impl TestRegistry {
     pub fn restart(&mut self) -> Result<(), String> {
         self.stop();
         let config = self.dir.path().join("config.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\nlog: {{level: warn}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\n  delete: {{enabled: true}}\nhttp: {{addr: 127.0.0.1:{}}}\n",
-                self.storage().display(),
-                self.port
-            ),
-        )
-        .map_err(|e| e.to_string())?;
+        let mut text = format!(
+            "version: 0.1\nlog: {{level: warn}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\n  delete: {{enabled: true}}\nhttp: {{addr: 127.0.0.1:{}}}\n",
+            self.storage().display(),
+            self.port
+        );
+        if let Some((user, password)) = &self.auth {
+            let htpasswd = self.dir.path().join("htpasswd");
+            let hash = bcrypt::hash(password, 4).map_err(|e| e.to_string())?;
+            std::fs::write(&htpasswd, format!("{user}:{hash}\n")).map_err(|e| e.to_string())?;
+            text.push_str(&format!(
+                "auth:\n  htpasswd: {{realm: tessera-test, path: {}}}\n",
+                htpasswd.display()
+            ));
+        }
+        std::fs::write(&config, text).map_err(|e| e.to_string())?;
         let log = std::fs::File::create(self.dir.path().join("registry.log"))
             .map_err(|e| e.to_string())?;
         let child = Command::new(registry_bin())

@@ -462,6 +462,48 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
         ],
         &[],
     )?;
+
+    // Credentials: a registry with basic auth, by flags and from a Docker config file.
+    let private = TestRegistry::start_with_auth("tessera", "s3cret")?;
+    let private_ref = format!("{}/p-cli/stamp:1.0.0", private.host());
+    let file = s.dir().join("stamp.wasm");
+    std::fs::write(&file, &v1).map_err(|e| e.to_string())?;
+    let file = file.display().to_string();
+    let anonymous = cli(&["plugin", "push", &file, &private_ref], &[])
+        .err()
+        .ok_or("an anonymous push to a registry with auth succeeded")?;
+    if !anonymous.contains(&private.host()) {
+        return Err(format!("anonymous push: {anonymous}"));
+    }
+    cli(
+        &[
+            "plugin",
+            "push",
+            &file,
+            &private_ref,
+            "--registry-username",
+            "tessera",
+            "--registry-password",
+            "s3cret",
+        ],
+        &[],
+    )?;
+    let docker = s.dir().join("docker");
+    std::fs::create_dir_all(&docker).map_err(|e| e.to_string())?;
+    let auth = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "tessera:s3cret");
+    std::fs::write(
+        docker.join("config.json"),
+        json!({ "auths": { private.host(): { "auth": auth } } }).to_string(),
+    )
+    .map_err(|e| e.to_string())?;
+    let out3 = s.dir().join("private.wasm").display().to_string();
+    cli(
+        &["plugin", "pull", &private_ref, "-o", &out3],
+        &[("DOCKER_CONFIG", &docker.display().to_string())],
+    )?;
+    if std::fs::read(&out3).map_err(|e| e.to_string())? != v1 {
+        return Err("pull with Docker config credentials: bytes differ".into());
+    }
     Ok(())
 }
 
