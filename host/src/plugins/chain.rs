@@ -59,6 +59,10 @@ pub enum ChainError {
     },
     #[error(transparent)]
     Call(#[from] CallError),
+    #[error(
+        "plugin {name}: the configuration takes it from a registry (source: registry); only `tessera run` resolves Plugin resources — give this command a `file:` for it"
+    )]
+    FromRegistry { name: String },
 }
 
 /// Load one step from its file (`settings.file`, else `<plugin_dir>/<name>.wasm`).
@@ -116,6 +120,11 @@ impl ShootChain {
         let mut steps = Vec::new();
         for name in config.order() {
             let settings = config.plugins.get(&name).cloned().unwrap_or_default();
+            if settings.source.unwrap_or(config.source) == super::config::Source::Registry
+                && settings.file.is_none()
+            {
+                return Err(ChainError::FromRegistry { name });
+            }
             steps.push(file_step(
                 rt, config, plugin_dir, &name, &settings, defaults,
             )?);
@@ -179,5 +188,26 @@ impl ShootChain {
                 })
                 .collect(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wasm::EngineOptions;
+
+    #[test]
+    fn registry_steps_are_refused_where_only_files_run() {
+        let rt = WasmRuntime::new(EngineOptions {
+            cache_dir: None,
+            pooling: false,
+            ..EngineOptions::default()
+        })
+        .unwrap();
+        let config: ChainConfig =
+            serde_saphyr::from_str("chain: [dns]\nplugins:\n  dns: {source: registry}\n").unwrap();
+        let err = ShootChain::load(&rt, &config, Path::new("/nonexistent")).unwrap_err();
+        assert!(err.to_string().contains("plugin dns"), "{err}");
+        assert!(err.to_string().contains("source: registry"), "{err}");
     }
 }
