@@ -53,6 +53,28 @@ pub fn status_merge_patch<S: serde::Serialize>(status: &S, fields: &[&str]) -> s
     serde_json::json!({ "status": value })
 }
 
+/// Write `status` to object `name` as a [`status_merge_patch`] under Tessera's field
+/// manager: the one way every controller writes status.
+pub async fn patch_status<K, S>(
+    api: &kube::Api<K>,
+    name: &str,
+    status: &S,
+    fields: &[&str],
+) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    S: serde::Serialize,
+{
+    let patch = status_merge_patch(status, fields);
+    let params = kube::api::PatchParams {
+        field_manager: Some(crate::gardener::FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    api.patch_status(name, &params, &kube::api::Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
 /// A CRD as the YAML document written to disk.
 pub fn to_yaml(crd: &CustomResourceDefinition) -> String {
     let body = serde_saphyr::to_string(crd).expect("a CRD serializes");

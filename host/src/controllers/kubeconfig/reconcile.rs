@@ -12,7 +12,6 @@ use serde_json::json;
 use crate::controllers::{Context, ReconcileError, labels};
 use crate::crd::{
     ConditionStatus, KubeconfigState, RuntimeKubeconfig, RuntimeKubeconfigStatus, set_condition,
-    status_merge_patch,
 };
 use crate::gardener::{FIELD_MANAGER, request_admin_kubeconfig};
 use crate::time::{format_rfc3339, now_rfc3339, parse_rfc3339};
@@ -213,7 +212,9 @@ async fn write_status(
     if rkc.status.as_ref() == Some(&status) {
         return Ok(());
     }
-    let patch = status_merge_patch(
+    crate::crd::patch_status(
+        api,
+        name,
         &status,
         &[
             "state",
@@ -222,12 +223,7 @@ async fn write_status(
             "conditions",
             "observedGeneration",
         ],
-    );
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..PatchParams::default()
-    };
-    api.patch_status(name, &params, &Patch::Merge(&patch))
-        .await?;
+    )
+    .await?;
     Ok(())
 }

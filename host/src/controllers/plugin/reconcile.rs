@@ -14,9 +14,8 @@ use serde_json::json;
 use crate::controllers::{Context, ReconcileError, labels};
 use crate::crd::{
     ChannelStatus, ConditionStatus, Plugin, PluginSpec, PluginStatus, ResolvedVersion,
-    set_condition, status_merge_patch,
+    set_condition,
 };
-use crate::gardener::FIELD_MANAGER;
 use crate::plugins::{ChannelEntry, LimitsOverride, PluginEntry, Resolved};
 use crate::wasm::PluginKind;
 
@@ -432,7 +431,9 @@ async fn write_status(
     if old == status {
         return Ok(());
     }
-    let patch = status_merge_patch(
+    crate::crd::patch_status(
+        api,
+        name,
         status,
         &[
             "observedGeneration",
@@ -442,12 +443,7 @@ async fn write_status(
             "summary",
             "lastError",
         ],
-    );
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..PatchParams::default()
-    };
-    api.patch_status(name, &params, &Patch::Merge(&patch))
-        .await?;
+    )
+    .await?;
     Ok(())
 }

@@ -4,17 +4,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 
 use super::states;
 use crate::controllers::{Context, ReconcileError, labels};
-use crate::crd::{
-    ConditionStatus, Runtime, RuntimeState, RuntimeStatus, set_condition, status_merge_patch,
-};
-use crate::gardener::FIELD_MANAGER;
+use crate::crd::{ConditionStatus, Runtime, RuntimeState, RuntimeStatus, set_condition};
 
 /// Every step of the Runtime state machine, one file each in `states/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,7 +233,9 @@ impl Machine {
                     "state changed"
                 );
             }
-            let patch = status_merge_patch(
+            crate::crd::patch_status(
+                &self.runtimes(),
+                &id,
                 &self.status,
                 &[
                     "state",
@@ -249,14 +248,8 @@ impl Machine {
                     "shootHash",
                     "shadow",
                 ],
-            );
-            let params = PatchParams {
-                field_manager: Some(FIELD_MANAGER.into()),
-                ..PatchParams::default()
-            };
-            self.runtimes()
-                .patch_status(&id, &params, &Patch::Merge(&patch))
-                .await?;
+            )
+            .await?;
         }
         if self.finalizer_removed {
             self.ctx.metrics.set_runtime_state(&ns, &id, None);
