@@ -10,6 +10,7 @@ pub mod crd;
 pub mod gardener;
 pub mod harness;
 pub mod metrics;
+pub mod modules;
 pub mod oci;
 pub mod operator;
 pub mod plugins;

@@ -8,7 +8,9 @@ use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube_lease_manager::LeaseManagerBuilder;
 
-use crate::controllers::{Context, OperatorConfig, Renderer, kubeconfig, plugin, runtime};
+use crate::controllers::{
+    Context, OperatorConfig, Renderer, kubeconfig, moduleset, plugin, runtime,
+};
 use crate::crd::Plugin;
 use crate::metrics::{Health, Metrics, serve};
 
@@ -167,7 +169,8 @@ pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
         tokio::join!(
             runtime::run(ctx.clone()),
             kubeconfig::run(ctx.clone()),
-            plugins
+            plugins,
+            moduleset::run(ctx.clone())
         );
     };
     match lease_rx {

@@ -28,6 +28,7 @@ pub mod error;
 pub mod glue;
 pub mod log;
 pub mod models;
+pub mod module;
 #[cfg(feature = "schema")]
 pub mod schema;
 pub mod shoot_extension;
@@ -45,6 +46,10 @@ mod bump;
 
 pub use error::{ErrorKind, PluginError};
 pub use models::{Runtime, Shoot};
+pub use module::{
+    ClusterFacts, DeleteOutput, ModuleInput, ModuleOutput, ModuleReconciler, ModuleState, Observed,
+    Selector,
+};
 pub use shoot_extension::{ExtendInput, ExtendOutput, Operation, ShootExtension};
 
 /// The contract version this SDK implements (`wit/tessera.wit`, package `tessera:plugin`).
@@ -52,6 +57,8 @@ pub const CONTRACT_VERSION: &str = "0.1.0";
 
 #[doc(hidden)]
 pub mod __private {
+    #[cfg(target_family = "wasm")]
+    pub use crate::wasm::module;
     #[cfg(target_family = "wasm")]
     pub use crate::wasm::shoot;
 }
@@ -78,6 +85,38 @@ macro_rules! export_shoot_extension {
                 }
             }
             __shoot::bindings::__tessera_export_shoot_world!(__TesseraExport with_types_in $crate::__private::shoot::bindings);
+        };
+    };
+}
+
+/// Export a [`ModuleReconciler`] implementation as the component's `module-reconciler`
+/// world. Like [`export_shoot_extension!`], it expands to nothing outside Wasm builds.
+#[macro_export]
+macro_rules! export_module_reconciler {
+    ($plugin:ty) => {
+        #[cfg(target_family = "wasm")]
+        const _: () = {
+            use $crate::__private::module as __module;
+            struct __TesseraExport;
+            impl __module::Guest for __TesseraExport {
+                fn info() -> __module::PluginInfo {
+                    __module::info::<$plugin>(env!("CARGO_PKG_VERSION"))
+                }
+                fn dependencies(config: ::std::string::String) -> ::std::vec::Vec<::std::string::String> {
+                    __module::dependencies::<$plugin>(config)
+                }
+                fn reconcile(
+                    input: __module::ReconcileInput,
+                ) -> ::core::result::Result<__module::ReconcileOutput, __module::PluginError> {
+                    __module::reconcile::<$plugin>(input)
+                }
+                fn delete(
+                    input: __module::ReconcileInput,
+                ) -> ::core::result::Result<__module::DeleteOutput, __module::PluginError> {
+                    __module::delete::<$plugin>(input)
+                }
+            }
+            __module::bindings::__tessera_export_module_world!(__TesseraExport with_types_in $crate::__private::module::bindings);
         };
     };
 }

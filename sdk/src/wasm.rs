@@ -55,6 +55,129 @@ pub mod shoot {
     }
 }
 
+pub mod module {
+    pub mod bindings {
+        wit_bindgen::generate!({
+            path: "../wit",
+            world: "module-reconciler",
+            pub_export_macro: true,
+            export_macro_name: "__tessera_export_module_world",
+            default_bindings_module: "tessera_sdk::__private::module::bindings",
+        });
+    }
+
+    pub use api::{DeleteOutput, Guest, PluginError, PluginInfo, ReconcileInput, ReconcileOutput};
+    use api::{ModuleState as WitState, ObjectSelector};
+    use bindings::exports::tessera::plugin::module_reconciler_api as api;
+    use bindings::tessera::plugin::types::ErrorKind;
+
+    use crate::module::{
+        ClusterFacts, ModuleReconciler, ModuleState, RawModuleInput, Selector, typed_input,
+    };
+
+    pub fn info<P: ModuleReconciler>(version: &str) -> PluginInfo {
+        PluginInfo {
+            name: P::NAME.to_string(),
+            version: version.to_string(),
+            contract_version: crate::CONTRACT_VERSION.to_string(),
+            description: P::DESCRIPTION.to_string(),
+        }
+    }
+
+    pub fn dependencies<P: ModuleReconciler>(config: String) -> Vec<String> {
+        crate::module::dependencies_json::<P>(&config)
+    }
+
+    fn from_wit(s: ObjectSelector) -> Selector {
+        Selector {
+            api_version: s.api_version,
+            kind: s.kind,
+            namespace: s.namespace,
+            name: s.name,
+            label_selector: s.label_selector,
+        }
+    }
+
+    fn to_wit(s: Selector) -> ObjectSelector {
+        ObjectSelector {
+            api_version: s.api_version,
+            kind: s.kind,
+            namespace: s.namespace,
+            name: s.name,
+            label_selector: s.label_selector,
+        }
+    }
+
+    fn state(s: ModuleState) -> WitState {
+        match s {
+            ModuleState::Ready => WitState::Ready,
+            ModuleState::Processing => WitState::Processing,
+            ModuleState::Warning => WitState::Warning,
+            ModuleState::Error => WitState::Error,
+            ModuleState::Deleting => WitState::Deleting,
+        }
+    }
+
+    fn error(err: crate::PluginError) -> PluginError {
+        PluginError {
+            kind: match err.kind {
+                crate::ErrorKind::InvalidInput => ErrorKind::InvalidInput,
+                crate::ErrorKind::Unsupported => ErrorKind::Unsupported,
+                crate::ErrorKind::Internal => ErrorKind::Internal,
+            },
+            message: err.message,
+            field: err.field,
+        }
+    }
+
+    fn raw(input: ReconcileInput) -> RawModuleInput {
+        RawModuleInput {
+            module: input.module,
+            version: input.version,
+            config: input.config,
+            cluster: ClusterFacts {
+                kubernetes_version: input.cluster.kubernetes_version,
+                provider: input.cluster.provider,
+                region: input.cluster.region,
+            },
+            observed: input
+                .observed
+                .into_iter()
+                .map(|o| (from_wit(o.selector), o.objects))
+                .collect(),
+        }
+    }
+
+    fn json(value: &serde_json::Value) -> String {
+        value.to_string()
+    }
+
+    pub fn reconcile<P: ModuleReconciler>(
+        input: ReconcileInput,
+    ) -> Result<ReconcileOutput, PluginError> {
+        let input = typed_input::<P::Config>(raw(input)).map_err(error)?;
+        let out = P::reconcile(input).map_err(error)?;
+        Ok(ReconcileOutput {
+            desired: out.desired.iter().map(json).collect(),
+            state: state(out.state),
+            message: out.message,
+            requeue_after_seconds: out.requeue_after_seconds,
+            requirements: out.requirements.into_iter().map(to_wit).collect(),
+        })
+    }
+
+    pub fn delete<P: ModuleReconciler>(input: ReconcileInput) -> Result<DeleteOutput, PluginError> {
+        let input = typed_input::<P::Config>(raw(input)).map_err(error)?;
+        let out = P::delete(input).map_err(error)?;
+        Ok(DeleteOutput {
+            remove: out.remove.into_iter().map(to_wit).collect(),
+            state: state(out.state),
+            message: out.message,
+            requirements: out.requirements.into_iter().map(to_wit).collect(),
+        })
+    }
+}
+
 pub(crate) fn log(level: crate::log::Level, message: &str) {
     use crate::log::Level;
     use shoot::bindings::tessera::plugin::host;

@@ -4,6 +4,7 @@
 pub mod cluster;
 pub mod env;
 pub mod gardener_sim;
+pub mod modules;
 pub mod probe;
 pub mod registry;
 

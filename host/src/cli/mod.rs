@@ -1,6 +1,7 @@
 //! Command-line interface. Library errors are typed; here they become `anyhow` reports.
 
 mod crds;
+mod modules;
 mod oci;
 mod plugin;
 mod registry;
@@ -64,6 +65,9 @@ pub enum Command {
     Run(Box<run::RunArgs>),
     /// Print the CustomResourceDefinitions (or write them with --output DIR).
     Crds(crds::CrdsArgs),
+    /// Install, update or remove modules on a cluster once, without a control plane.
+    #[command(subcommand)]
+    Modules(modules::ModulesCommand),
     /// Show how shadow plugin versions would have changed a Runtime's Shoot.
     Shadow(shadow::ShadowArgs),
 }
@@ -101,6 +105,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Render(args) => render::run(&rt, args),
         Command::Plugin(command) => plugin::run(&rt, command),
         Command::Run(args) => run::run(rt, *args),
+        Command::Modules(command) => modules::run(rt, command),
         Command::Crds(_) | Command::Shadow(_) => unreachable!("handled above"),
     }
 }

@@ -25,6 +25,9 @@ pub const FORCE_ROTATION: &str = "tessera.dev/force-rotation";
 pub const RUNTIME_FINALIZER: &str = "tessera.dev/runtime";
 pub const KUBECONFIG_FINALIZER: &str = "tessera.dev/kubeconfig";
 pub const PLUGIN_FINALIZER: &str = "tessera.dev/plugin";
+pub const MODULESET_FINALIZER: &str = "tessera.dev/moduleset";
+/// ModuleSet annotation: apply module versions lower than the installed ones.
+pub const MODULES_ALLOW_DOWNGRADE: &str = "modules.tessera.dev/allow-downgrade";
 
 /// Runtime annotation: release channel of every registry plugin of its chain.
 pub const CHANNEL: &str = "tessera.dev/channel";

@@ -4,6 +4,7 @@
 pub mod context;
 pub mod kubeconfig;
 pub mod labels;
+pub mod moduleset;
 pub mod plugin;
 pub mod runtime;
 pub mod runtime_cluster;

@@ -3,6 +3,7 @@
 
 mod condition;
 mod kubeconfig;
+pub mod moduleset;
 mod plugin;
 mod runtime;
 
@@ -15,6 +16,7 @@ pub use condition::{Condition, ConditionStatus, set_condition};
 pub use kubeconfig::{
     KubeconfigState, RuntimeKubeconfig, RuntimeKubeconfigSpec, RuntimeKubeconfigStatus, SecretRef,
 };
+pub use moduleset::{ModuleSet, ModuleSetSpec, ModuleSetStatus, ModuleSpec};
 pub use plugin::{
     ChannelStatus, Plugin, PluginChannel, PluginLimits, PluginSpec, PluginStatus, PluginVersion,
     ResolvedVersion, Verification,
@@ -35,6 +37,7 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
             RuntimeKubeconfig::crd(),
         ),
         ("plugins.tessera.dev.yaml", Plugin::crd()),
+        ("modulesets.tessera.dev.yaml", ModuleSet::crd()),
     ]
 }
 

@@ -28,6 +28,10 @@ pub struct Metrics {
     pub shadow_renders: IntCounterVec,
     /// 1 when a Plugin's channel has a runnable version.
     pub plugin_channel_ready: IntGaugeVec,
+    /// 1 for the state each ModuleSet is in.
+    pub moduleset_state: IntGaugeVec,
+    /// Changes to managed objects on targets made by someone else, by kind.
+    pub module_drift: IntCounterVec,
 }
 
 impl Default for Metrics {
@@ -106,6 +110,22 @@ impl Metrics {
             &["plugin", "channel"],
         )
         .expect("metric");
+        let moduleset_state = IntGaugeVec::new(
+            Opts::new(
+                "tessera_moduleset_state",
+                "1 for the state each ModuleSet is in (labels: namespace, name, state)",
+            ),
+            &["namespace", "name", "state"],
+        )
+        .expect("metric");
+        let module_drift = IntCounterVec::new(
+            Opts::new(
+                "tessera_module_object_events_total",
+                "Changes to module-managed objects on targets not made by the host (edits, deletions, status updates), by kind",
+            ),
+            &["kind"],
+        )
+        .expect("metric");
         for collector in [
             Box::new(runtime_state.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(kubeconfig_expiry.clone()),
@@ -115,6 +135,8 @@ impl Metrics {
             Box::new(leader.clone()),
             Box::new(shadow_renders.clone()),
             Box::new(plugin_channel_ready.clone()),
+            Box::new(moduleset_state.clone()),
+            Box::new(module_drift.clone()),
         ] {
             registry.register(collector).expect("unique metric names");
         }
@@ -128,6 +150,8 @@ impl Metrics {
             leader,
             shadow_renders,
             plugin_channel_ready,
+            moduleset_state,
+            module_drift,
         }
     }
 

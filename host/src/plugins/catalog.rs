@@ -2,6 +2,9 @@
 
 use std::path::PathBuf;
 
+/// First-party module reconcilers (`plugins/manifest`, `availability`, `telemetry`).
+pub const FIRST_PARTY_MODULES: &[&str] = &["manifest", "availability", "telemetry"];
+
 /// First-party shoot extensions in chain order (KIM's converter order).
 pub const FIRST_PARTY: &[&str] = &[
     "base",

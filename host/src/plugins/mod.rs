@@ -9,7 +9,7 @@ pub mod fetch;
 pub mod shadow;
 pub mod template;
 
-pub use catalog::{FIRST_PARTY, default_plugin_dir};
+pub use catalog::{FIRST_PARTY, FIRST_PARTY_MODULES, default_plugin_dir};
 pub use chain::{ChainError, ChainOutput, ChainStep, ShootChain};
 pub use channels::{Catalog, ChannelEntry, PluginEntry, Resolved};
 pub use config::{ChainConfig, LimitsOverride, PluginSettings, Source};

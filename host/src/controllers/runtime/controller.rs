@@ -51,7 +51,7 @@ pub async fn run(ctx: Arc<Context>) {
 }
 
 /// Ticks of a watch channel as a stream (the first, current value is skipped).
-fn tokio_stream_of(
+pub fn tokio_stream_of(
     mut rx: tokio::sync::watch::Receiver<u64>,
 ) -> impl futures::Stream<Item = ()> + Send + 'static {
     rx.mark_unchanged();

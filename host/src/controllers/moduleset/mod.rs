@@ -1,0 +1,16 @@
+//! The ModuleSet controller: installs, upgrades, repairs and removes the modules of each
+//! ModuleSet on its target cluster through `crate::modules`.
+//!
+//! - `controller.rs`: watches ModuleSets; wakes on catalog changes and on drift.
+//! - `reconcile.rs`: one pass — finalizer, target, `modules::set::reconcile_set`, status,
+//!   Events.
+//! - `targets.rs`: clients for target clusters from kubeconfig Secrets (or the local one).
+//! - `drift.rs`: watches of managed objects on targets; a change by someone else
+//!   re-queues the owning ModuleSet.
+
+mod controller;
+pub mod drift;
+mod reconcile;
+pub mod targets;
+
+pub use controller::run;

@@ -1,0 +1,347 @@
+//! One pass over a ModuleSet: finalizer, target, the modules pass, status and Events.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::drift::Drift;
+use super::targets::Targets;
+use crate::controllers::labels::{self, is_true};
+use crate::controllers::{Context, ReconcileError};
+use crate::crd::{ConditionStatus, ModuleSet, ModuleSetStatus, patch_status, set_condition};
+use crate::modules::State;
+use crate::modules::set::{Notice, SetRequest, reconcile_set};
+use crate::modules::source::CatalogSource;
+
+/// Re-check settled ModuleSets this often even without events (drift safety net).
+const RESYNC: Duration = Duration::from_secs(600);
+const STATUS_FIELDS: &[&str] = &[
+    "observedGeneration",
+    "state",
+    "summary",
+    "modules",
+    "conditions",
+];
+
+/// What ModuleSet reconciles share.
+pub struct ModuleContext {
+    pub ctx: Arc<Context>,
+    pub targets: Targets,
+    pub drift: Arc<Drift>,
+}
+
+const STATES: [State; 5] = [
+    State::Ready,
+    State::Processing,
+    State::Warning,
+    State::Error,
+    State::Deleting,
+];
+
+fn set_state_metric(ctx: &Context, ns: &str, name: &str, state: Option<State>) {
+    for s in STATES {
+        let labels = [ns, name, &s.to_string()];
+        match state {
+            Some(current) => ctx
+                .metrics
+                .moduleset_state
+                .with_label_values(&labels)
+                .set(i64::from(current == s)),
+            None => {
+                let _ = ctx.metrics.moduleset_state.remove_label_values(&labels);
+            }
+        }
+    }
+}
+
+pub async fn reconcile(
+    set: Arc<ModuleSet>,
+    mctx: Arc<ModuleContext>,
+) -> Result<Action, ReconcileError> {
+    let ctx = &mctx.ctx;
+    let started = Instant::now();
+    let name = set.name_any();
+    let ns = set.namespace().unwrap_or_default();
+    let api: Api<ModuleSet> = Api::namespaced(ctx.client.clone(), &ns);
+    let has_finalizer = set
+        .finalizers()
+        .iter()
+        .any(|f| f == labels::MODULESET_FINALIZER);
+    let deleting = set.metadata.deletion_timestamp.is_some();
+    if deleting && !has_finalizer {
+        return Ok(Action::await_change());
+    }
+    if !deleting && !has_finalizer {
+        let mut finalizers = set.finalizers().to_vec();
+        finalizers.push(labels::MODULESET_FINALIZER.to_string());
+        let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": set.resource_version() } });
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    }
+    // Until the Plugins present at start-up are resolved, "no such Plugin" would be a lie.
+    if !ctx.initial_sync.is_done() {
+        return Ok(Action::requeue(Duration::from_millis(500)));
+    }
+    let old = set.status.clone().unwrap_or_default();
+    let mut status = ModuleSetStatus {
+        observed_generation: set.metadata.generation,
+        conditions: old.conditions.clone(),
+        ..old.clone()
+    };
+    let generation = set.metadata.generation;
+    let target = match mctx.targets.get(&ns, set.spec.target.as_ref()).await {
+        Ok(t) => t,
+        Err(message) => {
+            set_condition(
+                &mut status.conditions,
+                "TargetReachable",
+                ConditionStatus::False,
+                "TargetUnreachable",
+                &message,
+                generation,
+            );
+            set_condition(
+                &mut status.conditions,
+                "Ready",
+                ConditionStatus::False,
+                "TargetUnreachable",
+                &message,
+                generation,
+            );
+            status.state = Some(State::Error);
+            if deleting {
+                status.state = Some(State::Deleting);
+            }
+            write(&api, &name, &old, &status).await?;
+            if old.conditions != status.conditions {
+                event(ctx, &set, EventType::Warning, "TargetUnreachable", message).await;
+            }
+            return Ok(Action::requeue(ctx.config.requeue.error));
+        }
+    };
+    set_condition(
+        &mut status.conditions,
+        "TargetReachable",
+        ConditionStatus::True,
+        "Connected",
+        format!(
+            "Kubernetes {}",
+            target.facts.kubernetes_version.as_deref().unwrap_or("?")
+        ),
+        generation,
+    );
+    let source = CatalogSource {
+        catalog: ctx.renderer.resolver.catalog.clone(),
+    };
+    let request = SetRequest {
+        set: format!("{ns}/{name}"),
+        channel: set.spec.channel.as_deref(),
+        modules: &set.spec.modules,
+        deleting,
+        allow_downgrade: is_true(
+            set.metadata.annotations.as_ref(),
+            labels::MODULES_ALLOW_DOWNGRADE,
+        ),
+    };
+    let outcome = match reconcile_set(&target, &ctx.renderer.wasm, &source, &request).await {
+        Ok(o) => o,
+        Err(e) => {
+            let message = e.to_string();
+            set_condition(
+                &mut status.conditions,
+                "Ready",
+                ConditionStatus::False,
+                "ReconcileFailed",
+                &message,
+                generation,
+            );
+            status.state = Some(if deleting {
+                State::Deleting
+            } else {
+                State::Error
+            });
+            write(&api, &name, &old, &status).await?;
+            tracing::warn!(moduleset = %format!("{ns}/{name}"), error = %message, "modules pass failed");
+            return Ok(Action::requeue(ctx.config.requeue.error));
+        }
+    };
+    mctx.drift.track(&target, &outcome.applied).await;
+    ctx.metrics
+        .reconcile_duration
+        .with_label_values(&["moduleset", "reconcile"])
+        .observe(started.elapsed().as_secs_f64());
+
+    if deleting && outcome.deleted {
+        set_state_metric(ctx, &ns, &name, None);
+        event(
+            ctx,
+            &set,
+            EventType::Normal,
+            "Deleted",
+            "every module was removed from the target".into(),
+        )
+        .await;
+        let rest: Vec<&String> = set
+            .finalizers()
+            .iter()
+            .filter(|f| *f != labels::MODULESET_FINALIZER)
+            .collect();
+        let patch = json!({ "metadata": { "finalizers": rest, "resourceVersion": set.resource_version() } });
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        return Ok(Action::await_change());
+    }
+
+    let state = outcome.state.unwrap_or(State::Ready);
+    let ready = outcome
+        .modules
+        .iter()
+        .filter(|m| m.state == State::Ready)
+        .count();
+    status.summary = Some(format!("{ready}/{} Ready", outcome.modules.len()));
+    status.state = Some(state);
+    let not_ready: Vec<String> = outcome
+        .modules
+        .iter()
+        .filter(|m| m.state != State::Ready)
+        .map(|m| {
+            format!(
+                "{} is {}{}",
+                m.name,
+                m.state,
+                m.message
+                    .as_ref()
+                    .map(|s| format!(": {s}"))
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
+    if not_ready.is_empty() {
+        set_condition(
+            &mut status.conditions,
+            "Ready",
+            ConditionStatus::True,
+            "ModulesReady",
+            "every module is Ready",
+            generation,
+        );
+    } else {
+        let reason = match state {
+            State::Error => "ModuleError",
+            State::Warning => "ModuleWarning",
+            State::Deleting => "Deleting",
+            _ => "ModulesProcessing",
+        };
+        set_condition(
+            &mut status.conditions,
+            "Ready",
+            ConditionStatus::False,
+            reason,
+            not_ready.join("; "),
+            generation,
+        );
+    }
+    // Events for state changes of single modules and for version moves.
+    for m in &outcome.modules {
+        let before = old.modules.iter().find(|o| o.name == m.name);
+        if m.state == State::Error
+            && before.is_none_or(|b| b.state != State::Error || b.message != m.message)
+        {
+            event(
+                ctx,
+                &set,
+                EventType::Warning,
+                "ModuleError",
+                format!("module {}: {}", m.name, m.message.as_deref().unwrap_or("")),
+            )
+            .await;
+        }
+        if m.state == State::Ready && before.is_some_and(|b| b.state != State::Ready) {
+            event(
+                ctx,
+                &set,
+                EventType::Normal,
+                "ModuleReady",
+                format!(
+                    "module {} {} is Ready",
+                    m.name,
+                    m.version.as_deref().unwrap_or("")
+                ),
+            )
+            .await;
+        }
+    }
+    status.modules = outcome.modules;
+    for notice in outcome.notices {
+        match notice {
+            Notice::DowngradeRefused {
+                module,
+                offered,
+                installed,
+            } => {
+                let was_warning = old
+                    .modules
+                    .iter()
+                    .any(|m| m.name == module && m.state == State::Warning);
+                if !was_warning {
+                    event(ctx, &set, EventType::Warning, "DowngradeRefused", format!("module {module}: the channel offers {offered}, lower than the installed {installed}; kept {installed}")).await;
+                }
+            }
+            Notice::Upgraded { module, from, to } => {
+                event(
+                    ctx,
+                    &set,
+                    EventType::Normal,
+                    "ModuleUpgraded",
+                    format!("module {module}: {from} → {to}"),
+                )
+                .await;
+            }
+            Notice::Removed { module } => {
+                event(
+                    ctx,
+                    &set,
+                    EventType::Normal,
+                    "ModuleRemoved",
+                    format!("module {module} and its objects were removed"),
+                )
+                .await;
+            }
+        }
+    }
+    write(&api, &name, &old, &status).await?;
+    set_state_metric(ctx, &ns, &name, Some(state));
+    Ok(Action::requeue(
+        outcome.requeue.unwrap_or(RESYNC).min(RESYNC),
+    ))
+}
+
+async fn write(
+    api: &Api<ModuleSet>,
+    name: &str,
+    old: &ModuleSetStatus,
+    status: &ModuleSetStatus,
+) -> Result<(), ReconcileError> {
+    if old != status {
+        patch_status(api, name, status, STATUS_FIELDS).await?;
+    }
+    Ok(())
+}
+
+async fn event(ctx: &Context, set: &ModuleSet, type_: EventType, reason: &str, note: String) {
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note.chars().take(1024).collect()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &set.object_ref(&())).await {
+        tracing::debug!(error = %e, "event not published");
+    }
+}

@@ -1,0 +1,112 @@
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::Condition;
+use crate::modules::engine::CustomResourcePolicy;
+use crate::modules::{ModuleReport, State};
+
+/// The modules wanted on one cluster (KLM's Kyma resource). Each module's plugin is the
+/// `Plugin` of the same name, at the version its release channel runs.
+#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "tessera.dev",
+    version = "v1alpha1",
+    kind = "ModuleSet",
+    namespaced,
+    status = "ModuleSetStatus",
+    shortname = "mset",
+    printcolumn = r#"{"name":"State","type":"string","jsonPath":".status.state"}"#,
+    printcolumn = r#"{"name":"Modules","type":"string","jsonPath":".status.summary"}"#,
+    printcolumn = r#"{"name":"Channel","type":"string","jsonPath":".spec.channel"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ModuleSetSpec {
+    /// The cluster to install on: a kubeconfig Secret in this namespace. Unset: the
+    /// cluster the host runs in (single-cluster mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<Target>,
+    /// Release channel of every module without its own (default `regular`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    #[serde(default)]
+    pub modules: Vec<ModuleSpec>,
+}
+
+/// Where the target cluster's kubeconfig is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Target {
+    /// Secret name (in the ModuleSet's namespace), e.g. `kubeconfig-<runtime id>`.
+    pub secret_name: String,
+    /// Key holding the kubeconfig (default `config`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Cloud provider passed to plugins as a cluster fact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Region passed to plugins as a cluster fact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+}
+
+/// One wanted module.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModuleSpec {
+    /// Module name: the `Plugin` that reconciles it.
+    pub name: String,
+    /// Release channel for this module (over the set's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    /// Module configuration, merged over the Plugin's `config`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "any_object")]
+    pub config: Option<serde_json::Value>,
+    /// `false`: stop managing the module and leave its objects as they are (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub managed: Option<bool>,
+    /// On removal, whether custom resources of the module's CRDs are deleted
+    /// (`CreateAndDelete`, default) or the CRDs and their resources are kept (`Ignore`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "policy_schema")]
+    pub custom_resource_policy: Option<CustomResourcePolicy>,
+}
+
+/// What the host last saw and did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModuleSetStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Error > Warning > Processing > Ready; Deleting while the set is deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "state_schema")]
+    pub state: Option<State>,
+    /// `3/4 Ready`, for `kubectl get`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub modules: Vec<ModuleReport>,
+    /// `Ready` (every module Ready) and `TargetReachable`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+fn any_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true })
+}
+
+/// Plain string enums: the derived schema of `Option<enum>` lists `null`, which
+/// apiextensions v1 rejects.
+fn policy_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "string", "enum": ["CreateAndDelete", "Ignore"] })
+}
+
+fn state_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "enum": ["Ready", "Processing", "Warning", "Error", "Deleting"]
+    })
+}

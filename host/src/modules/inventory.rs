@@ -1,0 +1,184 @@
+//! What each module applied, kept in a ConfigMap on the target (`tessera-system/
+//! modules.<set namespace>.<set name>`, one key per module). It lives next to the objects
+//! it lists, so it survives host restarts and works the same with and without a control
+//! plane. Written before applying (old ∪ new) and after pruning (new), so a crash in
+//! between leaves nothing unlisted.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, Patch, PatchParams};
+use serde::{Deserialize, Serialize};
+
+use super::error::ModuleError;
+use super::target::Target;
+
+/// Namespace of the inventories on the target.
+pub const NAMESPACE: &str = "tessera-system";
+const MANAGER: &str = "tessera-inventory";
+
+/// One object on the target.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectKey {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// The key of a manifest (`apiVersion`, `kind`, `metadata.namespace/name`).
+    pub fn of(object: &serde_json::Value) -> Option<Self> {
+        Some(Self {
+            api_version: object["apiVersion"].as_str()?.to_string(),
+            kind: object["kind"].as_str()?.to_string(),
+            namespace: object["metadata"]["namespace"].as_str().map(str::to_string),
+            name: object["metadata"]["name"].as_str()?.to_string(),
+        })
+    }
+
+    pub fn is_crd(&self) -> bool {
+        self.kind == "CustomResourceDefinition"
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {}/{}", self.kind, ns, self.name),
+            None => write!(f, "{} {}", self.kind, self.name),
+        }
+    }
+}
+
+/// What one module has installed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModuleRecord {
+    /// The version that applied these objects (the downgrade guard compares with it).
+    pub version: String,
+    #[serde(default)]
+    pub digest: String,
+    #[serde(default)]
+    pub objects: Vec<ObjectKey>,
+}
+
+/// The inventory of one ModuleSet on its target.
+#[derive(Debug, Clone, Default)]
+pub struct Inventory {
+    /// `<namespace>/<name>` of the set.
+    pub set: String,
+    pub modules: BTreeMap<String, ModuleRecord>,
+}
+
+fn name_of(set: &str) -> String {
+    format!("modules.{}", set.replace('/', "."))
+}
+
+impl Inventory {
+    /// Read the inventory of `set` (empty when there is none).
+    pub async fn load(target: &Target, set: &str) -> Result<Self, ModuleError> {
+        let api: Api<ConfigMap> = Api::namespaced(target.client.clone(), NAMESPACE);
+        let mut modules = BTreeMap::new();
+        if let Some(cm) = api.get_opt(&name_of(set)).await? {
+            for (module, json) in cm.data.unwrap_or_default() {
+                let record = serde_json::from_str(&json).map_err(|e| {
+                    ModuleError::object(
+                        format!("ConfigMap {NAMESPACE}/{}", name_of(set)),
+                        format!("key {module} is not an inventory record: {e}"),
+                    )
+                })?;
+                modules.insert(module, record);
+            }
+        }
+        Ok(Self {
+            set: set.to_string(),
+            modules,
+        })
+    }
+
+    /// Store `record` for `module` (`None`: forget the module).
+    pub async fn save(
+        &mut self,
+        target: &Target,
+        module: &str,
+        record: Option<ModuleRecord>,
+    ) -> Result<(), ModuleError> {
+        match &record {
+            Some(r) => {
+                if self.modules.get(module) == Some(r) {
+                    return Ok(());
+                }
+                self.modules.insert(module.to_string(), r.clone());
+            }
+            None => {
+                if self.modules.remove(module).is_none() {
+                    return Ok(());
+                }
+            }
+        }
+        let api: Api<ConfigMap> = Api::namespaced(target.client.clone(), NAMESPACE);
+        let value = match record {
+            Some(r) => serde_json::Value::String(serde_json::to_string(&r).expect("a record")),
+            None => serde_json::Value::Null,
+        };
+        let name = name_of(&self.set);
+        let body = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name,
+                "namespace": NAMESPACE,
+                "annotations": {super::labels::SET: self.set},
+                "labels": {crate::controllers::labels::MANAGED_BY: crate::controllers::labels::MANAGED_BY_VALUE},
+            },
+            "data": {module: value},
+        });
+        // A merge patch touches only this module's key; create when missing.
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                ensure_namespace(target).await?;
+                let mut create = body;
+                let data: BTreeMap<String, String> = self
+                    .modules
+                    .iter()
+                    .map(|(k, v)| (k.clone(), serde_json::to_string(v).expect("a record")))
+                    .collect();
+                create["data"] = serde_json::to_value(data).expect("data");
+                let cm: ConfigMap = serde_json::from_value(create).expect("a ConfigMap");
+                api.create(&Default::default(), &cm).await?;
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Remove the inventory ConfigMap (after the last module is gone).
+    pub async fn delete(target: &Target, set: &str) -> Result<(), ModuleError> {
+        let api: Api<ConfigMap> = Api::namespaced(target.client.clone(), NAMESPACE);
+        match api.delete(&name_of(set), &Default::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+async fn ensure_namespace(target: &Target) -> Result<(), ModuleError> {
+    let api: Api<Namespace> = Api::all(target.client.clone());
+    let ns = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": NAMESPACE},
+    });
+    api.patch(NAMESPACE, &PatchParams::apply(MANAGER), &Patch::Apply(&ns))
+        .await?;
+    Ok(())
+}

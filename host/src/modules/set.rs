@@ -1,0 +1,594 @@
+//! A whole set of modules on one target, one pass: resolve each module's plugin version
+//! (refusing downgrades), order by dependencies, reconcile in that order, uninstall what
+//! left the set in reverse order, aggregate the states.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::apply::Applied;
+use super::engine::{ModuleRun, Reconciled, prune_inventory};
+use super::error::ModuleError;
+use super::inventory::{Inventory, ObjectKey};
+use super::source::{Candidate, ModuleSource};
+use super::target::Target;
+use crate::crd::moduleset::ModuleSpec;
+use crate::wasm::WasmRuntime;
+
+/// The channel when neither the module nor the set names one.
+pub const DEFAULT_CHANNEL: &str = "regular";
+
+/// A module's (and the set's) state, as KLM reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum State {
+    Ready,
+    Processing,
+    Warning,
+    Error,
+    Deleting,
+}
+
+impl State {
+    fn weight(self) -> u8 {
+        match self {
+            State::Error => 4,
+            State::Warning => 3,
+            State::Deleting => 2,
+            State::Processing => 1,
+            State::Ready => 0,
+        }
+    }
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+/// Error > Warning > Processing > Ready (a module still being removed counts as
+/// Processing unless the whole set is being deleted).
+pub fn aggregate(states: impl IntoIterator<Item = State>, deleting: bool) -> State {
+    if deleting {
+        return State::Deleting;
+    }
+    states
+        .into_iter()
+        .map(|s| {
+            if s == State::Deleting {
+                State::Processing
+            } else {
+                s
+            }
+        })
+        .max_by_key(|s| s.weight())
+        .unwrap_or(State::Ready)
+}
+
+/// One module in the set's status.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModuleReport {
+    pub name: String,
+    /// The channel the version came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    /// The installed (or installing) version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// `sha256:` of the plugin component.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    pub state: State,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// How many objects the module has applied.
+    #[serde(default)]
+    pub objects: u32,
+}
+
+/// One pass over a set.
+pub struct SetRequest<'a> {
+    /// `<namespace>/<name>`, the inventory key.
+    pub set: String,
+    /// The set's channel (`None`: [`DEFAULT_CHANNEL`]).
+    pub channel: Option<&'a str>,
+    pub modules: &'a [ModuleSpec],
+    /// The set is being deleted: uninstall everything.
+    pub deleting: bool,
+    /// Versions below the installed one may be applied (annotation on the set).
+    pub allow_downgrade: bool,
+}
+
+/// A version change the caller should announce.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Notice {
+    /// The channel offers a lower version than the installed one; it was not applied.
+    DowngradeRefused {
+        module: String,
+        offered: String,
+        installed: String,
+    },
+    /// A module moved to another version.
+    Upgraded {
+        module: String,
+        from: String,
+        to: String,
+    },
+    /// A module's objects are gone.
+    Removed { module: String },
+}
+
+/// The result of a pass.
+#[derive(Debug, Default)]
+pub struct SetOutcome {
+    pub modules: Vec<ModuleReport>,
+    pub state: Option<State>,
+    /// Look again after this long (the shortest a module asked for).
+    pub requeue: Option<Duration>,
+    pub applied: Vec<Applied>,
+    /// Deleting and nothing is left on the target.
+    pub deleted: bool,
+    pub notices: Vec<Notice>,
+}
+
+/// The module's configuration: the Plugin's defaults with the set's values merged over.
+pub fn merge_config(defaults: Option<&Value>, config: Option<&Value>) -> Value {
+    fn merge(base: &mut Value, over: &Value) {
+        match (base, over) {
+            (Value::Object(b), Value::Object(o)) => {
+                for (k, v) in o {
+                    merge(b.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+            (b, o) => *b = o.clone(),
+        }
+    }
+    let mut out = defaults
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Default::default()));
+    if let Some(config) = config {
+        merge(&mut out, config);
+    }
+    out
+}
+
+fn newer(a: &str, b: &str) -> bool {
+    match (semver::Version::parse(a), semver::Version::parse(b)) {
+        (Ok(a), Ok(b)) => a > b,
+        _ => false,
+    }
+}
+
+struct Planned {
+    channel: String,
+    candidate: Candidate,
+    config: String,
+    deps: Vec<String>,
+    /// Set when the channel's version was refused as a downgrade.
+    held: Option<String>,
+}
+
+fn report(name: &str, state: State, message: impl Into<String>) -> ModuleReport {
+    ModuleReport {
+        name: name.to_string(),
+        channel: None,
+        version: None,
+        digest: None,
+        state,
+        message: Some(message.into()),
+        objects: 0,
+    }
+}
+
+async fn dependencies(
+    wasm: &Arc<WasmRuntime>,
+    candidate: &Candidate,
+    config: &str,
+) -> Result<Vec<String>, String> {
+    let plugin = candidate.plugin.clone();
+    let wasm = wasm.clone();
+    let limits = candidate.limits.clone();
+    let config = config.to_string();
+    tokio::task::spawn_blocking(move || plugin.dependencies(&wasm, &config, &limits))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())
+}
+
+/// Reconcile `req` on `target` once.
+pub async fn reconcile_set(
+    target: &Target,
+    wasm: &Arc<WasmRuntime>,
+    source: &dyn ModuleSource,
+    req: &SetRequest<'_>,
+) -> Result<SetOutcome, ModuleError> {
+    let mut inventory = Inventory::load(target, &req.set).await?;
+    let mut out = SetOutcome::default();
+    let mut reports: BTreeMap<String, ModuleReport> = BTreeMap::new();
+    let set_channel = req.channel.unwrap_or(DEFAULT_CHANNEL);
+    let mut planned: BTreeMap<String, Planned> = BTreeMap::new();
+    let mut unmanaged = HashSet::new();
+    let wanted: Vec<&ModuleSpec> = if req.deleting {
+        Vec::new()
+    } else {
+        req.modules.iter().collect()
+    };
+    for spec in wanted {
+        let name = spec.name.clone();
+        if !spec.managed.unwrap_or(true) {
+            unmanaged.insert(name.clone());
+            // Unmanaged: left as installed, and no longer tracked for pruning.
+            inventory.save(target, &name, None).await?;
+            reports.insert(
+                name.clone(),
+                report(
+                    &name,
+                    State::Ready,
+                    "not managed: objects are left as they are",
+                ),
+            );
+            continue;
+        }
+        let channel = spec
+            .channel
+            .clone()
+            .unwrap_or_else(|| set_channel.to_string());
+        let mut candidate = match source.resolve(&name, &channel) {
+            Ok(c) => c,
+            Err(message) => {
+                reports.insert(name.clone(), report(&name, State::Error, message));
+                continue;
+            }
+        };
+        let mut held = None;
+        if let Some(installed) = inventory.modules.get(&name).map(|r| r.version.clone())
+            && newer(&installed, &candidate.version)
+            && !candidate.allow_downgrade
+            && !req.allow_downgrade
+        {
+            out.notices.push(Notice::DowngradeRefused {
+                module: name.clone(),
+                offered: candidate.version.clone(),
+                installed: installed.clone(),
+            });
+            let message = format!(
+                "channel {channel} offers {}, lower than the installed {installed}: kept {installed}",
+                candidate.version
+            );
+            match source.version(&name, &installed) {
+                Some(kept) => {
+                    candidate = kept;
+                    held = Some(message);
+                }
+                None => {
+                    let mut r = report(&name, State::Warning, message);
+                    r.version = Some(installed);
+                    r.channel = Some(channel);
+                    reports.insert(name.clone(), r);
+                    continue;
+                }
+            }
+        }
+        let config = merge_config(candidate.defaults.as_ref(), spec.config.as_ref()).to_string();
+        let deps = match dependencies(wasm, &candidate, &config).await {
+            Ok(d) => d,
+            Err(message) => {
+                reports.insert(name.clone(), report(&name, State::Error, message));
+                continue;
+            }
+        };
+        planned.insert(
+            name.clone(),
+            Planned {
+                channel,
+                candidate,
+                config,
+                deps,
+                held,
+            },
+        );
+    }
+
+    // Install in dependency order.
+    let in_set: HashSet<&str> = req.modules.iter().map(|m| m.name.as_str()).collect();
+    let (order, cyclic) = topological(&planned);
+    let mut objects_of: HashMap<String, HashSet<ObjectKey>> = inventory
+        .modules
+        .iter()
+        .map(|(m, r)| (m.clone(), r.objects.iter().cloned().collect()))
+        .collect();
+    for name in order {
+        let plan = &planned[&name];
+        let base = |state: State, message: Option<String>, objects: u32| ModuleReport {
+            name: name.clone(),
+            channel: Some(plan.channel.clone()),
+            version: Some(plan.candidate.version.clone()),
+            digest: Some(plan.candidate.digest.clone()),
+            state,
+            message,
+            objects,
+        };
+        if let Some(missing) = plan.deps.iter().find(|d| !in_set.contains(d.as_str())) {
+            reports.insert(
+                name.clone(),
+                base(
+                    State::Error,
+                    Some(format!(
+                        "requires module {missing}, which is not in the ModuleSet"
+                    )),
+                    0,
+                ),
+            );
+            continue;
+        }
+        if cyclic.contains(&name) {
+            reports.insert(
+                name.clone(),
+                base(
+                    State::Error,
+                    Some(format!(
+                        "dependency cycle: {name} requires {}",
+                        plan.deps.join(", ")
+                    )),
+                    0,
+                ),
+            );
+            continue;
+        }
+        let waiting: Vec<&String> = plan
+            .deps
+            .iter()
+            .filter(|d| reports.get(*d).is_none_or(|r| r.state != State::Ready))
+            .collect();
+        if !waiting.is_empty() {
+            let names: Vec<&str> = waiting.iter().map(|s| s.as_str()).collect();
+            reports.insert(
+                name.clone(),
+                base(
+                    State::Processing,
+                    Some(format!("waiting for {} to be Ready", names.join(", "))),
+                    inventory
+                        .modules
+                        .get(&name)
+                        .map_or(0, |r| r.objects.len() as u32),
+                ),
+            );
+            continue;
+        }
+        let keep: HashSet<ObjectKey> = objects_of
+            .iter()
+            .filter(|(m, _)| *m != &name)
+            .flat_map(|(_, o)| o.iter().cloned())
+            .collect();
+        let previous_version = inventory.modules.get(&name).map(|r| r.version.clone());
+        let run = ModuleRun {
+            target,
+            wasm,
+            set: &req.set,
+            module: &name,
+            candidate: &plan.candidate,
+            config: plan.config.clone(),
+        };
+        let Reconciled {
+            mut state,
+            mut message,
+            objects,
+            requeue,
+            applied,
+        } = run.reconcile(&mut inventory, &keep).await?;
+        if let Some(held) = &plan.held
+            && matches!(state, State::Ready | State::Processing)
+        {
+            state = State::Warning;
+            message = Some(held.clone());
+        }
+        if let Some(from) = previous_version
+            && from != plan.candidate.version
+            && state != State::Error
+        {
+            out.notices.push(Notice::Upgraded {
+                module: name.clone(),
+                from,
+                to: plan.candidate.version.clone(),
+            });
+        }
+        if let Some(r) = inventory.modules.get(&name) {
+            objects_of.insert(name.clone(), r.objects.iter().cloned().collect());
+        }
+        out.requeue = shortest(out.requeue, requeue);
+        out.applied.extend(applied);
+        reports.insert(name.clone(), base(state, message, objects as u32));
+    }
+
+    // Uninstall what left the set, dependents first.
+    let leaving: Vec<String> = inventory
+        .modules
+        .keys()
+        .filter(|m| {
+            !planned.contains_key(*m) && !unmanaged.contains(*m) && !reports.contains_key(*m)
+        })
+        .cloned()
+        .collect();
+    let mut leaving_deps: HashMap<String, (Option<Candidate>, String, Vec<String>)> =
+        HashMap::new();
+    for name in &leaving {
+        let installed = inventory.modules[name].version.clone();
+        let spec = req.modules.iter().find(|m| &m.name == name);
+        let candidate = source.version(name, &installed).or_else(|| {
+            let channel = spec
+                .and_then(|s| s.channel.clone())
+                .unwrap_or_else(|| set_channel.to_string());
+            source.resolve(name, &channel).ok()
+        });
+        let config = match &candidate {
+            Some(c) => {
+                merge_config(c.defaults.as_ref(), spec.and_then(|s| s.config.as_ref())).to_string()
+            }
+            None => "{}".into(),
+        };
+        let deps = match &candidate {
+            Some(c) => dependencies(wasm, c, &config).await.unwrap_or_default(),
+            None => Vec::new(),
+        };
+        leaving_deps.insert(name.clone(), (candidate, config, deps));
+    }
+    for name in &leaving {
+        let needed_by: Vec<&String> = leaving_deps
+            .iter()
+            .filter(|(other, (_, _, deps))| *other != name && deps.contains(name))
+            .map(|(other, _)| other)
+            .chain(
+                planned
+                    .iter()
+                    .filter(|(_, p)| p.deps.contains(name))
+                    .map(|(n, _)| n),
+            )
+            .collect();
+        if let Some(first) = needed_by.first() {
+            let mut r = report(
+                name,
+                State::Deleting,
+                format!("waiting for {first} to be removed first"),
+            );
+            r.version = Some(inventory.modules[name].version.clone());
+            reports.insert(name.clone(), r);
+            out.requeue = shortest(out.requeue, Some(Duration::from_secs(2)));
+            continue;
+        }
+        let keep: HashSet<ObjectKey> = objects_of
+            .iter()
+            .filter(|(m, _)| *m != name)
+            .flat_map(|(_, o)| o.iter().cloned())
+            .collect();
+        let policy = req
+            .modules
+            .iter()
+            .find(|m| &m.name == name)
+            .and_then(|m| m.custom_resource_policy)
+            .unwrap_or_default();
+        let (candidate, config, _) = &leaving_deps[name];
+        let version = inventory.modules[name].version.clone();
+        let result = match candidate {
+            Some(candidate) => {
+                let run = ModuleRun {
+                    target,
+                    wasm,
+                    set: &req.set,
+                    module: name,
+                    candidate,
+                    config: config.clone(),
+                };
+                run.delete(&mut inventory, &keep, policy).await?
+            }
+            None => prune_inventory(target, name, &mut inventory, &keep, policy).await?,
+        };
+        if result.state == State::Ready {
+            objects_of.remove(name);
+            out.notices.push(Notice::Removed {
+                module: name.clone(),
+            });
+            continue;
+        }
+        out.requeue = shortest(out.requeue, result.requeue.or(Some(Duration::from_secs(5))));
+        let mut r = report(
+            name,
+            if result.state == State::Error {
+                State::Error
+            } else {
+                State::Deleting
+            },
+            result.message.unwrap_or_default(),
+        );
+        r.version = Some(version);
+        r.objects = result.objects as u32;
+        reports.insert(name.clone(), r);
+    }
+
+    if req.deleting && inventory.modules.is_empty() {
+        Inventory::delete(target, &req.set).await?;
+        out.deleted = true;
+    }
+    // Status lists modules in the set's order, then those still being removed.
+    let mut modules = Vec::new();
+    for spec in req.modules {
+        if let Some(r) = reports.remove(&spec.name) {
+            modules.push(r);
+        }
+    }
+    modules.extend(reports.into_values());
+    out.state = Some(aggregate(modules.iter().map(|m| m.state), req.deleting));
+    out.modules = modules;
+    Ok(out)
+}
+
+fn shortest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Modules in an order where dependencies come first, and the modules that are in (or
+/// depend on) a cycle.
+fn topological(planned: &BTreeMap<String, Planned>) -> (Vec<String>, HashSet<String>) {
+    let mut done: Vec<String> = Vec::new();
+    let mut left: Vec<&String> = planned.keys().collect();
+    while !left.is_empty() {
+        let before = left.len();
+        left.retain(|name| {
+            let ready = planned[*name]
+                .deps
+                .iter()
+                .all(|d| !planned.contains_key(d) || done.contains(d));
+            if ready {
+                done.push((*name).clone());
+            }
+            !ready
+        });
+        if left.len() == before {
+            let cyclic: HashSet<String> = left.iter().map(|s| (*s).clone()).collect();
+            done.extend(left.iter().map(|s| (*s).clone()));
+            return (done, cyclic);
+        }
+    }
+    (done, HashSet::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aggregation_follows_klm() {
+        use State::*;
+        assert_eq!(aggregate([Ready, Processing, Warning], false), Warning);
+        assert_eq!(aggregate([Ready, Error, Warning], false), Error);
+        assert_eq!(aggregate([Ready, Deleting], false), Processing);
+        assert_eq!(aggregate([Ready, Ready], false), Ready);
+        assert_eq!(aggregate([], false), Ready);
+        assert_eq!(aggregate([Ready], true), Deleting);
+    }
+
+    #[test]
+    fn config_merges_over_plugin_defaults() {
+        let defaults = serde_json::json!({"manifest": "x", "values": {"a": 1, "b": 2}});
+        let config = serde_json::json!({"values": {"b": 3}});
+        assert_eq!(
+            merge_config(Some(&defaults), Some(&config)),
+            serde_json::json!({"manifest": "x", "values": {"a": 1, "b": 3}})
+        );
+        assert_eq!(merge_config(None, None), serde_json::json!({}));
+    }
+
+    #[test]
+    fn versions_compare_as_semver() {
+        assert!(newer("1.10.0", "1.9.0"));
+        assert!(!newer("1.0.0", "1.0.0"));
+        assert!(!newer("x", "1.0.0"));
+    }
+}

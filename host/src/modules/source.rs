@@ -1,0 +1,133 @@
+//! Which plugin version runs a module. The controller reads the catalog the Plugin
+//! controller fills (a module's plugin is the `Plugin` of the same name, resolved by
+//! channel); `tessera modules apply` reads component files from a directory.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+use crate::plugins::{Catalog, Loaded, Resolved};
+use crate::wasm::{Limits, LoadedModule, WasmRuntime};
+
+/// A plugin version that can run a module.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub version: String,
+    /// `sha256:` of the component.
+    pub digest: String,
+    pub plugin: Arc<LoadedModule>,
+    pub limits: Limits,
+    /// The Plugin's configuration; the module's configuration is merged over it.
+    pub defaults: Option<Value>,
+    /// The channel permits going below the installed version.
+    pub allow_downgrade: bool,
+}
+
+/// Where module plugins come from.
+pub trait ModuleSource: Send + Sync {
+    /// The version `channel` offers for `module`, or why there is none.
+    fn resolve(&self, module: &str, channel: &str) -> Result<Candidate, String>;
+    /// One specific version, to keep an installed version when a downgrade is refused.
+    fn version(&self, module: &str, version: &str) -> Option<Candidate>;
+}
+
+/// Plugins resolved from `Plugin` resources.
+pub struct CatalogSource {
+    pub catalog: Arc<Catalog>,
+}
+
+fn candidate(
+    module: &str,
+    resolved: &Resolved,
+    entry: &crate::plugins::PluginEntry,
+    allow_downgrade: bool,
+) -> Result<Candidate, String> {
+    let Loaded::Module(plugin) = &resolved.loaded else {
+        return Err(format!(
+            "Plugin {module} is a {} plugin, not a module-reconciler",
+            resolved.loaded.kind()
+        ));
+    };
+    Ok(Candidate {
+        version: resolved.version.clone(),
+        digest: resolved.component_digest.clone(),
+        plugin: plugin.clone(),
+        limits: entry.limits.apply(Limits::default()),
+        defaults: entry.config.clone(),
+        allow_downgrade,
+    })
+}
+
+impl ModuleSource for CatalogSource {
+    fn resolve(&self, module: &str, channel: &str) -> Result<Candidate, String> {
+        let entry = self.catalog.get(module)?;
+        let chosen = entry.channel(module, channel)?;
+        candidate(module, &chosen.current, &entry, chosen.allow_downgrade)
+    }
+
+    fn version(&self, module: &str, version: &str) -> Option<Candidate> {
+        let entry = self.catalog.get(module).ok()?;
+        let resolved = entry.versions.get(version)?;
+        candidate(module, resolved, &entry, false).ok()
+    }
+}
+
+/// `<dir>/<module>.wasm` (or an explicit file per module); one version per module, every
+/// channel.
+pub struct DirectorySource {
+    pub dir: PathBuf,
+    pub files: HashMap<String, PathBuf>,
+    pub wasm: Arc<WasmRuntime>,
+    loaded: Mutex<HashMap<String, Candidate>>,
+}
+
+impl DirectorySource {
+    pub fn new(dir: PathBuf, files: HashMap<String, PathBuf>, wasm: Arc<WasmRuntime>) -> Self {
+        Self {
+            dir,
+            files,
+            wasm,
+            loaded: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl ModuleSource for DirectorySource {
+    fn resolve(&self, module: &str, _channel: &str) -> Result<Candidate, String> {
+        if let Some(found) = self.loaded.lock().expect("source lock").get(module) {
+            return Ok(found.clone());
+        }
+        let path = self
+            .files
+            .get(module)
+            .cloned()
+            .unwrap_or_else(|| self.dir.join(format!("{module}.wasm")));
+        let bytes = std::fs::read(&path)
+            .map_err(|e| format!("module {module}: cannot read {}: {e}", path.display()))?;
+        let plugin = self
+            .wasm
+            .load_module(&bytes, &path.display().to_string())
+            .map_err(|e| format!("module {module}: {e}"))?;
+        let found = Candidate {
+            version: plugin.info.version.clone(),
+            digest: plugin.inspection.digest.clone(),
+            plugin: Arc::new(plugin),
+            limits: Limits::default(),
+            defaults: None,
+            allow_downgrade: false,
+        };
+        self.loaded
+            .lock()
+            .expect("source lock")
+            .insert(module.to_string(), found.clone());
+        Ok(found)
+    }
+
+    fn version(&self, module: &str, version: &str) -> Option<Candidate> {
+        self.resolve(module, "")
+            .ok()
+            .filter(|c| c.version == version)
+    }
+}

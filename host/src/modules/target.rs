@@ -1,0 +1,113 @@
+//! The cluster modules are installed on: a client, the cluster facts plugins receive, and a
+//! discovery cache (kind → resource) so that applying a known kind costs no extra request.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::core::GroupVersionKind;
+use kube::discovery::{Scope, pinned_kind};
+use tessera_sdk::ClusterFacts;
+
+use super::error::ModuleError;
+
+/// A resolved kind: how to address it and whether it lives in namespaces.
+#[derive(Debug, Clone)]
+pub struct Kind {
+    pub resource: ApiResource,
+    pub namespaced: bool,
+}
+
+/// A target cluster.
+pub struct Target {
+    pub client: Client,
+    /// The API server URL, which identifies the cluster for drift watches.
+    pub server: String,
+    pub facts: ClusterFacts,
+    kinds: Mutex<HashMap<(String, String), Kind>>,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("server", &self.server)
+            .finish()
+    }
+}
+
+impl Target {
+    /// Connect: read the server version for the cluster facts.
+    pub async fn connect(
+        client: Client,
+        server: String,
+        provider: Option<String>,
+        region: Option<String>,
+    ) -> Result<Self, ModuleError> {
+        let version = client.apiserver_version().await?;
+        Ok(Self {
+            client,
+            server,
+            facts: ClusterFacts {
+                kubernetes_version: Some(version.git_version.trim_start_matches('v').to_string()),
+                provider,
+                region,
+            },
+            kinds: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// How to address `api_version`/`kind`; `None` when the cluster does not serve it (yet).
+    pub async fn kind(&self, api_version: &str, kind: &str) -> Result<Option<Kind>, ModuleError> {
+        let key = (api_version.to_string(), kind.to_string());
+        if let Some(found) = self.kinds.lock().expect("kinds lock").get(&key) {
+            return Ok(Some(found.clone()));
+        }
+        let (group, version) = match api_version.split_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", api_version),
+        };
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        match pinned_kind(&self.client, &gvk).await {
+            Ok((resource, caps)) => {
+                let found = Kind {
+                    resource,
+                    namespaced: caps.scope == Scope::Namespaced,
+                };
+                self.kinds
+                    .lock()
+                    .expect("kinds lock")
+                    .insert(key, found.clone());
+                Ok(Some(found))
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+            Err(kube::Error::Discovery(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// An API for `kind` in `namespace` (ignored for cluster-scoped kinds).
+    pub fn api(&self, kind: &Kind, namespace: Option<&str>) -> Api<DynamicObject> {
+        match (kind.namespaced, namespace) {
+            (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &kind.resource),
+            _ => Api::all_with(self.client.clone(), &kind.resource),
+        }
+    }
+}
+
+/// A client and server URL from a kubeconfig (`None`: in-cluster or `$KUBECONFIG`).
+pub async fn connect_kubeconfig(
+    kubeconfig: Option<kube::config::Kubeconfig>,
+) -> Result<(Client, String), String> {
+    let config = match kubeconfig {
+        Some(k) => kube::Config::from_custom_kubeconfig(k, &Default::default())
+            .await
+            .map_err(|e| format!("unusable kubeconfig: {e}"))?,
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| format!("no kubeconfig: {e}"))?,
+    };
+    let server = config.cluster_url.to_string();
+    let client = Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))?;
+    Ok((client, server))
+}

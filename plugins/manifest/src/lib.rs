@@ -1,0 +1,173 @@
+//! `manifest`: the generic module. Its configuration carries YAML documents and values;
+//! `${name}` in the documents is replaced by the value `name` (or the built-ins `module`,
+//! `version`, `kubernetesVersion`), `$${` stands for a literal `${`. Usually the bundle is
+//! set once in the `Plugin`'s `config` and each ModuleSet only sets `values`.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+use tessera_sdk::{ModuleInput, ModuleOutput, ModuleReconciler, PluginError};
+
+/// The module's configuration.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// YAML documents, separated by `---`.
+    pub manifest: String,
+    /// Values for `${name}` placeholders.
+    pub values: BTreeMap<String, Value>,
+    /// Modules that must be Ready first.
+    pub requires: Vec<String>,
+}
+
+pub struct Manifest;
+
+impl ModuleReconciler for Manifest {
+    const NAME: &'static str = "manifest";
+    const DESCRIPTION: &'static str =
+        "Applies a bundle of YAML documents with ${value} substitution";
+    type Config = Config;
+
+    fn dependencies(config: &Config) -> Vec<String> {
+        config.requires.clone()
+    }
+
+    fn reconcile(input: ModuleInput<Config>) -> Result<ModuleOutput, PluginError> {
+        if input.config.manifest.trim().is_empty() {
+            return Err(PluginError::invalid_input(
+                "config.manifest",
+                "no documents: set config.manifest on the Plugin or the module",
+            ));
+        }
+        let mut values = input.config.values.clone();
+        values.insert("module".into(), Value::String(input.module.clone()));
+        values.insert("version".into(), Value::String(input.version.clone()));
+        if let Some(v) = &input.cluster.kubernetes_version {
+            values.insert("kubernetesVersion".into(), Value::String(v.clone()));
+        }
+        let text = substitute(&input.config.manifest, &values)?;
+        let documents = parse_documents(&text)?;
+        Ok(ModuleOutput::ready(documents))
+    }
+}
+
+/// Replace `${name}` by `values[name]`; an unknown name is an error naming it.
+pub fn substitute(text: &str, values: &BTreeMap<String, Value>) -> Result<String, PluginError> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        if let Some(after) = tail.strip_prefix("$${") {
+            out.push_str("${");
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix("${") {
+            let end = after.find('}').ok_or_else(|| {
+                PluginError::invalid_input("config.manifest", "unterminated ${ placeholder")
+            })?;
+            let name = after[..end].trim();
+            let value = values.get(name).ok_or_else(|| {
+                PluginError::invalid_input(
+                    format!("config.values.{name}"),
+                    format!("the manifest uses ${{{name}}} but no value {name} is set"),
+                )
+            })?;
+            match value {
+                Value::String(s) => out.push_str(s),
+                other => out.push_str(&other.to_string()),
+            }
+            rest = &after[end + 1..];
+        } else {
+            out.push('$');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Every non-empty YAML document as JSON; each must have apiVersion, kind and a name.
+pub fn parse_documents(text: &str) -> Result<Vec<Value>, PluginError> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| {
+        PluginError::invalid_input("config.manifest", format!("not valid YAML: {e}"))
+    })?;
+    let mut out = Vec::new();
+    for (i, doc) in docs.into_iter().enumerate() {
+        if doc.is_null() {
+            continue;
+        }
+        for field in ["apiVersion", "kind"] {
+            if !doc[field].is_string() {
+                return Err(PluginError::invalid_input(
+                    format!("config.manifest[{i}].{field}"),
+                    format!("document {i} has no {field}"),
+                ));
+            }
+        }
+        if !doc["metadata"]["name"].is_string() {
+            return Err(PluginError::invalid_input(
+                format!("config.manifest[{i}].metadata.name"),
+                format!("document {i} has no metadata.name"),
+            ));
+        }
+        out.push(doc);
+    }
+    Ok(out)
+}
+
+tessera_sdk::export_module_reconciler!(Manifest);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_sdk::{ClusterFacts, ModuleState};
+
+    fn input(config: serde_json::Value) -> ModuleInput<Config> {
+        ModuleInput {
+            module: "crds".into(),
+            version: "1.0.0".into(),
+            config: serde_json::from_value(config).unwrap(),
+            cluster: ClusterFacts {
+                kubernetes_version: Some("1.20.2".into()),
+                ..Default::default()
+            },
+            observed: vec![],
+        }
+    }
+
+    #[test]
+    fn substitutes_values_and_builtins() {
+        let out = Manifest::reconcile(input(serde_json::json!({
+            "manifest": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${module}\n  namespace: ${ns}\ndata:\n  k8s: \"${kubernetesVersion}\"\n  literal: \"$${x}\"\n---\n",
+            "values": {"ns": "kyma-system"}
+        })))
+        .unwrap();
+        assert_eq!(out.state, ModuleState::Ready);
+        assert_eq!(out.desired.len(), 1);
+        assert_eq!(out.desired[0]["metadata"]["name"], "crds");
+        assert_eq!(out.desired[0]["metadata"]["namespace"], "kyma-system");
+        assert_eq!(out.desired[0]["data"]["k8s"], "1.20.2");
+        assert_eq!(out.desired[0]["data"]["literal"], "${x}");
+    }
+
+    #[test]
+    fn unknown_value_names_the_field() {
+        let err = Manifest::reconcile(input(serde_json::json!({
+            "manifest": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${missing}}\n"
+        })))
+        .unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("config.values.missing"));
+    }
+
+    #[test]
+    fn documents_need_a_kind_and_name() {
+        let err = Manifest::reconcile(input(serde_json::json!({
+            "manifest": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\nmetadata: {name: b}\n"
+        })))
+        .unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("config.manifest[1].kind"));
+        let err = Manifest::reconcile(input(serde_json::json!({}))).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("config.manifest"));
+    }
+}

@@ -1,0 +1,842 @@
+//! Modules against real API servers: `tessera modules apply|delete` on one cluster, and
+//! the ModuleSet controller with module plugins from a real registry, a control plane
+//! ("garden") and a target ("runtime") API server, plus single-cluster mode.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Secret};
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use libtest_mimic::{Arguments, Failed, Trial};
+use serde_json::{Value, json};
+use tessera::crd::{ModuleSet, Plugin};
+use tessera::modules::State;
+use tessera_tests::cluster::Cluster;
+use tessera_tests::env::{ControlPlane, Host, tessera_bin};
+use tessera_tests::gardener_sim::Script;
+use tessera_tests::modules::{DASHBOARD, PIPELINE_CRD, Rollouts, managed_objects};
+use tessera_tests::probe::{client_for, eventually, tail};
+use tessera_tests::registry::TestRegistry;
+
+type Result<T = ()> = std::result::Result<T, String>;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn plugin_file(name: &str) -> PathBuf {
+    tessera_tests::plugin_dir().join(format!("{name}.wasm"))
+}
+
+fn tessera(args: &[&str]) -> (bool, String) {
+    let out = Command::new(tessera_bin())
+        .args(args)
+        .output()
+        .expect("run tessera");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+fn kubectl_ok(cluster: &Cluster, args: &[&str]) -> Result<String> {
+    let out = cluster.kubectl(args);
+    if !out.status.success() {
+        return Err(format!(
+            "kubectl {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).to_string())
+}
+
+/// The one-shot CLI on a single cluster: three modules with a dependency, then removal.
+async fn cli_one_shot() -> Result {
+    let cluster = Cluster::start("modules-cli")?;
+    let _rollouts = Rollouts::start(&cluster.kubeconfig);
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let set = json!({
+        "apiVersion": "tessera.dev/v1alpha1",
+        "kind": "ModuleSet",
+        "metadata": {"name": "edge", "namespace": "ops"},
+        "spec": {"modules": [
+            {"name": "telemetry", "config": {"endpoint": "otlp.example:4317"}},
+            {"name": "telemetry-crds", "config": {"manifest": PIPELINE_CRD}},
+            {"name": "availability", "config": {"namespace": "default",
+                "budgets": [{"name": "gateway", "matchLabels": {"app": "gateway"}}]}},
+        ]},
+    });
+    let set_path = dir.path().join("set.yaml");
+    std::fs::write(&set_path, set.to_string()).unwrap();
+    let kubeconfig = cluster.kubeconfig.display().to_string();
+    let manifest = format!("telemetry-crds={}", plugin_file("manifest").display());
+    let plugins = tessera_tests::plugin_dir().display().to_string();
+    let set_arg = set_path.display().to_string();
+    let args = [
+        "modules",
+        "apply",
+        "--kubeconfig",
+        &kubeconfig,
+        "--set",
+        &set_arg,
+        "--plugins",
+        &plugins,
+        "--module",
+        &manifest,
+        "--timeout",
+        "90s",
+    ];
+    let (ok, out) = tessera(&args);
+    if !ok {
+        return Err(format!("modules apply failed:\n{out}"));
+    }
+    for line in [
+        "ModuleSet ops/edge: Ready",
+        "telemetry ",
+        "telemetry-crds",
+        "availability",
+    ] {
+        if !out.contains(line) {
+            return Err(format!("summary lacks {line:?}:\n{out}"));
+        }
+    }
+    // The dependent module's custom resource exists: the CRD module came first.
+    kubectl_ok(
+        &cluster,
+        &[
+            "get",
+            "pipelines.telemetry.tessera.dev",
+            "default",
+            "-n",
+            "kyma-system",
+        ],
+    )?;
+    // Adapted to the cluster: Kubernetes 1.20 serves PodDisruptionBudget only as v1beta1.
+    let pdb = kubectl_ok(
+        &cluster,
+        &[
+            "get",
+            "poddisruptionbudgets.v1beta1.policy",
+            "gateway",
+            "-n",
+            "default",
+            "-o",
+            "json",
+        ],
+    )?;
+    if !pdb.contains("\"modules.tessera.dev/module\": \"availability\"") {
+        return Err(format!("PDB not labelled as the module's:\n{pdb}"));
+    }
+    let inventory = kubectl_ok(
+        &cluster,
+        &[
+            "get",
+            "configmap",
+            "modules.ops.edge",
+            "-n",
+            "tessera-system",
+            "-o",
+            "json",
+        ],
+    )?;
+    let inventory: Value = serde_json::from_str(&inventory).unwrap();
+    let telemetry: Value =
+        serde_json::from_str(inventory["data"]["telemetry"].as_str().unwrap_or("{}")).unwrap();
+    if telemetry["objects"].as_array().map(Vec::len) != Some(5) {
+        return Err(format!("telemetry inventory: {telemetry}"));
+    }
+    // Applying again changes nothing and succeeds.
+    let (ok, out) = tessera(&args);
+    if !ok {
+        return Err(format!("second apply failed:\n{out}"));
+    }
+    // A bad configuration names the module and field, and loses nothing.
+    let bad = set.to_string().replace("otlp.example:4317", "");
+    std::fs::write(&set_path, bad).unwrap();
+    let (ok, out) = tessera(&args);
+    if ok || !out.contains("config.endpoint") || !out.contains("Error") {
+        return Err(format!("bad config was not reported:\n{out}"));
+    }
+    kubectl_ok(
+        &cluster,
+        &[
+            "get",
+            "deployment",
+            "telemetry-gateway",
+            "-n",
+            "kyma-system",
+        ],
+    )?;
+    // Delete removes everything, dependents first.
+    let mut del = args.to_vec();
+    del[1] = "delete";
+    let (ok, out) = tessera(&del);
+    if !ok || !out.contains("removed") {
+        return Err(format!("modules delete failed:\n{out}"));
+    }
+    let left = managed_objects(&cluster, "all,configmaps,crd,pdb,priorityclasses");
+    if !left.is_empty() {
+        return Err(format!("objects left after delete: {left:?}"));
+    }
+    if cluster
+        .kubectl(&[
+            "get",
+            "configmap",
+            "modules.ops.edge",
+            "-n",
+            "tessera-system",
+        ])
+        .status
+        .success()
+    {
+        return Err("inventory left after delete".into());
+    }
+    Ok(())
+}
+
+struct Fixture<'a> {
+    cp: &'a ControlPlane,
+    client: Client,
+    ns: String,
+    registry: TestRegistry,
+    dir: tempfile::TempDir,
+}
+
+impl<'a> Fixture<'a> {
+    async fn new(cp: &'a ControlPlane, ns: &str) -> Result<Self> {
+        let client = client_for(&cp.garden.kubeconfig).await;
+        let _ = Api::<Namespace>::all(client.clone())
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+            )
+            .await;
+        let f = Self {
+            cp,
+            client,
+            ns: ns.to_string(),
+            registry: TestRegistry::start()?,
+            dir: tempfile::tempdir().map_err(|e| e.to_string())?,
+        };
+        // The target's kubeconfig, as the Runtime controller would have stored it.
+        let text = std::fs::read_to_string(&cp.runtime.kubeconfig).unwrap();
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": "kubeconfig-target"},
+            "stringData": {"config": text},
+        }))
+        .unwrap();
+        Api::<Secret>::namespaced(f.client.clone(), ns)
+            .create(&PostParams::default(), &secret)
+            .await
+            .map_err(|e| format!("kubeconfig Secret: {e}"))?;
+        Ok(f)
+    }
+
+    fn push(&self, file: &str, repo: &str, tag: &str) -> Result {
+        let reference = format!("{}/{}/{repo}:{tag}", self.registry.host(), self.ns);
+        let (ok, out) = tessera(&[
+            "plugin",
+            "push",
+            &plugin_file(file).display().to_string(),
+            &reference,
+            "--version",
+            tag,
+        ]);
+        if ok { Ok(()) } else { Err(out) }
+    }
+
+    fn reference(&self, repo: &str, tag: &str) -> String {
+        format!("{}/{}/{repo}:{tag}", self.registry.host(), self.ns)
+    }
+
+    async fn plugin(&self, name: &str, spec: Value) -> Result {
+        let doc = json!({
+            "apiVersion": "tessera.dev/v1alpha1", "kind": "Plugin",
+            "metadata": {"name": name, "labels": {"tessera.dev/test": self.ns}},
+            "spec": spec,
+        });
+        Api::<Plugin>::all(self.client.clone())
+            .patch(
+                name,
+                &PatchParams::apply("modules-test").force(),
+                &Patch::Apply(&doc),
+            )
+            .await
+            .map_err(|e| format!("Plugin {name}: {e}"))?;
+        Ok(())
+    }
+
+    fn host(&self, name: &str) -> Host {
+        let store = self.dir.path().join("store").display().to_string();
+        let selector = format!("tessera.dev/test={}", self.ns);
+        self.cp.host(
+            &format!("{}-{name}", self.ns),
+            &[
+                "--namespace",
+                &self.ns,
+                "--requeue-error",
+                "1s",
+                "--lease-duration",
+                "6s",
+                "--lease-name",
+                &format!("tessera-{}", self.ns),
+                "--plugin-resync",
+                "2s",
+                "--plugin-store",
+                &store,
+                "--plugin-selector",
+                &selector,
+            ],
+        )
+    }
+
+    fn sets(&self) -> Api<ModuleSet> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    async fn apply_set(&self, name: &str, spec: Value) -> Result {
+        let doc = json!({
+            "apiVersion": "tessera.dev/v1alpha1", "kind": "ModuleSet",
+            "metadata": {"name": name}, "spec": spec,
+        });
+        self.sets()
+            .patch(
+                name,
+                &PatchParams::apply("modules-test").force(),
+                &Patch::Apply(&doc),
+            )
+            .await
+            .map_err(|e| format!("ModuleSet {name}: {e}"))?;
+        Ok(())
+    }
+
+    async fn wait_set(
+        &self,
+        name: &str,
+        host: &Host,
+        what: &str,
+        pred: impl Fn(&ModuleSet) -> bool,
+    ) -> Result<ModuleSet> {
+        eventually(&format!("ModuleSet {name}: {what}"), LIMIT, || async {
+            let s = self.sets().get(name).await.ok()?;
+            let current = s.status.as_ref()?.observed_generation == s.metadata.generation;
+            (current && pred(&s)).then_some(s)
+        })
+        .await
+        .map_err(|e| {
+            let status = futures::executor::block_on(self.sets().get(name))
+                .ok()
+                .and_then(|s| serde_json::to_string_pretty(&s.status).ok());
+            format!(
+                "{e}\nstatus: {}\nhost log tail:\n{}",
+                status.unwrap_or_default(),
+                tail(&host.logs(), 30)
+            )
+        })
+    }
+
+    async fn events(&self, reason: &str) -> Vec<String> {
+        Api::<Event>::namespaced(self.client.clone(), &self.ns)
+            .list(&ListParams::default())
+            .await
+            .map(|l| {
+                l.items
+                    .into_iter()
+                    .filter(|e| e.reason.as_deref() == Some(reason))
+                    .filter_map(|e| e.message)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+fn module<'a>(set: &'a ModuleSet, name: &str) -> Option<&'a tessera::modules::ModuleReport> {
+    set.status.as_ref()?.modules.iter().find(|m| m.name == name)
+}
+
+fn state_is(set: &ModuleSet, state: State) -> bool {
+    set.status.as_ref().and_then(|s| s.state) == Some(state)
+}
+
+fn target_get(cp: &ControlPlane, args: &[&str]) -> Option<Value> {
+    let mut a = vec!["get"];
+    a.extend_from_slice(args);
+    a.extend_from_slice(&["-o", "json"]);
+    let out = cp.runtime.kubectl(&a);
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).unwrap_or_default())
+}
+
+/// The ModuleSet controller end to end on a remote target.
+async fn controller_lifecycle(cp: &ControlPlane) -> Result {
+    let f = Fixture::new(cp, "mods").await?;
+    let _rollouts = Rollouts::start(&cp.runtime.kubeconfig);
+    f.push("manifest", "manifest", "1.0.0")?;
+    f.push("manifest", "manifest", "1.1.0")?;
+    f.push("telemetry", "telemetry", "1.0.0")?;
+    f.push("availability", "availability", "1.0.0")?;
+    f.plugin(
+        "telemetry-crds",
+        json!({
+            "kind": "module-reconciler",
+            "versions": [{"version": "1.0.0", "ref": f.reference("manifest", "1.0.0")}],
+            "channels": [{"name": "regular", "version": "1.0.0"}],
+            "config": {"manifest": PIPELINE_CRD},
+        }),
+    )
+    .await?;
+    f.plugin(
+        "telemetry",
+        json!({
+            "kind": "module-reconciler",
+            "versions": [{"version": "1.0.0", "ref": f.reference("telemetry", "1.0.0")}],
+            "channels": [{"name": "regular", "version": "1.0.0"}],
+        }),
+    )
+    .await?;
+    f.plugin(
+        "availability",
+        json!({
+            "kind": "module-reconciler",
+            "versions": [{"version": "1.0.0", "ref": f.reference("availability", "1.0.0")}],
+            "channels": [{"name": "regular", "version": "1.0.0"}],
+        }),
+    )
+    .await?;
+    f.plugin("dashboard", json!({
+        "kind": "module-reconciler",
+        "versions": [
+            {"version": "1.0.0", "ref": f.reference("manifest", "1.0.0")},
+            {"version": "1.1.0", "ref": f.reference("manifest", "1.1.0")},
+        ],
+        "channels": [{"name": "regular", "version": "1.0.0"}, {"name": "fast", "version": "1.1.0"}],
+        "config": {"manifest": DASHBOARD, "values": {"namespace": "dashboard", "title": "Overview"}},
+    })).await?;
+    let mut host = f.host("a");
+    let modules = |min_available: u32, dashboard_channel: Option<&str>, with_availability: bool| {
+        let mut m = vec![
+            json!({"name": "telemetry", "config": {"endpoint": "otlp.example:4317", "replicas": 2}}),
+            json!({"name": "telemetry-crds"}),
+            json!({"name": "dashboard", "channel": dashboard_channel}),
+        ];
+        if with_availability {
+            m.push(json!({"name": "availability", "config": {"namespace": "dashboard",
+                "budgets": [{"name": "dashboard", "matchLabels": {"app": "dashboard"}, "minAvailable": min_available}]}}));
+        }
+        json!({"target": {"secretName": "kubeconfig-target"}, "modules": m})
+    };
+
+    // Install: three modules with a dependency, all Ready.
+    f.apply_set("main", modules(1, None, true)).await?;
+    let set = f
+        .wait_set("main", &host, "Ready", |s| state_is(s, State::Ready))
+        .await?;
+    let summary = set
+        .status
+        .as_ref()
+        .unwrap()
+        .summary
+        .clone()
+        .unwrap_or_default();
+    if summary != "4/4 Ready" {
+        return Err(format!("summary {summary}"));
+    }
+    let crd = target_get(cp, &["crd", "pipelines.telemetry.tessera.dev"]).ok_or("no CRD")?;
+    let deploy = target_get(
+        cp,
+        &[
+            "deployment",
+            "telemetry-gateway",
+            "-n",
+            "kyma-system",
+            "--show-managed-fields",
+        ],
+    )
+    .ok_or("no Deployment")?;
+    if crd["metadata"]["creationTimestamp"].as_str()
+        > deploy["metadata"]["creationTimestamp"].as_str()
+    {
+        return Err("telemetry was installed before the CRD module".into());
+    }
+    target_get(
+        cp,
+        &[
+            "pipelines.telemetry.tessera.dev",
+            "default",
+            "-n",
+            "kyma-system",
+        ],
+    )
+    .ok_or("no Pipeline")?;
+    let managers: Vec<String> = deploy["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["manager"].as_str().map(str::to_string))
+        .collect();
+    if !managers.contains(&"tessera-module-telemetry".to_string()) {
+        return Err(format!("field managers {managers:?}"));
+    }
+    let dash = module(&set, "dashboard").unwrap();
+    if dash.version.as_deref() != Some("1.0.0") || dash.digest.is_none() || dash.objects != 2 {
+        return Err(format!("dashboard status {dash:?}"));
+    }
+
+    // Config change: the object follows.
+    f.apply_set("main", modules(2, None, true)).await?;
+    eventually("PDB minAvailable 2", LIMIT, || async {
+        let pdb = target_get(
+            cp,
+            &[
+                "poddisruptionbudgets.v1beta1.policy",
+                "dashboard",
+                "-n",
+                "dashboard",
+            ],
+        )?;
+        (pdb["spec"]["minAvailable"] == 2).then_some(())
+    })
+    .await?;
+
+    // Drift: a deleted object comes back, an edited field is restored.
+    let old_uid = target_get(cp, &["configmap", "telemetry-gateway", "-n", "kyma-system"])
+        .ok_or("no ConfigMap")?["metadata"]["uid"]
+        .clone();
+    kubectl_ok(
+        &cp.runtime,
+        &[
+            "delete",
+            "configmap",
+            "telemetry-gateway",
+            "-n",
+            "kyma-system",
+        ],
+    )?;
+    kubectl_ok(
+        &cp.runtime,
+        &[
+            "patch",
+            "configmap",
+            "dashboard",
+            "-n",
+            "dashboard",
+            "--type=merge",
+            "-p",
+            r#"{"data":{"title":"hacked"}}"#,
+        ],
+    )?;
+    eventually("drift repaired", Duration::from_secs(20), || async {
+        let cm = target_get(cp, &["configmap", "telemetry-gateway", "-n", "kyma-system"])?;
+        let dash = target_get(cp, &["configmap", "dashboard", "-n", "dashboard"])?;
+        (cm["metadata"]["uid"] != old_uid && dash["data"]["title"] == "Overview").then_some(())
+    })
+    .await
+    .map_err(|e| format!("{e}\n{}", tail(&host.logs(), 20)))?;
+
+    // Module removed: its objects are pruned, the others stay.
+    f.apply_set("main", modules(2, None, false)).await?;
+    f.wait_set("main", &host, "availability gone", |s| {
+        module(s, "availability").is_none() && state_is(s, State::Ready)
+    })
+    .await?;
+    if target_get(cp, &["priorityclass", "availability-critical"]).is_some()
+        || target_get(
+            cp,
+            &[
+                "poddisruptionbudgets.v1beta1.policy",
+                "dashboard",
+                "-n",
+                "dashboard",
+            ],
+        )
+        .is_some()
+    {
+        return Err("availability objects were not pruned".into());
+    }
+
+    // Channel switch: upgrade.
+    f.apply_set("main", modules(2, Some("fast"), false)).await?;
+    f.wait_set("main", &host, "dashboard 1.1.0", |s| {
+        module(s, "dashboard").and_then(|m| m.version.as_deref()) == Some("1.1.0")
+            && state_is(s, State::Ready)
+    })
+    .await?;
+    let cm =
+        target_get(cp, &["configmap", "dashboard", "-n", "dashboard"]).ok_or("no dashboard")?;
+    if cm["data"]["version"] != "1.1.0" {
+        return Err(format!("dashboard ConfigMap after upgrade: {}", cm["data"]));
+    }
+    // Back to a lower version: Warning, nothing downgraded.
+    f.apply_set("main", modules(2, Some("regular"), false))
+        .await?;
+    let set = f
+        .wait_set("main", &host, "Warning", |s| state_is(s, State::Warning))
+        .await?;
+    let dash = module(&set, "dashboard").unwrap();
+    if dash.version.as_deref() != Some("1.1.0")
+        || !dash
+            .message
+            .as_deref()
+            .unwrap_or("")
+            .contains("lower than the installed 1.1.0")
+    {
+        return Err(format!("dashboard after downgrade attempt: {dash:?}"));
+    }
+    let cm =
+        target_get(cp, &["configmap", "dashboard", "-n", "dashboard"]).ok_or("no dashboard")?;
+    if cm["data"]["version"] != "1.1.0" {
+        return Err("the dashboard was downgraded".into());
+    }
+    if f.events("DowngradeRefused").await.is_empty() {
+        return Err("no DowngradeRefused Event".into());
+    }
+    f.apply_set("main", modules(2, Some("fast"), false)).await?;
+
+    // Plugin error: that module is Error, the others are unaffected.
+    let mut broken = modules(2, Some("fast"), false);
+    broken["modules"][0]["config"]["endpoint"] = json!("");
+    f.apply_set("main", broken).await?;
+    let set = f
+        .wait_set("main", &host, "Error", |s| state_is(s, State::Error))
+        .await?;
+    let t = module(&set, "telemetry").unwrap();
+    if t.state != State::Error
+        || !t
+            .message
+            .as_deref()
+            .unwrap_or("")
+            .contains("config.endpoint")
+    {
+        return Err(format!("telemetry: {t:?}"));
+    }
+    for other in ["telemetry-crds", "dashboard"] {
+        if module(&set, other).map(|m| m.state) != Some(State::Ready) {
+            return Err(format!(
+                "{other} not Ready while telemetry fails: {:?}",
+                module(&set, other)
+            ));
+        }
+    }
+    target_get(
+        cp,
+        &["deployment", "telemetry-gateway", "-n", "kyma-system"],
+    )
+    .ok_or("a failing plugin removed objects")?;
+    f.apply_set("main", modules(2, Some("fast"), false)).await?;
+    f.wait_set("main", &host, "Ready again", |s| state_is(s, State::Ready))
+        .await?;
+
+    // Host restarted mid-install: a second set converges without duplicates.
+    f.apply_set("second", json!({"target": {"secretName": "kubeconfig-target"}, "modules": [
+        {"name": "availability", "config": {"namespace": "default", "budgets": [
+            {"name": "b1", "matchLabels": {"app": "b1"}}, {"name": "b2", "matchLabels": {"app": "b2"}}]}},
+    ]})).await?;
+    eventually("second set's inventory", LIMIT, || async {
+        target_get(
+            cp,
+            &["configmap", "modules.mods.second", "-n", "tessera-system"],
+        )
+        .map(|_| ())
+    })
+    .await?;
+    host.kill();
+    let host2 = f.host("b");
+    f.wait_set("second", &host2, "Ready after restart", |s| {
+        state_is(s, State::Ready)
+    })
+    .await?;
+    let inv = target_get(
+        cp,
+        &["configmap", "modules.mods.second", "-n", "tessera-system"],
+    )
+    .ok_or("no inventory")?;
+    let record: Value =
+        serde_json::from_str(inv["data"]["availability"].as_str().unwrap_or("{}")).unwrap();
+    let objects = record["objects"].as_array().cloned().unwrap_or_default();
+    let unique: std::collections::BTreeSet<String> =
+        objects.iter().map(|o| o.to_string()).collect();
+    if objects.len() != 3 || unique.len() != 3 {
+        return Err(format!("inventory after restart: {record}"));
+    }
+
+    // Deleting the sets leaves the target clean.
+    for name in ["main", "second"] {
+        f.sets()
+            .delete(name, &DeleteParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    eventually("sets gone", LIMIT, || async {
+        let left = f.sets().list(&ListParams::default()).await.ok()?;
+        left.items.is_empty().then_some(())
+    })
+    .await
+    .map_err(|e| format!("{e}\n{}", tail(&host2.logs(), 30)))?;
+    let left = managed_objects(
+        &cp.runtime,
+        "all,configmaps,crd,pdb,priorityclasses,namespaces",
+    );
+    if !left.is_empty() {
+        return Err(format!("left on the target: {left:?}"));
+    }
+    if target_get(cp, &["crd", "pipelines.telemetry.tessera.dev"]).is_some() {
+        return Err("the CRD is still there".into());
+    }
+    let inventories = kubectl_ok(
+        &cp.runtime,
+        &["get", "configmaps", "-n", "tessera-system", "-o", "name"],
+    )?;
+    if inventories.contains("modules.mods.") {
+        return Err(format!("inventories left: {inventories}"));
+    }
+    if !host2.error_lines().is_empty() {
+        return Err(format!("host errors: {:?}", host2.error_lines()));
+    }
+    Ok(())
+}
+
+/// Single-cluster mode: a ModuleSet without a target installs into the host's own cluster.
+async fn single_cluster(cp: &ControlPlane) -> Result {
+    let f = Fixture::new(cp, "mods-local").await?;
+    f.push("availability", "availability", "1.0.0")?;
+    f.plugin(
+        "availability-local",
+        json!({
+            "kind": "module-reconciler",
+            "versions": [{"version": "1.0.0", "ref": f.reference("availability", "1.0.0")}],
+            "channels": [{"name": "regular", "version": "1.0.0"}],
+            "config": {"namespace": "mods-local"},
+        }),
+    )
+    .await?;
+    let host = f.host("a");
+    f.apply_set(
+        "local",
+        json!({"modules": [{"name": "availability-local", "config": {
+        "budgets": [{"name": "local", "matchLabels": {"app": "local"}}]}}]}),
+    )
+    .await?;
+    f.wait_set("local", &host, "Ready", |s| state_is(s, State::Ready))
+        .await?;
+    kubectl_ok(
+        &cp.garden,
+        &[
+            "get",
+            "poddisruptionbudgets.v1beta1.policy",
+            "local",
+            "-n",
+            "mods-local",
+        ],
+    )?;
+    kubectl_ok(
+        &cp.garden,
+        &["get", "priorityclass", "availability-local-critical"],
+    )?;
+    // Drift on the local cluster is repaired too.
+    kubectl_ok(
+        &cp.garden,
+        &["delete", "priorityclass", "availability-local-critical"],
+    )?;
+    eventually(
+        "PriorityClass restored",
+        Duration::from_secs(20),
+        || async {
+            cp.garden
+                .kubectl(&["get", "priorityclass", "availability-local-critical"])
+                .status
+                .success()
+                .then_some(())
+        },
+    )
+    .await?;
+    f.sets()
+        .delete("local", &DeleteParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    eventually("local set gone", LIMIT, || async {
+        f.sets()
+            .get_opt("local")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await?;
+    if cp
+        .garden
+        .kubectl(&[
+            "get",
+            "poddisruptionbudgets.v1beta1.policy",
+            "local",
+            "-n",
+            "mods-local",
+        ])
+        .status
+        .success()
+    {
+        return Err("PDB left on the local cluster".into());
+    }
+    let cms: Api<ConfigMap> = Api::namespaced(f.client.clone(), "tessera-system");
+    if cms
+        .get_opt("modules.mods-local.local")
+        .await
+        .map_err(|e| e.to_string())?
+        .is_some()
+    {
+        return Err("inventory left".into());
+    }
+    Ok(())
+}
+
+fn main() {
+    let args = Arguments::from_args();
+    let sim = PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
+    let script = Script {
+        create_ms: 1000,
+        reconcile_ms: 500,
+        delete_ms: 500,
+        shoots: BTreeMap::new(),
+    };
+    let rt = std::sync::Arc::new(
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap(),
+    );
+    let shared = match ControlPlane::start(&sim, &script) {
+        Ok(c) => std::sync::Arc::new(c),
+        Err(e) => panic!("local control plane: {e}"),
+    };
+    let trials = vec![
+        {
+            let rt = rt.clone();
+            Trial::test("cli_one_shot", move || {
+                rt.block_on(cli_one_shot()).map_err(Failed::from)
+            })
+        },
+        {
+            let rt = rt.clone();
+            let cp = shared.clone();
+            Trial::test("controller_lifecycle", move || {
+                rt.block_on(controller_lifecycle(&cp)).map_err(Failed::from)
+            })
+        },
+        {
+            let rt = rt.clone();
+            let cp = shared.clone();
+            Trial::test("single_cluster", move || {
+                rt.block_on(single_cluster(&cp)).map_err(Failed::from)
+            })
+        },
+    ];
+    let conclusion = libtest_mimic::run(&args, trials);
+    drop(shared);
+    conclusion.exit();
+}
