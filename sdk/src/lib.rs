@@ -3,7 +3,8 @@
 //! Write Tessera plugins in plain Rust. A shoot extension is a type implementing
 //! [`ShootExtension`] plus one [`export_shoot_extension!`] line; the same type runs natively
 //! in `cargo test` (see [`testing`], feature `testing`) and as a `wasm32-wasip2` component in
-//! the host.
+//! the host. A module reconciler is a type implementing [`ModuleReconciler`] plus one
+//! [`export_module_reconciler!`] line.
 //!
 //! ```no_run
 //! use std::collections::BTreeMap;

@@ -71,6 +71,7 @@ const VARIANTS: &[&[&str]] = &[
         "plugins.registryCredentialsSecret=registry-auth",
         "plugins.insecureRegistries[0]=registry.internal:5000",
         "plugins.storeVolume.persistentVolumeClaim.claimName=tessera-plugins",
+        "modules.localClusterAdmin=true",
     ],
 ];
 

@@ -11,6 +11,8 @@
 //! - `bench`: build the plugins, then `cargo bench -p tessera`.
 //! - `bench-plugins`: registry figures (pull + verify + compile per plugin, host start-up
 //!   with 20 Plugins in its store) against a local docker-registry and control plane.
+//! - `bench-modules [--sets N]`: module figures (a 10-module ModuleSet to Ready; host CPU
+//!   and memory with N ModuleSets × 5 modules) on the local control plane.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -31,9 +33,10 @@ fn main() -> Result<()> {
         Some("bench") => bench(&rest),
         Some("load") => load(&rest),
         Some("bench-plugins") => bench_plugins(&rest),
+        Some("bench-modules") => bench_modules(&rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <build-plugins|demo|test|lint|bench|bench-plugins|load> [args]"
+                "usage: cargo xtask <build-plugins|demo|test|lint|bench|bench-plugins|bench-modules|load> [args]"
             );
             std::process::exit(2);
         }
@@ -321,6 +324,16 @@ fn bench_plugins(args: &[&str]) -> Result<()> {
     let (built, apiserver) = release_tools()?;
     let registry = ensure_tool("tests/registry/ensure-registry.sh")?;
     let mut cmd = tool(&built, &apiserver, "plugin-bench");
+    cmd.env("TESSERA_REGISTRY_BIN", registry);
+    cmd.args(args);
+    run(cmd)
+}
+
+/// Module figures: a 10-module ModuleSet to Ready; host CPU/memory with N ModuleSets.
+fn bench_modules(args: &[&str]) -> Result<()> {
+    let (built, apiserver) = release_tools()?;
+    let registry = ensure_tool("tests/registry/ensure-registry.sh")?;
+    let mut cmd = tool(&built, &apiserver, "module-bench");
     cmd.env("TESSERA_REGISTRY_BIN", registry);
     cmd.args(args);
     run(cmd)

@@ -188,9 +188,14 @@ pub fn run(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<ExitCode>
             let bytes = read(&plugin)?;
             let source = plugin.display().to_string();
             let inspection = rt.inspect(&bytes, &source)?;
-            let loaded = rt.load(&bytes, &source);
+            let loaded = match inspection.kind {
+                Some(tessera::wasm::PluginKind::ModuleReconciler) => {
+                    rt.load_module(&bytes, &source).map(|m| m.info)
+                }
+                _ => rt.load(&bytes, &source).map(|p| p.info.clone()),
+            };
             if json {
-                let info = loaded.as_ref().ok().map(|p| &p.info);
+                let info = loaded.as_ref().ok();
                 let error = loaded.as_ref().err().map(|e| e.to_string());
                 let doc = serde_json::json!({ "inspection": inspection, "info": info, "loadError": error });
                 println!("{}", serde_json::to_string_pretty(&doc)?);
@@ -211,10 +216,10 @@ pub fn run(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<ExitCode>
                 inspection.contract.as_deref().unwrap_or("-")
             );
             match &loaded {
-                Ok(p) => {
-                    println!("name:      {}", p.info.name);
-                    println!("version:   {}", p.info.version);
-                    println!("about:     {}", p.info.description);
+                Ok(info) => {
+                    println!("name:      {}", info.name);
+                    println!("version:   {}", info.version);
+                    println!("about:     {}", info.description);
                 }
                 Err(err) => println!("loads:     no — {err}"),
             }

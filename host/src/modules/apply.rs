@@ -238,3 +238,48 @@ pub async fn delete_custom_resources(
     }
     Ok(present)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn namespaces_and_crds_go_first() {
+        let objects = [
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"}}),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "n"}}),
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "x"}}),
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}}),
+        ];
+        let mut prepared: Vec<_> = objects
+            .into_iter()
+            .map(|o| prepare(o, "ns/set", "m").unwrap())
+            .collect();
+        order(&mut prepared);
+        let kinds: Vec<&str> = prepared.iter().map(|(k, _)| k.kind.as_str()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "Namespace",
+                "CustomResourceDefinition",
+                "ConfigMap",
+                "Deployment"
+            ]
+        );
+        let (_, first) = &prepared[0];
+        assert_eq!(first["metadata"]["labels"][labels::MODULE], "m");
+        assert_eq!(first["metadata"]["annotations"][labels::SET], "ns/set");
+    }
+
+    #[test]
+    fn objects_need_kind_and_name() {
+        let err = prepare(
+            json!({"apiVersion": "v1", "metadata": {"name": "x"}}),
+            "s",
+            "m",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("module m"), "{err}");
+    }
+}

@@ -296,7 +296,11 @@ pub async fn reconcile_set(
 
     // Install in dependency order.
     let in_set: HashSet<&str> = req.modules.iter().map(|m| m.name.as_str()).collect();
-    let (order, cyclic) = topological(&planned);
+    let deps: BTreeMap<String, Vec<String>> = planned
+        .iter()
+        .map(|(n, p)| (n.clone(), p.deps.clone()))
+        .collect();
+    let (order, cyclic) = topological(&deps);
     let mut objects_of: HashMap<String, HashSet<ObjectKey>> = inventory
         .modules
         .iter()
@@ -535,16 +539,15 @@ fn shortest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
 
 /// Modules in an order where dependencies come first, and the modules that are in (or
 /// depend on) a cycle.
-fn topological(planned: &BTreeMap<String, Planned>) -> (Vec<String>, HashSet<String>) {
+fn topological(deps: &BTreeMap<String, Vec<String>>) -> (Vec<String>, HashSet<String>) {
     let mut done: Vec<String> = Vec::new();
-    let mut left: Vec<&String> = planned.keys().collect();
+    let mut left: Vec<&String> = deps.keys().collect();
     while !left.is_empty() {
         let before = left.len();
         left.retain(|name| {
-            let ready = planned[*name]
-                .deps
+            let ready = deps[*name]
                 .iter()
-                .all(|d| !planned.contains_key(d) || done.contains(d));
+                .all(|d| !deps.contains_key(d) || done.contains(d));
             if ready {
                 done.push((*name).clone());
             }
@@ -583,6 +586,21 @@ mod tests {
             serde_json::json!({"manifest": "x", "values": {"a": 1, "b": 3}})
         );
         assert_eq!(merge_config(None, None), serde_json::json!({}));
+    }
+
+    #[test]
+    fn dependencies_first_and_cycles_found() {
+        let deps = |pairs: &[(&str, &[&str])]| -> BTreeMap<String, Vec<String>> {
+            pairs
+                .iter()
+                .map(|(n, d)| (n.to_string(), d.iter().map(|s| s.to_string()).collect()))
+                .collect()
+        };
+        let (order, cyclic) = topological(&deps(&[("a", &["c"]), ("b", &[]), ("c", &["b"])]));
+        assert_eq!(order, ["b", "c", "a"]);
+        assert!(cyclic.is_empty());
+        let (_, cyclic) = topological(&deps(&[("a", &["b"]), ("b", &["a"]), ("c", &[])]));
+        assert_eq!(cyclic, HashSet::from(["a".to_string(), "b".to_string()]));
     }
 
     #[test]

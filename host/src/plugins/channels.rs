@@ -73,18 +73,28 @@ impl PluginEntry {
 
     /// What Runtimes must react to: per channel the current and shadow digests and
     /// whether downgrades are allowed.
-    fn fingerprint(&self) -> Vec<(String, String, Option<String>, bool)> {
-        self.channels
+    /// What a consumer's result depends on: per channel the version and digests, and the
+    /// Plugin's configuration (module configuration is merged over it).
+    fn fingerprint(&self) -> (Vec<(String, String, String, Option<String>, bool)>, String) {
+        let channels = self
+            .channels
             .iter()
             .map(|(name, c)| {
                 (
                     name.clone(),
+                    c.current.version.clone(),
                     c.current.component_digest.clone(),
                     c.shadow.as_ref().map(|s| s.component_digest.clone()),
                     c.allow_downgrade,
                 )
             })
-            .collect()
+            .collect();
+        let config = self
+            .config
+            .as_ref()
+            .map(|c| c.to_string())
+            .unwrap_or_default();
+        (channels, config)
     }
 }
 
@@ -125,7 +135,8 @@ impl Catalog {
             .unwrap_or_else(|| format!("Plugin {name} does not exist or is not resolved yet")))
     }
 
-    /// Replace plugin `name`'s entry; Runtimes are woken when a channel's digests changed.
+    /// Replace plugin `name`'s entry; Runtimes and ModuleSets are woken when a channel's
+    /// version or digests, or the Plugin's configuration, changed.
     pub fn publish(&self, name: &str, entry: PluginEntry) {
         let fingerprint = entry.fingerprint();
         let before = self

@@ -64,6 +64,12 @@ impl Drift {
                 continue;
             }
             let Ok(Some(resolved)) = target.kind(&api_version, &kind).await else {
+                // Not watchable now; the next apply of this kind tries again.
+                self.watched.lock().expect("drift lock").remove(&(
+                    target.server.clone(),
+                    api_version,
+                    kind,
+                ));
                 continue;
             };
             let api: Api<DynamicObject> = Api::all_with(target.client.clone(), &resolved.resource);
