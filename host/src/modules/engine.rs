@@ -127,7 +127,7 @@ impl ModuleRun<'_> {
     ) -> Result<Result<Answer, CallError>, ModuleError> {
         let plugin = self.candidate.plugin.clone();
         let wasm = self.wasm.clone();
-        let limits = self.candidate.limits.clone();
+        let limits = self.candidate.limits;
         let delete = matches!(call, Call::Delete);
         tokio::task::spawn_blocking(move || {
             if delete {

@@ -192,7 +192,7 @@ async fn dependencies(
 ) -> Result<Vec<String>, String> {
     let plugin = candidate.plugin.clone();
     let wasm = wasm.clone();
-    let limits = candidate.limits.clone();
+    let limits = candidate.limits;
     let config = config.to_string();
     tokio::task::spawn_blocking(move || plugin.dependencies(&wasm, &config, &limits))
         .await

@@ -75,7 +75,7 @@ impl PluginEntry {
     /// whether downgrades are allowed.
     /// What a consumer's result depends on: per channel the version and digests, and the
     /// Plugin's configuration (module configuration is merged over it).
-    fn fingerprint(&self) -> (Vec<(String, String, String, Option<String>, bool)>, String) {
+    fn fingerprint(&self) -> Fingerprint {
         let channels = self
             .channels
             .iter()
@@ -97,6 +97,9 @@ impl PluginEntry {
         (channels, config)
     }
 }
+
+/// Per channel (name, version, digest, shadow digest, allowDowngrade), and the config.
+type Fingerprint = (Vec<(String, String, String, Option<String>, bool)>, String);
 
 /// All resolved plugins of the host.
 pub struct Catalog {

@@ -13,11 +13,14 @@ use crate::crd::moduleset::Target as TargetSpec;
 use crate::modules::Target;
 use crate::modules::target::connect_kubeconfig;
 
+/// (namespace, Secret name) → (the Secret's resourceVersion, its target).
+type RemoteCache = HashMap<(String, String), (String, Arc<Target>)>;
+
 /// The cache.
 pub struct Targets {
     control: Client,
     /// (namespace, secret) → (resourceVersion, target)
-    remote: Mutex<HashMap<(String, String), (String, Arc<Target>)>>,
+    remote: Mutex<RemoteCache>,
     local: tokio::sync::OnceCell<Arc<Target>>,
 }
 
