@@ -173,6 +173,16 @@ async fn cli_one_shot() -> Result {
             "kyma-system",
         ],
     )?;
+    // A custom resource nobody's inventory lists: customResourcePolicy CreateAndDelete (the
+    // default) removes it with the CRD's module.
+    let extra = "apiVersion: telemetry.tessera.dev/v1alpha1\nkind: Pipeline\nmetadata: {name: extra, namespace: default}\n";
+    let out = cluster.kubectl_stdin(&["apply", "-f", "-"], extra);
+    if !out.status.success() {
+        return Err(format!(
+            "extra Pipeline: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
     // Delete removes everything, dependents first.
     let mut del = args.to_vec();
     del[1] = "delete";
@@ -196,6 +206,49 @@ async fn cli_one_shot() -> Result {
         .success()
     {
         return Err("inventory left after delete".into());
+    }
+    // customResourcePolicy Ignore: the CRD and its resources stay when the module goes.
+    let mut ignore = set.clone();
+    ignore["spec"]["modules"][1]["customResourcePolicy"] = json!("Ignore");
+    std::fs::write(&set_path, ignore.to_string()).unwrap();
+    let (ok, out) = tessera(&args);
+    if !ok {
+        return Err(format!("apply with Ignore failed:\n{out}"));
+    }
+    let out = cluster.kubectl_stdin(&["apply", "-f", "-"], extra);
+    if !out.status.success() {
+        return Err(format!(
+            "extra Pipeline: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let (ok, out) = tessera(&del);
+    if !ok {
+        return Err(format!("delete with Ignore failed:\n{out}"));
+    }
+    kubectl_ok(&cluster, &["get", "crd", "pipelines.telemetry.tessera.dev"])?;
+    kubectl_ok(
+        &cluster,
+        &[
+            "get",
+            "pipelines.telemetry.tessera.dev",
+            "extra",
+            "-n",
+            "default",
+        ],
+    )?;
+    if cluster
+        .kubectl(&[
+            "get",
+            "pipelines.telemetry.tessera.dev",
+            "default",
+            "-n",
+            "kyma-system",
+        ])
+        .status
+        .success()
+    {
+        return Err("the telemetry module's own Pipeline was kept".into());
     }
     Ok(())
 }
@@ -608,6 +661,7 @@ async fn controller_lifecycle(cp: &ControlPlane) -> Result {
         .await?;
     let t = module(&set, "telemetry").unwrap();
     if t.state != State::Error
+        || t.objects != 5
         || !t
             .message
             .as_deref()

@@ -406,6 +406,12 @@ pub async fn reconcile_set(
         }
         out.requeue = shortest(out.requeue, requeue);
         out.applied.extend(applied);
+        // A failed pass applied nothing new; what is installed is what the inventory lists.
+        let objects = if state == State::Error {
+            inventory.modules.get(&name).map_or(0, |r| r.objects.len())
+        } else {
+            objects
+        };
         reports.insert(name.clone(), base(state, message, objects as u32));
     }
 
