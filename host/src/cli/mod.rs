@@ -61,7 +61,8 @@ pub enum Command {
     /// Plugin author tools: golden tests, inspection, benchmarks.
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
-    /// Run the operator: reconcile Runtimes into Gardener Shoots and kubeconfig Secrets.
+    /// Run the operator: Runtimes into Gardener Shoots and kubeconfig Secrets, Plugins from
+    /// registries, ModuleSets onto their target clusters.
     Run(Box<run::RunArgs>),
     /// Print the CustomResourceDefinitions (or write them with --output DIR).
     Crds(crds::CrdsArgs),

@@ -316,9 +316,12 @@ pub async fn reconcile(
     }
     write(&api, &name, &old, &status).await?;
     set_state_metric(ctx, &ns, &name, Some(state));
-    Ok(Action::requeue(
-        outcome.requeue.unwrap_or(RESYNC).min(RESYNC),
-    ))
+    let mut requeue = outcome.requeue.unwrap_or(RESYNC).min(RESYNC);
+    if state == State::Error {
+        // Failures are often transient on the target (an admission webhook, a quota).
+        requeue = requeue.min(ctx.config.requeue.error);
+    }
+    Ok(Action::requeue(requeue))
 }
 
 async fn write(
