@@ -469,7 +469,7 @@ async fn controller_lifecycle(cp: &ControlPlane) -> Result {
             {"version": "1.0.0", "ref": f.reference("manifest", "1.0.0")},
             {"version": "1.1.0", "ref": f.reference("manifest", "1.1.0")},
         ],
-        "channels": [{"name": "regular", "version": "1.0.0"}, {"name": "fast", "version": "1.1.0"}],
+        "channels": [{"name": "regular", "version": "1.0.0", "shadow": "1.1.0"}, {"name": "fast", "version": "1.1.0"}],
         "config": {"manifest": DASHBOARD, "values": {"namespace": "dashboard", "title": "Overview"}},
     })).await?;
     let mut host = f.host("a");
@@ -541,6 +541,27 @@ async fn controller_lifecycle(cp: &ControlPlane) -> Result {
     if dash.version.as_deref() != Some("1.0.0") || dash.digest.is_none() || dash.objects != 2 {
         return Err(format!("dashboard status {dash:?}"));
     }
+
+    // The regular channel's shadow 1.1.0 is rendered and compared, never applied.
+    let shadow = dash
+        .shadow
+        .as_ref()
+        .ok_or("no shadow result for dashboard")?;
+    if shadow.version != "1.1.0"
+        || shadow.result != "Differs"
+        || !shadow.diff.iter().any(|l| l.contains("data.version"))
+    {
+        return Err(format!("dashboard shadow: {shadow:?}"));
+    }
+    let cm =
+        target_get(cp, &["configmap", "dashboard", "-n", "dashboard"]).ok_or("no dashboard")?;
+    if cm["data"]["version"] != "1.0.0" {
+        return Err(format!("the shadow version was applied: {}", cm["data"]));
+    }
+    eventually("ShadowDiff Event", LIMIT, || async {
+        (!f.events("ShadowDiff").await.is_empty()).then_some(())
+    })
+    .await?;
 
     // Config change: the object follows.
     f.apply_set("main", modules(2, None, true)).await?;

@@ -58,6 +58,8 @@ pub struct Reconciled {
     pub requeue: Option<Duration>,
     /// Objects applied in this pass (for drift watches).
     pub applied: Vec<Applied>,
+    /// What the plugin asked for, as it returned it (for shadow comparisons).
+    pub desired: Vec<Value>,
 }
 
 fn to_wit(s: &Selector) -> api::ObjectSelector {
@@ -117,6 +119,7 @@ impl ModuleRun<'_> {
             objects: 0,
             requeue: None,
             applied: Vec::new(),
+            desired: Vec::new(),
         }
     }
 
@@ -190,6 +193,25 @@ impl ModuleRun<'_> {
         )))
     }
 
+    /// What the plugin would apply, without applying anything (shadow versions).
+    pub async fn render(&self) -> Result<Result<Vec<Value>, String>, ModuleError> {
+        let out = match self.converse(Call::Reconcile).await? {
+            Ok(Answer::Reconcile(out)) => out,
+            Ok(Answer::Delete(_)) => {
+                unreachable!("a reconcile call answers with a reconcile output")
+            }
+            Err(message) => return Ok(Err(message)),
+        };
+        let mut objects = Vec::with_capacity(out.desired.len());
+        for (i, json) in out.desired.iter().enumerate() {
+            match serde_json::from_str(json) {
+                Ok(v) => objects.push(v),
+                Err(e) => return Ok(Err(format!("desired[{i}] is not JSON: {e}"))),
+            }
+        }
+        Ok(Ok(objects))
+    }
+
     /// Reconcile the module: apply, prune, judge readiness.
     pub async fn reconcile(
         &self,
@@ -204,12 +226,14 @@ impl ModuleRun<'_> {
             Err(message) => return Ok(self.error(message)),
         };
         let mut prepared = Vec::with_capacity(out.desired.len());
+        let mut desired = Vec::with_capacity(out.desired.len());
         let mut seen = HashSet::new();
         for (i, json) in out.desired.iter().enumerate() {
             let value: Value = match serde_json::from_str(json) {
                 Ok(v) => v,
                 Err(e) => return Ok(self.error(format!("desired[{i}] is not JSON: {e}"))),
             };
+            desired.push(value.clone());
             let (mut key, object) = match apply::prepare(value, self.set, self.module) {
                 Ok(p) => p,
                 Err(e) => return Ok(self.error(e.to_string())),
@@ -282,6 +306,7 @@ impl ModuleRun<'_> {
             objects: new_keys.len(),
             requeue,
             applied,
+            desired,
         })
     }
 
@@ -324,6 +349,7 @@ impl ModuleRun<'_> {
                 objects: 0,
                 requeue: Some(ROLLOUT_REQUEUE),
                 applied: Vec::new(),
+                desired: Vec::new(),
             });
         }
         prune_inventory(self.target, self.module, inventory, keep, policy).await
@@ -359,6 +385,7 @@ pub async fn prune_inventory(
                     objects: record.objects.len(),
                     requeue: Some(Duration::from_secs(2)),
                     applied: Vec::new(),
+                    desired: Vec::new(),
                 });
             }
         }
@@ -374,6 +401,7 @@ pub async fn prune_inventory(
             objects: remaining.len(),
             requeue: Some(Duration::from_secs(2)),
             applied: Vec::new(),
+            desired: Vec::new(),
         });
     }
     inventory.save(target, module, None).await?;
@@ -383,5 +411,6 @@ pub async fn prune_inventory(
         objects: 0,
         requeue: None,
         applied: Vec::new(),
+        desired: Vec::new(),
     })
 }

@@ -89,6 +89,22 @@ pub struct ModuleReport {
     /// How many objects the module has applied.
     #[serde(default)]
     pub objects: u32,
+    /// The channel's shadow version, rendered next to this one and never applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ModuleShadow>,
+}
+
+/// How a shadow version's objects compare with the applied version's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModuleShadow {
+    pub version: String,
+    pub digest: String,
+    /// `Same`, `Differs` or `Failed`.
+    pub result: String,
+    /// Changed fields, `<Kind namespace/name>.<path>`, at most 40; or the shadow's error.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diff: Vec<String>,
 }
 
 /// One pass over a set.
@@ -182,6 +198,7 @@ fn report(name: &str, state: State, message: impl Into<String>) -> ModuleReport 
         state,
         message: Some(message.into()),
         objects: 0,
+        shadow: None,
     }
 }
 
@@ -316,6 +333,7 @@ pub async fn reconcile_set(
             state,
             message,
             objects,
+            shadow: None,
         };
         if let Some(missing) = plan.deps.iter().find(|d| !in_set.contains(d.as_str())) {
             reports.insert(
@@ -384,7 +402,18 @@ pub async fn reconcile_set(
             objects,
             requeue,
             applied,
+            desired,
         } = run.reconcile(&mut inventory, &keep).await?;
+        let shadow = match &plan.candidate.shadow {
+            Some(shadow) if state != State::Error => {
+                let run = ModuleRun {
+                    candidate: shadow,
+                    ..run
+                };
+                Some(compare_shadow(shadow, &desired, run.render().await?))
+            }
+            _ => None,
+        };
         if let Some(held) = &plan.held
             && matches!(state, State::Ready | State::Processing)
         {
@@ -412,7 +441,9 @@ pub async fn reconcile_set(
         } else {
             objects
         };
-        reports.insert(name.clone(), base(state, message, objects as u32));
+        let mut r = base(state, message, objects as u32);
+        r.shadow = shadow;
+        reports.insert(name.clone(), r);
     }
 
     // Uninstall what left the set, dependents first.
@@ -534,6 +565,37 @@ pub async fn reconcile_set(
     out.state = Some(aggregate(modules.iter().map(|m| m.state), req.deleting));
     out.modules = modules;
     Ok(out)
+}
+
+/// Compare what a shadow version would apply with what the current version applied.
+fn compare_shadow(
+    shadow: &Candidate,
+    current: &[Value],
+    rendered: Result<Vec<Value>, String>,
+) -> ModuleShadow {
+    let by_key = |objects: &[Value]| -> Value {
+        let map: serde_json::Map<String, Value> = objects
+            .iter()
+            .map(|o| {
+                let key = ObjectKey::of(o).map(|k| k.to_string()).unwrap_or_default();
+                (key, o.clone())
+            })
+            .collect();
+        Value::Object(map)
+    };
+    let (result, diff) = match rendered {
+        Err(error) => ("Failed", vec![error]),
+        Ok(objects) => {
+            let diff = crate::plugins::shadow::diff(&by_key(current), &by_key(&objects));
+            (if diff.is_empty() { "Same" } else { "Differs" }, diff)
+        }
+    };
+    ModuleShadow {
+        version: shadow.version.clone(),
+        digest: shadow.digest.clone(),
+        result: result.to_string(),
+        diff,
+    }
 }
 
 fn shortest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {

@@ -23,6 +23,8 @@ pub struct Candidate {
     pub defaults: Option<Value>,
     /// The channel permits going below the installed version.
     pub allow_downgrade: bool,
+    /// The channel's shadow version: rendered and compared, never applied.
+    pub shadow: Option<Box<Candidate>>,
 }
 
 /// Where module plugins come from.
@@ -57,6 +59,7 @@ fn candidate(
         limits: entry.limits.apply(Limits::default()),
         defaults: entry.config.clone(),
         allow_downgrade,
+        shadow: None,
     })
 }
 
@@ -64,7 +67,13 @@ impl ModuleSource for CatalogSource {
     fn resolve(&self, module: &str, channel: &str) -> Result<Candidate, String> {
         let entry = self.catalog.get(module)?;
         let chosen = entry.channel(module, channel)?;
-        candidate(module, &chosen.current, &entry, chosen.allow_downgrade)
+        let mut found = candidate(module, &chosen.current, &entry, chosen.allow_downgrade)?;
+        found.shadow = chosen
+            .shadow
+            .as_ref()
+            .and_then(|s| candidate(module, s, &entry, false).ok())
+            .map(Box::new);
+        Ok(found)
     }
 
     fn version(&self, module: &str, version: &str) -> Option<Candidate> {
@@ -117,6 +126,7 @@ impl ModuleSource for DirectorySource {
             limits: Limits::default(),
             defaults: None,
             allow_downgrade: false,
+            shadow: None,
         };
         self.loaded
             .lock()

@@ -261,6 +261,26 @@ pub async fn reconcile(
             )
             .await;
         }
+        if let Some(shadow) = &m.shadow
+            && shadow.result != "Same"
+            && before.and_then(|b| b.shadow.as_ref()) != Some(shadow)
+        {
+            let lines: Vec<&str> = shadow.diff.iter().take(3).map(String::as_str).collect();
+            event(
+                ctx,
+                &set,
+                EventType::Normal,
+                "ShadowDiff",
+                format!(
+                    "module {}: shadow {} {}: {}",
+                    m.name,
+                    shadow.version,
+                    shadow.result.to_lowercase(),
+                    lines.join("; ")
+                ),
+            )
+            .await;
+        }
         if m.state == State::Ready && before.is_some_and(|b| b.state != State::Ready) {
             event(
                 ctx,
