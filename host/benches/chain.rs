@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use tessera::harness::{Percentiles, measure, measure_pair};
-use tessera::plugins::{ChainConfig, FIRST_PARTY, ShootChain};
+use tessera::plugins::{ChainConfig, DEFAULT_PROJECT, FIRST_PARTY, ShootChain, ShootIdentity};
 use tessera::render::parse_runtime;
 use tessera::wasm::{EngineOptions, WasmRuntime};
 use tessera_sdk::glue::{RawExtendInput, RawExtendOutput, extend_json};
@@ -73,8 +73,8 @@ fn plugin_dir() -> PathBuf {
         })
 }
 
-fn native_chain(runtime: &str) -> String {
-    let mut draft = "{}".to_string();
+fn native_chain(runtime: &str, start: &str) -> String {
+    let mut draft = start.to_string();
     for (_, step) in NATIVE {
         let input = RawExtendInput {
             runtime: runtime.to_string(),
@@ -176,10 +176,16 @@ fn main() {
     )
     .unwrap();
     let runtime = parse_runtime(&text, "runtime-aws.yaml").unwrap();
+    let identity = ShootIdentity::of(&runtime.runtime.spec, DEFAULT_PROJECT);
+    let start = identity.draft().to_string();
 
     // Same result both ways, or the comparison is meaningless.
-    let wasm_out = chain.run(&rt, &runtime.json, "bench", None).unwrap().shoot;
-    let native_out: serde_json::Value = serde_json::from_str(&native_chain(&runtime.json)).unwrap();
+    let wasm_out = chain
+        .run(&rt, &runtime.json, &identity, "bench", None)
+        .unwrap()
+        .shoot;
+    let native_out: serde_json::Value =
+        serde_json::from_str(&native_chain(&runtime.json, &start)).unwrap();
     assert_eq!(wasm_out, native_out, "Wasm and native chains disagree");
 
     println!(
@@ -189,17 +195,19 @@ fn main() {
     let (wasm, native) = measure_pair(
         iterations,
         || {
-            chain.run(&rt, &runtime.json, "bench", None).unwrap();
+            chain
+                .run(&rt, &runtime.json, &identity, "bench", None)
+                .unwrap();
         },
         || {
-            native_chain(&runtime.json);
+            native_chain(&runtime.json, &start);
         },
     );
     row("wasm (fresh instance per call)", &wasm);
     let od_chain = ShootChain::load(&on_demand, &ChainConfig::default(), &dir).unwrap();
     let od = measure(iterations, || {
         od_chain
-            .run(&on_demand, &runtime.json, "bench", None)
+            .run(&on_demand, &runtime.json, &identity, "bench", None)
             .unwrap();
     });
     row("wasm, on-demand allocator", &od);
@@ -207,12 +215,14 @@ fn main() {
     if let Some(before) = minor_faults() {
         let runs = 200;
         for _ in 0..runs {
-            chain.run(&rt, &runtime.json, "bench", None).unwrap();
+            chain
+                .run(&rt, &runtime.json, &identity, "bench", None)
+                .unwrap();
         }
         let wasm_faults = (minor_faults().unwrap_or(before) - before) / runs;
         let before = minor_faults().unwrap_or(0);
         for _ in 0..runs {
-            native_chain(&runtime.json);
+            native_chain(&runtime.json, &start);
         }
         let native_faults = (minor_faults().unwrap_or(before) - before) / runs;
         println!("minor page faults per chain run: wasm {wasm_faults}, native {native_faults}");
@@ -225,7 +235,8 @@ fn main() {
 
     println!("\n== per step of the chain (each with the draft it receives)");
     let ctx = tessera::wasm::CallContext::default();
-    let mut draft = "{}".to_string();
+    let mut draft = start.clone();
+    let mut drafts = vec![identity.draft()];
     for (step, (name, native_step)) in chain.steps.iter().zip(NATIVE) {
         let input = RawExtendInput {
             runtime: runtime.json.clone(),
@@ -253,7 +264,16 @@ fn main() {
             input.draft.len()
         );
         draft = native_step(&input).unwrap().shoot;
+        drafts.push(serde_json::from_str(&draft).unwrap());
     }
+
+    println!("\n== the grant check: what each plugin changed against its granted Shoot paths");
+    let check = measure(iterations, || {
+        for (step, pair) in chain.steps.iter().zip(drafts.windows(2)) {
+            step.check(&pair[0], &pair[1]).unwrap();
+        }
+    });
+    row("all 17 steps (diff + path match)", &check);
 
     println!("\n== one plugin call (labels): instantiate + call in a fresh store");
     let labels = &chain.steps[2];

@@ -8,6 +8,7 @@
 pub mod controllers;
 pub mod crd;
 pub mod gardener;
+pub mod grants;
 pub mod harness;
 pub mod metrics;
 pub mod modules;

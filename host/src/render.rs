@@ -2,7 +2,7 @@
 
 use tessera_sdk::models::{RUNTIME_API_VERSION, Runtime};
 
-use crate::plugins::{ChainOutput, ShootChain};
+use crate::plugins::{ChainOutput, ShootChain, ShootIdentity};
 use crate::wasm::{CallError, WasmRuntime};
 
 /// Why rendering failed; every variant says where.
@@ -98,12 +98,15 @@ pub fn parse_current_shoot(text: &str, source_name: &str) -> Result<String, Rend
     Ok(value.to_string())
 }
 
-/// Render a Runtime into a Shoot with `chain`; `current` (JSON) makes it a patch.
+/// Render a Runtime into a Shoot of Gardener project `project` with `chain`; `current`
+/// (JSON) makes it a patch.
 pub fn render(
     rt: &WasmRuntime,
     chain: &ShootChain,
     runtime: &RuntimeDocument,
+    project: &str,
     current: Option<&str>,
 ) -> Result<ChainOutput, RenderError> {
-    Ok(chain.run(rt, &runtime.json, runtime.runtime.id(), current)?)
+    let identity = ShootIdentity::of(&runtime.runtime.spec, project);
+    Ok(chain.run(rt, &runtime.json, &identity, runtime.runtime.id(), current)?)
 }

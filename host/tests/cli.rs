@@ -290,6 +290,115 @@ fn plugin_inspect_shows_contract_imports_size_and_digest() {
         "{stdout}"
     );
     assert!(stdout.contains("loads:     no"), "{stdout}");
+    // What a plugin declares it needs is shown, and granted by nobody but the operator.
+    let out = tessera(&[
+        "plugin",
+        "inspect",
+        plugins().join("telemetry.wasm").to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("requests (granted only by the operator):")
+            && stdout.contains("pipelines.telemetry.tessera.dev"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn plugin_output_outside_its_grants_is_refused() {
+    // spec.purpose belongs to `base`; the hostile plugin was granted nothing.
+    let out = render_with_config(&hostile_chain("set-field", ""), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("plugin hostile 0.1.0: not granted to set spec.purpose")
+            && stderr.contains(r#"shootPaths: ["spec.purpose"]"#),
+        "{stderr}"
+    );
+    // Granted, the same plugin works.
+    let granted = hostile_chain("set-field", "    grants: {shootPaths: [spec.purpose]}\n");
+    let out = render_with_config(&granted, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(yaml(&text(&out.stdout))["spec"]["purpose"], "evaluation");
+    // The Shoot's identity is never the plugin's, granted paths or not.
+    for (mode, path) in [
+        ("set-namespace", "metadata.namespace"),
+        ("set-binding", "spec.secretBindingName"),
+    ] {
+        let out = render_with_config(
+            &hostile_chain(mode, "    grants: {shootPaths: [spec]}\n"),
+            &[],
+        );
+        assert_eq!(out.status.code(), Some(1), "{mode}");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "plugin hostile 0.1.0: changed {path}, part of the Shoot's identity"
+            )),
+            "{stderr}"
+        );
+    }
+    let out = render_with_config(
+        &hostile_chain("ok", "    grants: {shootPaths: [metadata.namespace]}\n"),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("plugins.hostile.grants.shootPaths[0]") && stderr.contains("identity"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn plugin_text_is_escaped_and_clamped() {
+    // A newline in a plugin's log line cannot start a forged host line.
+    let out = render_with_config(
+        &hostile_chain("log-newlines", ""),
+        &["--log", "info", "--log-format", "text"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(
+            r"innocent\n2026-11-23T00:00:00.000000Z ERROR tessera: forged line\u{1b}[31m"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        !stderr
+            .lines()
+            .any(|l| l.starts_with("2026-11-23T00:00:00.000000Z")),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "colour codes or the plugin's escape: {stderr:?}"
+    );
+    // An 8 MiB error message is over the call's budget; the message is not echoed.
+    let out = render_with_config(&hostile_chain("huge-error", ""), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("plugin hostile 0.1.0: output too large"),
+        "{stderr}"
+    );
+    assert!(stderr.len() < 4096, "{} bytes of stderr", stderr.len());
+    // A thousand long warnings arrive as twenty clamped ones and a count.
+    let out = render_with_config(&hostile_chain("many-warnings", ""), &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: [hostile]"))
+        .collect();
+    assert_eq!(warnings.len(), 21, "{stderr}");
+    assert!(
+        warnings[0].len() < 600 && warnings[0].contains(r"warning 0\n"),
+        "{}",
+        warnings[0]
+    );
+    assert_eq!(warnings[20], "warning: [hostile] … 980 more warnings");
 }
 
 #[test]
@@ -341,6 +450,6 @@ fn plugin_logs_go_to_tracing_tagged_and_capped() {
     assert!(
         lines
             .iter()
-            .any(|l| l["fields"]["message"] == "plugin log limit reached; dropping further lines")
+            .any(|l| l["fields"]["message"] == "plugin log budget spent; dropping further lines")
     );
 }

@@ -62,6 +62,47 @@ pub mod __private {
     pub use crate::wasm::module;
     #[cfg(target_family = "wasm")]
     pub use crate::wasm::shoot;
+
+    /// The bytes of `text` as an array (a custom section must be a sized static).
+    pub const fn bytes<const N: usize>(text: &str) -> [u8; N] {
+        let src = text.as_bytes();
+        let mut out = [0u8; N];
+        let mut i = 0;
+        while i < N {
+            out[i] = src[i];
+            i += 1;
+        }
+        out
+    }
+}
+
+/// Declare what the plugin asks the operator to grant, from a YAML file next to the
+/// crate's `Cargo.toml`:
+///
+/// ```yaml
+/// grants:
+///   write:                     # module reconcilers: objects it returns
+///     - {apiGroups: [""], kinds: [ConfigMap], namespaces: [kyma-system]}
+///   read:                      # module reconcilers: objects its requirements read
+///     - {apiGroups: [apiextensions.k8s.io], kinds: [CustomResourceDefinition], clusterScoped: true}
+///   shootPaths: [spec.dns]     # shoot extensions: Shoot paths it sets
+/// lockedConfig: [manifest]     # configuration only the Plugin's operator may set
+/// ```
+///
+/// The file is embedded in the Wasm component as the custom section `tessera:requests`;
+/// `tessera plugin inspect` and the `Plugin` status show it next to what is granted. A
+/// request grants nothing: the operator writes the grants. Expands to nothing outside Wasm.
+#[macro_export]
+macro_rules! declare_requests {
+    ($file:literal) => {
+        #[cfg(target_family = "wasm")]
+        const _: () = {
+            const TEXT: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/", $file));
+            #[unsafe(link_section = "tessera:requests")]
+            #[used]
+            static REQUESTS: [u8; TEXT.len()] = $crate::__private::bytes::<{ TEXT.len() }>(TEXT);
+        };
+    };
 }
 
 /// Export a [`ShootExtension`] implementation as the component's `shoot-extension` world.

@@ -65,7 +65,8 @@ const VARIANTS: &[&[&str]] = &[
         "leaderElection.enabled=false",
         "requeue.ready=10m",
         "forceDeletion=true",
-        "chain.plugins.base.config.project=kyma-prod",
+        "chain.project=kyma-prod",
+        "chain.plugins.labels.grants.shootPaths[0]=metadata.labels.account",
         "plugins.selector=tier=prod",
         "plugins.trustPolicy.requireSignatures=true",
         "plugins.registryCredentialsSecret=registry-auth",
@@ -74,6 +75,22 @@ const VARIANTS: &[&[&str]] = &[
         "modules.localClusterAdmin=true",
     ],
 ];
+
+#[test]
+fn chart_chain_configuration_is_what_the_host_reads() {
+    let rendered = template(VARIANTS[1]);
+    let doc = rendered
+        .split("\n---")
+        .find(|d| d.contains("kind: ConfigMap") && d.contains("chain.yaml"))
+        .expect("the chain ConfigMap");
+    let cm: serde_json::Value = serde_saphyr::from_str(doc).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("chain.yaml");
+    std::fs::write(&path, cm["data"]["chain.yaml"].as_str().unwrap()).unwrap();
+    let config = tessera::plugins::ChainConfig::from_file(&path).expect("the host reads it");
+    assert_eq!(config.project(), "kyma-prod");
+    assert!(config.plugins["labels"].grants.is_some());
+}
 
 #[test]
 fn chart_lints() {

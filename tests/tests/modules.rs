@@ -4,57 +4,23 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Secret};
-use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, ListParams};
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::{Value, json};
-use tessera::crd::{ModuleSet, Plugin};
 use tessera::modules::State;
 use tessera_tests::cluster::Cluster;
-use tessera_tests::env::{ControlPlane, Host, tessera_bin};
+use tessera_tests::env::ControlPlane;
 use tessera_tests::gardener_sim::Script;
-use tessera_tests::modules::{DASHBOARD, PIPELINE_CRD, Rollouts, managed_objects};
-use tessera_tests::probe::{client_for, eventually, tail};
-use tessera_tests::registry::TestRegistry;
+use tessera_tests::modules::{
+    DASHBOARD, Fixture, LIMIT, PIPELINE_CRD, Rollouts, crd_grant, kubectl_ok, managed_objects,
+    module, plugin_file, requested_grants, state_is, target_get, tessera,
+};
+use tessera_tests::probe::{eventually, tail};
 
 type Result<T = ()> = std::result::Result<T, String>;
-
-const LIMIT: Duration = Duration::from_secs(60);
-
-fn plugin_file(name: &str) -> PathBuf {
-    tessera_tests::plugin_dir().join(format!("{name}.wasm"))
-}
-
-fn tessera(args: &[&str]) -> (bool, String) {
-    let out = Command::new(tessera_bin())
-        .args(args)
-        .output()
-        .expect("run tessera");
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
-}
-
-fn kubectl_ok(cluster: &Cluster, args: &[&str]) -> Result<String> {
-    let out = cluster.kubectl(args);
-    if !out.status.success() {
-        return Err(format!(
-            "kubectl {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).to_string())
-}
 
 /// The one-shot CLI on a single cluster: three modules with a dependency, then removal.
 async fn cli_one_shot() -> Result {
@@ -74,6 +40,12 @@ async fn cli_one_shot() -> Result {
     });
     let set_path = dir.path().join("set.yaml");
     std::fs::write(&set_path, set.to_string()).unwrap();
+    // The bundle's CRD is granted by the operator; the first-party telemetry and
+    // availability components from the plugin directory get what they declare.
+    let config_path = dir.path().join("tessera.yaml");
+    let config = json!({"modules": {"telemetry-crds": {"grants": crd_grant("pipelines.telemetry.tessera.dev")}}});
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    let config_arg = config_path.display().to_string();
     let kubeconfig = cluster.kubeconfig.display().to_string();
     let manifest = format!("telemetry-crds={}", plugin_file("manifest").display());
     let plugins = tessera_tests::plugin_dir().display().to_string();
@@ -89,6 +61,8 @@ async fn cli_one_shot() -> Result {
         &plugins,
         "--module",
         &manifest,
+        "--config",
+        &config_arg,
         "--timeout",
         "90s",
     ];
@@ -173,8 +147,9 @@ async fn cli_one_shot() -> Result {
             "kyma-system",
         ],
     )?;
-    // A custom resource nobody's inventory lists: customResourcePolicy CreateAndDelete (the
-    // default) removes it with the CRD's module.
+    // A custom resource someone else made: customResourcePolicy CreateAndDelete (the
+    // default) does not delete it, and the CRD's module waits, naming it, until it is gone
+    // (deleting the CRD would delete it too).
     let extra = "apiVersion: telemetry.tessera.dev/v1alpha1\nkind: Pipeline\nmetadata: {name: extra, namespace: default}\n";
     let out = cluster.kubectl_stdin(&["apply", "-f", "-"], extra);
     if !out.status.success() {
@@ -183,9 +158,37 @@ async fn cli_one_shot() -> Result {
             String::from_utf8_lossy(&out.stderr)
         ));
     }
-    // Delete removes everything, dependents first.
     let mut del = args.to_vec();
     del[1] = "delete";
+    let mut short = del.clone();
+    *short.last_mut().unwrap() = "8s";
+    let (ok, out) = tessera(&short);
+    if ok || !out.contains("Pipeline default/extra") || !out.contains("not created by it") {
+        return Err(format!(
+            "delete did not wait for the foreign Pipeline:\n{out}"
+        ));
+    }
+    kubectl_ok(
+        &cluster,
+        &[
+            "get",
+            "pipelines.telemetry.tessera.dev",
+            "extra",
+            "-n",
+            "default",
+        ],
+    )?;
+    kubectl_ok(
+        &cluster,
+        &[
+            "delete",
+            "pipelines.telemetry.tessera.dev",
+            "extra",
+            "-n",
+            "default",
+        ],
+    )?;
+    // Now delete removes everything, dependents first.
     let (ok, out) = tessera(&del);
     if !ok || !out.contains("removed") {
         return Err(format!("modules delete failed:\n{out}"));
@@ -253,180 +256,6 @@ async fn cli_one_shot() -> Result {
     Ok(())
 }
 
-struct Fixture<'a> {
-    cp: &'a ControlPlane,
-    client: Client,
-    ns: String,
-    registry: TestRegistry,
-    dir: tempfile::TempDir,
-}
-
-impl<'a> Fixture<'a> {
-    async fn new(cp: &'a ControlPlane, ns: &str) -> Result<Self> {
-        let client = client_for(&cp.garden.kubeconfig).await;
-        let _ = Api::<Namespace>::all(client.clone())
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
-            )
-            .await;
-        let f = Self {
-            cp,
-            client,
-            ns: ns.to_string(),
-            registry: TestRegistry::start()?,
-            dir: tempfile::tempdir().map_err(|e| e.to_string())?,
-        };
-        // The target's kubeconfig, as the Runtime controller would have stored it.
-        let text = std::fs::read_to_string(&cp.runtime.kubeconfig).unwrap();
-        let secret: Secret = serde_json::from_value(json!({
-            "metadata": {"name": "kubeconfig-target"},
-            "stringData": {"config": text},
-        }))
-        .unwrap();
-        Api::<Secret>::namespaced(f.client.clone(), ns)
-            .create(&PostParams::default(), &secret)
-            .await
-            .map_err(|e| format!("kubeconfig Secret: {e}"))?;
-        Ok(f)
-    }
-
-    fn push(&self, file: &str, repo: &str, tag: &str) -> Result {
-        let reference = format!("{}/{}/{repo}:{tag}", self.registry.host(), self.ns);
-        let (ok, out) = tessera(&[
-            "plugin",
-            "push",
-            &plugin_file(file).display().to_string(),
-            &reference,
-            "--version",
-            tag,
-        ]);
-        if ok { Ok(()) } else { Err(out) }
-    }
-
-    fn reference(&self, repo: &str, tag: &str) -> String {
-        format!("{}/{}/{repo}:{tag}", self.registry.host(), self.ns)
-    }
-
-    async fn plugin(&self, name: &str, spec: Value) -> Result {
-        let doc = json!({
-            "apiVersion": "tessera.dev/v1alpha1", "kind": "Plugin",
-            "metadata": {"name": name, "labels": {"tessera.dev/test": self.ns}},
-            "spec": spec,
-        });
-        Api::<Plugin>::all(self.client.clone())
-            .patch(
-                name,
-                &PatchParams::apply("modules-test").force(),
-                &Patch::Apply(&doc),
-            )
-            .await
-            .map_err(|e| format!("Plugin {name}: {e}"))?;
-        Ok(())
-    }
-
-    fn host(&self, name: &str) -> Host {
-        let store = self.dir.path().join("store").display().to_string();
-        let selector = format!("tessera.dev/test={}", self.ns);
-        self.cp.host(
-            &format!("{}-{name}", self.ns),
-            &[
-                "--namespace",
-                &self.ns,
-                "--requeue-error",
-                "1s",
-                "--lease-duration",
-                "6s",
-                "--lease-name",
-                &format!("tessera-{}", self.ns),
-                "--plugin-resync",
-                "2s",
-                "--plugin-store",
-                &store,
-                "--plugin-selector",
-                &selector,
-            ],
-        )
-    }
-
-    fn sets(&self) -> Api<ModuleSet> {
-        Api::namespaced(self.client.clone(), &self.ns)
-    }
-
-    async fn apply_set(&self, name: &str, spec: Value) -> Result {
-        let doc = json!({
-            "apiVersion": "tessera.dev/v1alpha1", "kind": "ModuleSet",
-            "metadata": {"name": name}, "spec": spec,
-        });
-        self.sets()
-            .patch(
-                name,
-                &PatchParams::apply("modules-test").force(),
-                &Patch::Apply(&doc),
-            )
-            .await
-            .map_err(|e| format!("ModuleSet {name}: {e}"))?;
-        Ok(())
-    }
-
-    async fn wait_set(
-        &self,
-        name: &str,
-        host: &Host,
-        what: &str,
-        pred: impl Fn(&ModuleSet) -> bool,
-    ) -> Result<ModuleSet> {
-        eventually(&format!("ModuleSet {name}: {what}"), LIMIT, || async {
-            let s = self.sets().get(name).await.ok()?;
-            let current = s.status.as_ref()?.observed_generation == s.metadata.generation;
-            (current && pred(&s)).then_some(s)
-        })
-        .await
-        .map_err(|e| {
-            let status = futures::executor::block_on(self.sets().get(name))
-                .ok()
-                .and_then(|s| serde_json::to_string_pretty(&s.status).ok());
-            format!(
-                "{e}\nstatus: {}\nhost log tail:\n{}",
-                status.unwrap_or_default(),
-                tail(&host.logs(), 30)
-            )
-        })
-    }
-
-    async fn events(&self, reason: &str) -> Vec<String> {
-        Api::<Event>::namespaced(self.client.clone(), &self.ns)
-            .list(&ListParams::default())
-            .await
-            .map(|l| {
-                l.items
-                    .into_iter()
-                    .filter(|e| e.reason.as_deref() == Some(reason))
-                    .filter_map(|e| e.message)
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-}
-
-fn module<'a>(set: &'a ModuleSet, name: &str) -> Option<&'a tessera::modules::ModuleReport> {
-    set.status.as_ref()?.modules.iter().find(|m| m.name == name)
-}
-
-fn state_is(set: &ModuleSet, state: State) -> bool {
-    set.status.as_ref().and_then(|s| s.state) == Some(state)
-}
-
-fn target_get(cp: &ControlPlane, args: &[&str]) -> Option<Value> {
-    let mut a = vec!["get"];
-    a.extend_from_slice(args);
-    a.extend_from_slice(&["-o", "json"]);
-    let out = cp.runtime.kubectl(&a);
-    out.status
-        .success()
-        .then(|| serde_json::from_slice(&out.stdout).unwrap_or_default())
-}
-
 /// The ModuleSet controller end to end on a remote target.
 async fn controller_lifecycle(cp: &ControlPlane) -> Result {
     let f = Fixture::new(cp, "mods").await?;
@@ -442,6 +271,7 @@ async fn controller_lifecycle(cp: &ControlPlane) -> Result {
             "versions": [{"version": "1.0.0", "ref": f.reference("manifest", "1.0.0")}],
             "channels": [{"name": "regular", "version": "1.0.0"}],
             "config": {"manifest": PIPELINE_CRD},
+            "grants": crd_grant("pipelines.telemetry.tessera.dev"),
         }),
     )
     .await?;
@@ -451,6 +281,7 @@ async fn controller_lifecycle(cp: &ControlPlane) -> Result {
             "kind": "module-reconciler",
             "versions": [{"version": "1.0.0", "ref": f.reference("telemetry", "1.0.0")}],
             "channels": [{"name": "regular", "version": "1.0.0"}],
+            "grants": requested_grants("telemetry"),
         }),
     )
     .await?;
@@ -460,6 +291,7 @@ async fn controller_lifecycle(cp: &ControlPlane) -> Result {
             "kind": "module-reconciler",
             "versions": [{"version": "1.0.0", "ref": f.reference("availability", "1.0.0")}],
             "channels": [{"name": "regular", "version": "1.0.0"}],
+            "grants": requested_grants("availability"),
         }),
     )
     .await?;
@@ -471,6 +303,10 @@ async fn controller_lifecycle(cp: &ControlPlane) -> Result {
         ],
         "channels": [{"name": "regular", "version": "1.0.0", "shadow": "1.1.0"}, {"name": "fast", "version": "1.1.0"}],
         "config": {"manifest": DASHBOARD, "values": {"namespace": "dashboard", "title": "Overview"}},
+        "grants": {"write": [
+            {"apiGroups": [""], "kinds": ["Namespace"], "clusterScoped": true, "names": ["dashboard"]},
+            {"apiGroups": [""], "kinds": ["ConfigMap"], "namespaces": ["dashboard"]},
+        ]},
     })).await?;
     let mut host = f.host("a");
     let modules = |min_available: u32, dashboard_channel: Option<&str>, with_availability: bool| {
@@ -788,6 +624,11 @@ async fn single_cluster(cp: &ControlPlane) -> Result {
             "versions": [{"version": "1.0.0", "ref": f.reference("availability", "1.0.0")}],
             "channels": [{"name": "regular", "version": "1.0.0"}],
             "config": {"namespace": "mods-local"},
+            "grants": {"write": [
+                {"apiGroups": ["scheduling.k8s.io"], "kinds": ["PriorityClass"], "clusterScoped": true,
+                    "names": ["availability-local-critical"]},
+                {"apiGroups": ["policy"], "kinds": ["PodDisruptionBudget"], "namespaces": ["mods-local"]},
+            ]},
         }),
     )
     .await?;

@@ -140,9 +140,14 @@ impl<'a> Scenario<'a> {
     fn host(&self, name: &str, plugin: &str, extra: &[&str]) -> Host {
         let mut chain: Vec<Value> = FIRST_PARTY.iter().map(|p| json!(p)).collect();
         chain.push(json!("stamp"));
+        // The operator grants the step what it sets.
         let config = json!({
             "chain": chain,
-            "plugins": { "stamp": { "source": "registry", "plugin": plugin } },
+            "plugins": { "stamp": {
+                "source": "registry",
+                "plugin": plugin,
+                "grants": { "shootPaths": [r#"metadata.annotations["tessera.dev/stamp"]"#] },
+            } },
         });
         let config_path = self.dir().join(format!("chain-{name}.yaml"));
         std::fs::write(&config_path, config.to_string()).unwrap();

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use tessera::plugins::{ChainConfig, ShootChain};
+use tessera::plugins::{ChainConfig, DEFAULT_PROJECT, ShootChain};
 use tessera::render::{RenderError, parse_current_shoot, parse_runtime, render};
 use tessera::wasm::Failure;
 use tessera_tests::{plugin_dir, runtime, workspace};
@@ -27,7 +27,7 @@ fn render_file(
     let mut doc = yaml(&workspace().join(runtime_file));
     tessera_sdk::util::merge_patch(&mut doc, &patch);
     let parsed = parse_runtime(&doc.to_string(), runtime_file)?;
-    Ok(render(runtime(), &chain(), &parsed, None)?.shoot)
+    Ok(render(runtime(), &chain(), &parsed, DEFAULT_PROJECT, None)?.shoot)
 }
 
 #[test]
@@ -59,9 +59,15 @@ fn patch_of_the_rendered_shoot_is_stable() {
         let created = render_file(&file, serde_json::json!({})).unwrap();
         let parsed = parse_runtime(&read(&workspace().join(&file)), &file).unwrap();
         let current = parse_current_shoot(&created.to_string(), "created").unwrap();
-        let patched = render(runtime(), &chain(), &parsed, Some(&current))
-            .unwrap()
-            .shoot;
+        let patched = render(
+            runtime(),
+            &chain(),
+            &parsed,
+            DEFAULT_PROJECT,
+            Some(&current),
+        )
+        .unwrap()
+        .shoot;
         assert!(
             created == patched,
             "{provider}:\n{}",
@@ -74,7 +80,7 @@ fn patch_of_the_rendered_shoot_is_stable() {
 fn warnings_name_their_plugin_and_digests_are_recorded() {
     let doc = read(&workspace().join("examples/runtime-aws.yaml"));
     let parsed = parse_runtime(&doc, "aws").unwrap();
-    let out = render(runtime(), &chain(), &parsed, None).unwrap();
+    let out = render(runtime(), &chain(), &parsed, DEFAULT_PROJECT, None).unwrap();
     assert!(
         out.warnings
             .iter()

@@ -76,8 +76,11 @@ pub enum Command {
 pub fn init_tracing(global: &Global) {
     let filter = tracing_subscriber::EnvFilter::try_new(&global.log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // Colour only for a person at a terminal, never in files and pipes.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     match global.log_format {
         LogFormat::Json => builder.json().init(),

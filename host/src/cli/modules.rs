@@ -38,6 +38,11 @@ pub struct ModulesArgs {
     /// The component for one module, `NAME=PATH` (repeatable).
     #[arg(long = "module", value_name = "NAME=PATH")]
     modules: Vec<String>,
+    /// Configuration file: per module (`modules.<name>`) its grants, limits, operator
+    /// configuration and locked keys. Without grants a module may write and read nothing,
+    /// except first-party plugins from the plugin directory, which get what they declare.
+    #[arg(long)]
+    config: Option<PathBuf>,
     /// Give up waiting for modules to settle after this long.
     #[arg(long, value_parser = humantime_secs, default_value = "300")]
     timeout: Duration,
@@ -94,8 +99,12 @@ pub fn run(rt: WasmRuntime, command: ModulesCommand) -> anyhow::Result<ExitCode>
         .clone()
         .or_else(tessera::plugins::default_plugin_dir)
         .unwrap_or_else(|| PathBuf::from("."));
+    let settings = match &args.config {
+        Some(path) => tessera::plugins::ChainConfig::from_file(path)?.modules,
+        None => Default::default(),
+    };
     let wasm = Arc::new(rt);
-    let source = DirectorySource::new(dir, files, wasm.clone());
+    let source = DirectorySource::new(dir, files, settings, wasm.clone());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -140,7 +140,7 @@ pub fn run(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<ExitCode>
             let limits = LimitsOverride {
                 memory_mib,
                 timeout_ms,
-                output_kib: None,
+                ..LimitsOverride::default()
             }
             .apply(Limits::default());
             let results = test_plugin(rt, &loaded, &cases, &limits)?;
@@ -236,6 +236,13 @@ pub fn run(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<ExitCode>
                 };
                 println!("  {import}{mark}");
             }
+            match &inspection.requests {
+                Some(requests) => print!(
+                    "requests (granted only by the operator):\n{}",
+                    indent(&serde_saphyr::to_string(requests)?)
+                ),
+                None => println!("requests:  none declared"),
+            }
             Ok(ExitCode::SUCCESS)
         }
         PluginCommand::Push {
@@ -315,4 +322,8 @@ fn dim(text: &str) -> String {
     } else {
         format!("— {text}")
     }
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|l| format!("  {l}\n")).collect()
 }

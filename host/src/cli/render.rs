@@ -54,7 +54,7 @@ pub fn run(rt: &WasmRuntime, args: RenderArgs) -> anyhow::Result<ExitCode> {
         "no plugin directory: pass --plugins DIR or set TESSERA_PLUGIN_DIR (build them with `cargo xtask build-plugins`)",
     )?;
     let chain = ShootChain::load(rt, &config, &plugin_dir)?;
-    let output = render(rt, &chain, &runtime, current.as_deref())?;
+    let output = render(rt, &chain, &runtime, config.project(), current.as_deref())?;
     for (plugin, warning) in &output.warnings {
         eprintln!("warning: [{plugin}] {warning}");
     }

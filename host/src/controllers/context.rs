@@ -9,7 +9,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use crate::gardener::ShootClient;
 use crate::metrics::Metrics;
 use crate::plugins::template::Resolver;
-use crate::plugins::{ChainOutput, Fetcher, ShootChain};
+use crate::plugins::{ChainOutput, Fetcher, ShootChain, ShootIdentity};
 use crate::wasm::{CallError, WasmRuntime};
 
 /// How long to wait before looking again. Shoot and RuntimeKubeconfig changes wake the
@@ -85,6 +85,7 @@ impl Renderer {
         &self,
         chain: ShootChain,
         runtime_json: String,
+        identity: ShootIdentity,
         runtime_id: String,
         current: Option<String>,
         metrics: &Metrics,
@@ -92,7 +93,13 @@ impl Renderer {
         let this = self.clone();
         let metrics = metrics.clone();
         tokio::task::spawn_blocking(move || {
-            let out = chain.run(&this.wasm, &runtime_json, &runtime_id, current.as_deref());
+            let out = chain.run(
+                &this.wasm,
+                &runtime_json,
+                &identity,
+                &runtime_id,
+                current.as_deref(),
+            );
             if let Ok(out) = &out {
                 for (plugin, duration) in &out.timings {
                     metrics

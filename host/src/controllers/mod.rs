@@ -20,6 +20,17 @@ pub enum ReconcileError {
     RuntimeCluster { runtime: String, message: String },
     #[error("rendering task failed: {0}")]
     Join(String),
+    #[error("{0}")]
+    ShootIdentity(String),
+}
+
+impl From<crate::gardener::ShootError> for ReconcileError {
+    fn from(e: crate::gardener::ShootError) -> Self {
+        match e {
+            crate::gardener::ShootError::Identity(message) => Self::ShootIdentity(message),
+            crate::gardener::ShootError::Kube(e) => Self::Kube(e),
+        }
+    }
 }
 
 impl ReconcileError {
@@ -37,6 +48,7 @@ impl ReconcileError {
             Self::Kube(_) => "ApiUnreachable",
             Self::RuntimeCluster { .. } => "RuntimeClusterError",
             Self::Join(_) => "RenderTaskFailed",
+            Self::ShootIdentity(_) => "ShootIdentity",
         }
     }
 }

@@ -18,7 +18,7 @@ pub use kubeconfig::{
 };
 pub use moduleset::{ModuleSet, ModuleSetSpec, ModuleSetStatus, ModuleSpec};
 pub use plugin::{
-    ChannelStatus, Plugin, PluginChannel, PluginLimits, PluginSpec, PluginStatus, PluginVersion,
+    ChannelStatus, GrantStatus, Plugin, PluginChannel, PluginSpec, PluginStatus, PluginVersion,
     ResolvedVersion, Verification,
 };
 pub use runtime::{

@@ -67,8 +67,14 @@ pub struct ModuleSpec {
     /// `false`: stop managing the module and leave its objects as they are (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub managed: Option<bool>,
-    /// On removal, whether custom resources of the module's CRDs are deleted
-    /// (`CreateAndDelete`, default) or the CRDs and their resources are kept (`Ignore`).
+    /// Take over objects that already exist on the target but were not created by this
+    /// module (e.g. installed by hand before). Never objects another module of Tessera
+    /// manages. Default false: such an object is reported, not touched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopt: Option<bool>,
+    /// On removal: `CreateAndDelete` (default) deletes the module's own custom resources of
+    /// its CRDs and then the CRDs, waiting while custom resources others created remain;
+    /// `Ignore` keeps the CRDs and their custom resources.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "policy_schema")]
     pub custom_resource_policy: Option<CustomResourcePolicy>,

@@ -3,6 +3,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::Condition;
+use crate::grants::Grants;
 
 /// A plugin released through an OCI registry: its versions, which version each release
 /// channel runs, and optionally a shadow version rendered next to it for comparison.
@@ -30,7 +31,7 @@ pub struct PluginSpec {
     pub channels: Vec<PluginChannel>,
     /// Limits for every call, over the host's defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limits: Option<PluginLimits>,
+    pub limits: Option<crate::wasm::LimitsOverride>,
     /// Configuration passed to the plugin (the host's chain configuration can override it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "any_object")]
@@ -38,6 +39,14 @@ pub struct PluginSpec {
     /// Signature requirements; the trust policy of the host can require them for all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<Verification>,
+    /// What the plugin may do: the objects a module reconciler may write and read, the
+    /// Shoot paths a shoot extension may set. Nothing else is carried out on its behalf.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grants: Option<Grants>,
+    /// Keys of `config` a ModuleSet's module `config` may not replace (e.g. `manifest`);
+    /// the plugin's own declared locks apply as well.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub locked_config: Vec<String>,
 }
 
 /// One released version.
@@ -64,17 +73,6 @@ pub struct PluginChannel {
     /// Let Runtimes move to a lower version than the one they were rendered with.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_downgrade: bool,
-}
-
-/// Per-call limits.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct PluginLimits {
-    #[serde(rename = "memoryMiB", default, skip_serializing_if = "Option::is_none")]
-    pub memory_mib: Option<u64>,
-    #[serde(rename = "timeoutMs", default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
-    #[serde(rename = "outputKiB", default, skip_serializing_if = "Option::is_none")]
-    pub output_kib: Option<u64>,
 }
 
 /// Signature requirements.
@@ -106,6 +104,21 @@ pub struct PluginStatus {
     /// The last error, in words (empty once everything resolved).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// What the loaded versions request next to what `spec.grants` grants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grants: Option<GrantStatus>,
+}
+
+/// Requested against granted.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GrantStatus {
+    /// What the loaded versions declare they need (their `tessera:requests` sections).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested: Option<Grants>,
+    /// Requested but not granted, in words (the plugin may fail where it needs them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_granted: Vec<String>,
 }
 
 /// One version as resolved and pulled.

@@ -9,7 +9,7 @@ mod shoot;
 pub use errors::{ErrorClass, classify_codes};
 pub use kubeconfig::{AdminKubeconfig, request_admin_kubeconfig};
 pub use shoot::{
-    CONFIRM_DELETION, FORCE_DELETION, LastOperation, OPERATION_ANNOTATION, ShootClient,
+    CONFIRM_DELETION, FORCE_DELETION, LastOperation, OPERATION_ANNOTATION, ShootClient, ShootError,
     ShootProgress, shoot_resource,
 };
 

@@ -3,10 +3,12 @@
 use kube::Client;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
+    Preconditions,
 };
 use serde_json::{Value, json};
 
 use super::FIELD_MANAGER;
+use crate::plugins::ShootIdentity;
 
 /// Gardener refuses to delete a Shoot without this annotation set to `"true"`.
 pub const CONFIRM_DELETION: &str = "confirmation.gardener.cloud/deletion";
@@ -90,6 +92,24 @@ impl ShootProgress {
     }
 }
 
+/// A Shoot write the host refused or the API server failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ShootError {
+    /// The document is not the Shoot the Runtime owns (a bug if it ever happens: the chain
+    /// already refuses identity changes).
+    #[error("refusing to write {0}")]
+    Identity(String),
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+}
+
+fn name_of(shoot: &DynamicObject) -> (&str, &str) {
+    (
+        shoot.metadata.namespace.as_deref().unwrap_or_default(),
+        shoot.metadata.name.as_deref().unwrap_or_default(),
+    )
+}
+
 /// Shoots in one Gardener project namespace or another, through one client.
 #[derive(Clone)]
 pub struct ShootClient {
@@ -114,40 +134,55 @@ impl ShootClient {
         self.api(namespace).get_opt(name).await
     }
 
-    /// Create or update the Shoot with server-side apply as field manager `tessera`.
-    pub async fn apply(&self, shoot: &Value) -> kube::Result<DynamicObject> {
-        let namespace = shoot["metadata"]["namespace"].as_str().unwrap_or_default();
-        let name = shoot["metadata"]["name"].as_str().unwrap_or_default();
+    /// Create or update the Shoot with server-side apply as field manager `tessera`, after
+    /// checking that it is the Shoot `identity` pins. Forced: Gardener's own defaulting and
+    /// operators' one-off edits of fields Tessera renders are taken back.
+    pub async fn apply(
+        &self,
+        identity: &ShootIdentity,
+        shoot: &Value,
+    ) -> Result<DynamicObject, ShootError> {
+        if let Some(why) = identity.mismatch(shoot) {
+            return Err(ShootError::Identity(format!("{identity}: {why}")));
+        }
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        self.api(namespace)
-            .patch(name, &params, &Patch::Apply(shoot))
-            .await
+        Ok(self
+            .api(&identity.namespace)
+            .patch(&identity.name, &params, &Patch::Apply(shoot))
+            .await?)
     }
 
-    /// Merge annotations into the Shoot (`None` removes one).
+    /// Merge annotations into exactly `shoot` (its uid is a precondition; `None` removes an
+    /// annotation).
     pub async fn annotate(
         &self,
-        namespace: &str,
-        name: &str,
+        shoot: &DynamicObject,
         annotations: &[(&str, Option<&str>)],
     ) -> kube::Result<DynamicObject> {
         let map: serde_json::Map<String, Value> = annotations
             .iter()
             .map(|(k, v)| (k.to_string(), v.map(Value::from).unwrap_or(Value::Null)))
             .collect();
-        let patch = json!({ "metadata": { "annotations": map } });
+        let patch = json!({ "metadata": { "uid": shoot.metadata.uid, "annotations": map } });
+        let (namespace, name) = name_of(shoot);
         self.api(namespace)
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
     }
 
-    /// Ask Gardener to delete the Shoot (it must carry the confirmation annotation).
-    pub async fn delete(&self, namespace: &str, name: &str) -> kube::Result<()> {
-        match self
-            .api(namespace)
-            .delete(name, &DeleteParams::default())
-            .await
-        {
+    /// Ask Gardener to delete exactly `shoot` (its uid is a precondition: a Shoot recreated
+    /// under the same name by someone else is not touched). It must carry the confirmation
+    /// annotation.
+    pub async fn delete(&self, shoot: &DynamicObject) -> kube::Result<()> {
+        let (namespace, name) = name_of(shoot);
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: shoot.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match self.api(namespace).delete(name, &params).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
             Err(e) => Err(e),

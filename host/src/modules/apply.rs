@@ -4,17 +4,22 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use kube::api::{DeleteParams, Patch, PatchParams, PropagationPolicy};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
+};
 use serde_json::Value;
 
 use super::error::ModuleError;
-use super::inventory::ObjectKey;
+use super::inventory::{Entry, ModuleRecord, ObjectKey};
 use super::labels;
+use super::ownership::{
+    MODULE_MANAGER_PREFIX, Owner, Whose, conflicting_managers, is_conflict, is_uid_mismatch, whose,
+};
 use super::target::Target;
 use crate::controllers::labels::{MANAGED_BY, MANAGED_BY_VALUE};
 
-/// The field manager of a module: each module owns its fields, so two modules fighting
-/// over one field show up as conflicts instead of silent flapping.
+/// The field manager of a module: each module owns its fields, so two modules wanting one
+/// field show up as a conflict instead of silent flapping.
 pub fn field_manager(module: &str) -> String {
     format!("tessera-module-{module}")
 }
@@ -82,28 +87,110 @@ pub struct Applied {
     pub object: Value,
 }
 
-/// Server-side apply `objects` (already ordered) with `module`'s field manager.
+impl Applied {
+    /// The uid the API server gave the object.
+    pub fn uid(&self) -> Option<String> {
+        self.object["metadata"]["uid"].as_str().map(str::to_string)
+    }
+}
+
+/// Who applies, and whether objects others made may be taken over.
+#[derive(Debug, Clone, Copy)]
+pub struct Applier<'a> {
+    pub owner: Owner<'a>,
+    /// The set allows taking over objects Tessera did not create.
+    pub adopt: bool,
+}
+
+/// How one object of an answer is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The uid of the object this module made, sent as a precondition; `None`: the object
+    /// does not exist yet and is created.
+    pub uid: Option<String>,
+    /// Take the fields over (an object the set adopts).
+    pub force: bool,
+}
+
+/// Objects looked up at once while planning.
+const LOOKUPS: usize = 16;
+
+/// Decide, before anything is written, how each object of an answer is written: objects
+/// the inventory lists with a uid are updated under that uid; others are looked up, and an
+/// existing object this module did not make refuses the whole answer (unless the set
+/// adopts it; never another module's).
+pub async fn plan(
+    target: &Target,
+    applier: Applier<'_>,
+    objects: &[(ObjectKey, Value)],
+    record: &ModuleRecord,
+) -> Result<Result<Vec<Plan>, String>, ModuleError> {
+    use futures::{StreamExt, TryStreamExt};
+    // Collected first: a lazy `map` closure in the stream trips the compiler's higher-ranked
+    // lifetime check on the controller's future.
+    let mut lookups = Vec::with_capacity(objects.len());
+    for (key, _) in objects {
+        lookups.push(look_up(target, key, record));
+    }
+    let looked_up: Vec<Option<DynamicObject>> = futures::stream::iter(lookups)
+        .buffered(LOOKUPS)
+        .try_collect()
+        .await?;
+    let mut plans = Vec::with_capacity(objects.len());
+    for ((key, _), live) in objects.iter().zip(looked_up) {
+        let plan = match (record.uid(key), live) {
+            (Some(uid), _) => Plan {
+                uid: Some(uid.to_string()),
+                force: false,
+            },
+            (None, None) => Plan {
+                uid: None,
+                force: false,
+            },
+            (None, Some(live)) => {
+                let json = serde_json::to_value(&live).expect("an object serializes");
+                let uid = live.metadata.uid.clone();
+                match whose(&json, applier.owner, None) {
+                    // Made by this module; the inventory lost its uid (a crash).
+                    Whose::Ours => Plan { uid, force: false },
+                    Whose::Foreign { .. } if applier.adopt => Plan { uid, force: true },
+                    other => return Ok(Err(format!("{key}: {}", other.refusal()))),
+                }
+            }
+        };
+        plans.push(plan);
+    }
+    Ok(Ok(plans))
+}
+
+/// The live object `key` names, unless the inventory knows its uid (no lookup needed) or
+/// the cluster does not serve its kind yet.
+async fn look_up(
+    target: &Target,
+    key: &ObjectKey,
+    record: &ModuleRecord,
+) -> Result<Option<DynamicObject>, ModuleError> {
+    if record.uid(key).is_some() {
+        return Ok(None);
+    }
+    let Some(kind) = target.kind(&key.api_version, &key.kind).await? else {
+        return Ok(None);
+    };
+    let api = target.api(&kind, key.namespace.as_deref());
+    Ok(api.get_opt(&key.name).await?)
+}
+
+/// Server-side apply `objects` (already ordered, checked against the grants and planned)
+/// with the module's field manager, without force unless adopting.
 pub async fn apply(
     target: &Target,
-    module: &str,
+    applier: Applier<'_>,
     objects: Vec<(ObjectKey, Value)>,
+    plans: Vec<Plan>,
 ) -> Result<Vec<Applied>, ModuleError> {
-    let params = PatchParams::apply(&field_manager(module)).force();
-    let crds: Vec<(String, String)> = objects
-        .iter()
-        .filter(|(k, _)| k.is_crd())
-        .map(|(_, o)| {
-            (
-                o["spec"]["group"].as_str().unwrap_or_default().to_string(),
-                o["spec"]["names"]["kind"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-            )
-        })
-        .collect();
+    let crds = batch_crds(&objects);
     let mut applied = Vec::with_capacity(objects.len());
-    for (mut key, mut object) in objects {
+    for ((mut key, mut object), plan) in objects.into_iter().zip(plans) {
         let kind = served(target, &key, &crds).await?;
         if !kind.namespaced && key.namespace.is_some() {
             key.namespace = None;
@@ -118,13 +205,7 @@ pub async fn apply(
             ));
         }
         let api = target.api(&kind, key.namespace.as_deref());
-        let result = api
-            .patch(&key.name, &params, &Patch::Apply(&object))
-            .await
-            .map_err(|e| match e {
-                kube::Error::Api(e) => ModuleError::object(&key, e.message),
-                other => other.into(),
-            })?;
+        let result = apply_one(&api, applier, &key, object, plan).await?;
         applied.push(Applied {
             key,
             object: serde_json::to_value(&result).expect("an object serializes"),
@@ -133,17 +214,111 @@ pub async fn apply(
     Ok(applied)
 }
 
+/// (group, kind) of every CRD in the batch.
+fn batch_crds(objects: &[(ObjectKey, Value)]) -> Vec<(String, String)> {
+    objects
+        .iter()
+        .filter(|(k, _)| k.is_crd())
+        .map(|(_, o)| {
+            (
+                o["spec"]["group"].as_str().unwrap_or_default().to_string(),
+                o["spec"]["names"]["kind"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+async fn patch(
+    api: &Api<DynamicObject>,
+    key: &ObjectKey,
+    object: &Value,
+    uid: Option<&str>,
+    params: &PatchParams,
+) -> kube::Result<DynamicObject> {
+    match uid {
+        None => api.patch(&key.name, params, &Patch::Apply(object)).await,
+        Some(uid) => {
+            let mut body = object.clone();
+            body["metadata"]["uid"] = uid.into();
+            api.patch(&key.name, params, &Patch::Apply(&body)).await
+        }
+    }
+}
+
+/// Apply one object as planned. When the object changed under the plan (deleted, replaced,
+/// or fields edited by another manager), look at whose it is now.
+async fn apply_one(
+    api: &Api<DynamicObject>,
+    applier: Applier<'_>,
+    key: &ObjectKey,
+    object: Value,
+    plan: Plan,
+) -> Result<DynamicObject, ModuleError> {
+    let mut params = PatchParams::apply(&field_manager(applier.owner.module));
+    params.force = plan.force;
+    let error = match patch(api, key, &object, plan.uid.as_deref(), &params).await {
+        Ok(done) => return Ok(done),
+        Err(kube::Error::Api(e))
+            if is_uid_mismatch(e.code, &e.message) || is_conflict(e.code, &e.message) =>
+        {
+            e
+        }
+        Err(e) => return Err(api_error(key, e)),
+    };
+    let Some(live) = api.get_opt(&key.name).await? else {
+        // Deleted (by hand, or by drift) since the module made it: make it again.
+        return patch(api, key, &object, None, &params)
+            .await
+            .map_err(|e| api_error(key, e));
+    };
+    let live_json = serde_json::to_value(&live).expect("an object serializes");
+    let uid = live.metadata.uid.clone().unwrap_or_default();
+    match whose(&live_json, applier.owner, None) {
+        Whose::Ours => {
+            let others = conflicting_managers(&error.message);
+            if let Some(module) = others.iter().find(|m| m.starts_with(MODULE_MANAGER_PREFIX)) {
+                return Err(ModuleError::object(
+                    key,
+                    format!(
+                        "fields are also set by {module}, another module; not taken over ({})",
+                        error.message
+                    ),
+                ));
+            }
+            // This module's object: a field edited by hand is put back (drift repair).
+            if !others.is_empty() {
+                tracing::info!(object = %key, managers = %others.join(", "), "restoring fields of a module object edited by hand");
+            }
+            patch(api, key, &object, Some(&uid), &params.force())
+                .await
+                .map_err(|e| api_error(key, e))
+        }
+        Whose::Foreign { .. } if applier.adopt => {
+            patch(api, key, &object, Some(&uid), &params.force())
+                .await
+                .map_err(|e| api_error(key, e))
+        }
+        other => Err(ModuleError::object(key, other.refusal())),
+    }
+}
+
+fn api_error(key: &ObjectKey, e: kube::Error) -> ModuleError {
+    match e {
+        kube::Error::Api(e) => ModuleError::object(key, e.message),
+        other => other.into(),
+    }
+}
+
 /// The kind of `key`, waiting a little when a CRD of this batch is about to serve it.
 async fn served(
     target: &Target,
     key: &ObjectKey,
     crds: &[(String, String)],
 ) -> Result<super::target::Kind, ModuleError> {
-    let group = key
-        .api_version
-        .split_once('/')
-        .map(|(g, _)| g)
-        .unwrap_or("");
+    let group = key.group();
     let from_batch = crds.iter().any(|(g, k)| g == group && k == &key.kind);
     let started = Instant::now();
     loop {
@@ -163,45 +338,94 @@ async fn served(
     }
 }
 
-/// Delete `keys` (in reverse apply order) unless `keep` lists them; returns the objects
-/// still present afterwards (finalizers pending).
-pub async fn prune(
-    target: &Target,
-    keys: &[ObjectKey],
-    keep: &HashSet<ObjectKey>,
-) -> Result<Vec<ObjectKey>, ModuleError> {
-    let mut keys: Vec<&ObjectKey> = keys.iter().filter(|k| !keep.contains(*k)).collect();
-    keys.sort_by_key(|k| std::cmp::Reverse(rank(&k.kind)));
+/// Delete exactly the live object `live` (its uid is a precondition); `true` when it is
+/// still there afterwards (finalizers pending).
+async fn delete_exact(api: &Api<DynamicObject>, live: &DynamicObject) -> Result<bool, ModuleError> {
     let params = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Background),
+        preconditions: Some(Preconditions {
+            uid: live.metadata.uid.clone(),
+            resource_version: None,
+        }),
         ..Default::default()
     };
+    let name = live.metadata.name.as_deref().unwrap_or_default();
+    match api.delete(name, &params).await {
+        Ok(either) => Ok(either.is_left()),
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Delete the objects of `entries` (in reverse apply order) that `keep` does not list and
+/// that are this module's own (labels, and the recorded uid); returns those still present
+/// afterwards (finalizers pending). Entries naming objects the module did not create are
+/// skipped and reported in the log: the inventory is not a licence to delete.
+pub async fn prune(
+    target: &Target,
+    owner: Owner<'_>,
+    entries: &[Entry],
+    keep: &HashSet<ObjectKey>,
+) -> Result<Vec<ObjectKey>, ModuleError> {
+    let mut entries: Vec<&Entry> = entries.iter().filter(|e| !keep.contains(&e.key)).collect();
+    entries.sort_by_key(|e| std::cmp::Reverse(rank(&e.key.kind)));
     let mut remaining = Vec::new();
-    for key in keys {
+    for entry in entries {
+        let key = &entry.key;
         let Some(kind) = target.kind(&key.api_version, &key.kind).await? else {
             continue;
         };
         let api = target.api(&kind, key.namespace.as_deref());
-        match api.delete(&key.name, &params).await {
-            Ok(either) => {
-                if either.is_left() {
+        let Some(live) = api.get_opt(&key.name).await? else {
+            continue;
+        };
+        let live_json = serde_json::to_value(&live).expect("an object serializes");
+        match whose(&live_json, owner, entry.uid.as_deref()) {
+            Whose::Ours => {
+                if delete_exact(&api, &live).await? {
                     remaining.push(key.clone());
                 }
             }
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => return Err(e.into()),
+            other => {
+                tracing::warn!(object = %key, set = owner.set, module = owner.module, reason = %other.refusal(), "the inventory lists an object this module did not create; not deleted");
+            }
         }
     }
     Ok(remaining)
 }
 
-/// Delete every instance of the kinds `crds` define (customResourcePolicy
-/// CreateAndDelete), before the CRDs themselves go. Returns how many were still present.
-pub async fn delete_custom_resources(
+/// Delete the objects `selector` reaches that are this module's own (a delete answer's
+/// `remove`); others are left alone.
+pub async fn remove_own(
     target: &Target,
+    owner: Owner<'_>,
+    record: &ModuleRecord,
+    kind: &super::target::Kind,
+    objects: Vec<DynamicObject>,
+) -> Result<(), ModuleError> {
+    for live in objects {
+        let live_json = serde_json::to_value(&live).expect("an object serializes");
+        let Some(key) = ObjectKey::of(&live_json) else {
+            continue;
+        };
+        if !record.lists(&key) || whose(&live_json, owner, record.uid(&key)) != Whose::Ours {
+            continue;
+        }
+        let api = target.api(kind, key.namespace.as_deref());
+        delete_exact(&api, &live).await?;
+    }
+    Ok(())
+}
+
+/// Custom resources of the CRDs `crds` that this module did not create (they keep its
+/// CRDs from being removed: deleting a CRD deletes every resource of it).
+pub async fn foreign_custom_resources(
+    target: &Target,
+    owner: Owner<'_>,
+    record: &ModuleRecord,
     crds: &[Value],
-) -> Result<usize, ModuleError> {
-    let mut present = 0;
+) -> Result<Vec<String>, ModuleError> {
+    let mut foreign = Vec::new();
     for crd in crds {
         let group = crd["spec"]["group"].as_str().unwrap_or_default();
         let kind_name = crd["spec"]["names"]["kind"].as_str().unwrap_or_default();
@@ -223,20 +447,22 @@ pub async fn delete_custom_resources(
         else {
             continue;
         };
-        let api = target.api(&kind, None);
-        let items = api.list(&Default::default()).await?.items;
-        for item in items {
-            present += 1;
-            let api = target.api(&kind, item.metadata.namespace.as_deref());
-            let name = item.metadata.name.unwrap_or_default();
-            match api.delete(&name, &Default::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(e) => return Err(e.into()),
+        for item in target
+            .api(&kind, None)
+            .list(&Default::default())
+            .await?
+            .items
+        {
+            let json = serde_json::to_value(&item).expect("an object serializes");
+            let Some(key) = ObjectKey::of(&json) else {
+                continue;
+            };
+            if !(record.lists(&key) && whose(&json, owner, record.uid(&key)) == Whose::Ours) {
+                foreign.push(key.to_string());
             }
         }
     }
-    Ok(present)
+    Ok(foreign)
 }
 
 #[cfg(test)]

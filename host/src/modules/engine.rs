@@ -1,6 +1,8 @@
 //! One module on one target: call the plugin until it stops asking for objects (a bounded
-//! number of rounds), apply what it wants, prune what it no longer wants, judge readiness.
-//! Deletion runs the plugin's `delete` the same way, then removes the inventory.
+//! number of rounds, reading only what it was granted), check its answer as a whole
+//! against its write grant, apply it without taking over what others own, prune what it no
+//! longer wants, judge readiness. Deletion runs the plugin's `delete` the same way, then
+//! removes what the module created.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -10,14 +12,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tessera_sdk::Selector;
 
-use super::apply::{self, Applied};
+use super::apply::{self, Applied, Applier};
 use super::error::ModuleError;
-use super::inventory::{Inventory, ModuleRecord, ObjectKey};
-use super::observe::observe;
+use super::inventory::{Entry, Inventory, ModuleRecord, ObjectKey};
+use super::observe::{Reads, Spent};
+use super::ownership::{Owner, Whose, whose};
 use super::readiness::not_ready;
 use super::set::State;
 use super::source::Candidate;
 use super::target::Target;
+use crate::grants::{Access, ObjectRef, Scope};
 use crate::wasm::{CallError, WasmRuntime, module_api as api};
 
 /// How many times a plugin may answer with requirements before its answer counts.
@@ -30,7 +34,8 @@ const ROLLOUT_REQUEUE: Duration = Duration::from_secs(5);
     Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
 )]
 pub enum CustomResourcePolicy {
-    /// Delete every custom resource of the module's CRDs, then the CRDs.
+    /// Delete the module's own custom resources, then its CRDs; wait (and say so) while
+    /// custom resources others created remain.
     #[default]
     CreateAndDelete,
     /// Leave the CRDs and their custom resources in place.
@@ -47,6 +52,8 @@ pub struct ModuleRun<'a> {
     pub candidate: &'a Candidate,
     /// The module's configuration (the Plugin's defaults merged with the set's), JSON.
     pub config: String,
+    /// The set allows taking over existing objects Tessera did not create.
+    pub adopt: bool,
 }
 
 /// The result of reconciling one module.
@@ -60,6 +67,22 @@ pub struct Reconciled {
     pub applied: Vec<Applied>,
     /// What the plugin asked for, as it returned it (for shadow comparisons).
     pub desired: Vec<Value>,
+    /// What the plugin read (a shadow version is given the same).
+    pub observed: Vec<api::ObservedObjects>,
+}
+
+impl Reconciled {
+    fn settled(state: State, message: Option<String>, objects: usize) -> Self {
+        Self {
+            state,
+            message,
+            objects,
+            requeue: (state == State::Deleting).then_some(Duration::from_secs(2)),
+            applied: Vec::new(),
+            desired: Vec::new(),
+            observed: Vec::new(),
+        }
+    }
 }
 
 fn to_wit(s: &Selector) -> api::ObjectSelector {
@@ -111,15 +134,43 @@ impl Answer {
     }
 }
 
+/// An answer's objects, checked and keyed, and as the plugin returned them.
+type Checked = (Vec<(ObjectKey, Value)>, Vec<Value>);
+
+/// The scope of `key` when the cluster does not serve its kind yet: from a CRD of the same
+/// answer, else from whether it names a namespace.
+fn batch_scope(key: &ObjectKey, objects: &[Value]) -> bool {
+    objects
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .find(|o| o["spec"]["group"] == key.group() && o["spec"]["names"]["kind"] == key.kind)
+        .map_or(key.namespace.is_some(), |crd| {
+            crd["spec"]["scope"] != "Cluster"
+        })
+}
+
 impl ModuleRun<'_> {
+    fn owner(&self) -> Owner<'_> {
+        Owner {
+            set: self.set,
+            module: self.module,
+        }
+    }
+
+    fn plugin(&self) -> String {
+        let info = &self.candidate.plugin.info;
+        format!("plugin {} {}", info.name, info.version)
+    }
+
     fn error(&self, message: impl Into<String>) -> Reconciled {
-        Reconciled {
-            state: State::Error,
-            message: Some(message.into()),
-            objects: 0,
-            requeue: None,
-            applied: Vec::new(),
-            desired: Vec::new(),
+        Reconciled::settled(State::Error, Some(message.into()), 0)
+    }
+
+    fn live_reads(&self) -> Reads<'_> {
+        Reads::Live {
+            target: self.target,
+            grants: &self.candidate.grants,
+            limits: &self.candidate.limits,
         }
     }
 
@@ -145,27 +196,36 @@ impl ModuleRun<'_> {
         .map_err(|e| ModuleError::Join(e.to_string()))
     }
 
-    /// The requirements loop; `Err(message)` when the plugin failed or never settled.
-    async fn converse(&self, call: Call) -> Result<Result<Answer, String>, ModuleError> {
+    fn input(&self, observed: &[api::ObservedObjects]) -> api::ReconcileInput {
+        api::ReconcileInput {
+            module: self.module.to_string(),
+            version: self.candidate.version.clone(),
+            config: self.config.clone(),
+            cluster: api::ClusterFacts {
+                kubernetes_version: self.target.facts.kubernetes_version.clone(),
+                provider: self.target.facts.provider.clone(),
+                region: self.target.facts.region.clone(),
+            },
+            observed: observed.to_vec(),
+        }
+    }
+
+    /// The requirements loop; `Err(message)` when the plugin failed, read what it may not,
+    /// or never settled.
+    async fn converse(
+        &self,
+        call: Call,
+        reads: &Reads<'_>,
+    ) -> Result<Result<(Answer, Vec<api::ObservedObjects>), String>, ModuleError> {
         let mut observed: Vec<api::ObservedObjects> = Vec::new();
+        let mut spent = Spent::default();
         for _ in 0..MAX_ROUNDS {
-            let input = api::ReconcileInput {
-                module: self.module.to_string(),
-                version: self.candidate.version.clone(),
-                config: self.config.clone(),
-                cluster: api::ClusterFacts {
-                    kubernetes_version: self.target.facts.kubernetes_version.clone(),
-                    provider: self.target.facts.provider.clone(),
-                    region: self.target.facts.region.clone(),
-                },
-                observed: observed.clone(),
-            };
-            let answer = match self.call_once(&call, input).await? {
+            let answer = match self.call_once(&call, self.input(&observed)).await? {
                 Ok(answer) => answer,
                 Err(err) => return Ok(Err(err.to_string())),
             };
             if answer.requirements().is_empty() {
-                return Ok(Ok(answer));
+                return Ok(Ok((answer, observed)));
             }
             let mut asked_new = false;
             for wanted in answer.requirements() {
@@ -174,7 +234,10 @@ impl ModuleRun<'_> {
                     continue;
                 }
                 asked_new = true;
-                let objects = observe(self.target, &selector).await?;
+                let objects = match reads.observe(&selector, &mut spent).await? {
+                    Ok(objects) => objects,
+                    Err(why) => return Ok(Err(format!("{}: {why}", self.plugin()))),
+                };
                 observed.push(api::ObservedObjects {
                     selector: to_wit(&selector),
                     objects,
@@ -182,34 +245,110 @@ impl ModuleRun<'_> {
             }
             if !asked_new {
                 return Ok(Err(format!(
-                    "plugin {} asks again for objects it was given",
-                    self.candidate.plugin.info.name
+                    "{} asks again for objects it was given",
+                    self.plugin()
                 )));
             }
         }
         Ok(Err(format!(
-            "plugin {} still asks for more objects after {MAX_ROUNDS} rounds",
-            self.candidate.plugin.info.name
+            "{} still asks for more objects after {MAX_ROUNDS} rounds",
+            self.plugin()
         )))
     }
 
-    /// What the plugin would apply, without applying anything (shadow versions).
-    pub async fn render(&self) -> Result<Result<Vec<Value>, String>, ModuleError> {
-        let out = match self.converse(Call::Reconcile).await? {
-            Ok(Answer::Reconcile(out)) => out,
-            Ok(Answer::Delete(_)) => {
+    /// What the plugin would apply, without applying anything (shadow versions), given
+    /// what the current version read.
+    pub async fn render(
+        &self,
+        recorded: &[api::ObservedObjects],
+    ) -> Result<Result<Vec<Value>, String>, ModuleError> {
+        let out = match self
+            .converse(Call::Reconcile, &Reads::Recorded(recorded))
+            .await?
+        {
+            Ok((Answer::Reconcile(out), _)) => out,
+            Ok((Answer::Delete(_), _)) => {
                 unreachable!("a reconcile call answers with a reconcile output")
             }
             Err(message) => return Ok(Err(message)),
         };
-        let mut objects = Vec::with_capacity(out.desired.len());
-        for (i, json) in out.desired.iter().enumerate() {
-            match serde_json::from_str(json) {
-                Ok(v) => objects.push(v),
-                Err(e) => return Ok(Err(format!("desired[{i}] is not JSON: {e}"))),
+        Ok(self.check_answer(&out.desired).await?.map(|(_, v)| v))
+    }
+
+    /// Parse, key and label every object of an answer and check each against the write
+    /// grant: one refused object refuses the whole answer.
+    async fn check_answer(
+        &self,
+        desired: &[String],
+    ) -> Result<Result<Checked, String>, ModuleError> {
+        let mut values = Vec::with_capacity(desired.len());
+        for (i, json) in desired.iter().enumerate() {
+            match serde_json::from_str::<Value>(json) {
+                Ok(v) => values.push(v),
+                Err(e) => {
+                    return Ok(Err(format!(
+                        "{}: desired[{i}] is not JSON: {e}",
+                        self.plugin()
+                    )));
+                }
             }
         }
-        Ok(Ok(objects))
+        let mut prepared = Vec::with_capacity(values.len());
+        let mut seen = HashSet::new();
+        for value in &values {
+            let (mut key, object) = match apply::prepare(value.clone(), self.set, self.module) {
+                Ok(p) => p,
+                Err(e) => return Ok(Err(e.to_string())),
+            };
+            let namespaced = match self.target.kind(&key.api_version, &key.kind).await? {
+                Some(kind) => kind.namespaced,
+                None => batch_scope(&key, &values),
+            };
+            if !namespaced {
+                key.namespace = None;
+            }
+            if let Err(why) = self.check_write(&key, namespaced) {
+                return Ok(Err(why));
+            }
+            if !seen.insert(key.clone()) {
+                return Ok(Err(format!("{}: {key} is returned twice", self.plugin())));
+            }
+            prepared.push((key, object));
+        }
+        apply::order(&mut prepared);
+        Ok(Ok((prepared, values)))
+    }
+
+    fn check_write(&self, key: &ObjectKey, namespaced: bool) -> Result<(), String> {
+        let scope = match (namespaced, key.namespace.as_deref()) {
+            (false, _) => Scope::Cluster,
+            (true, Some(ns)) => Scope::Namespace(ns),
+            // Refused later by the apply itself ("set metadata.namespace").
+            (true, None) => return Ok(()),
+        };
+        let object = ObjectRef {
+            group: key.group(),
+            kind: &key.kind,
+            scope,
+            name: Some(&key.name),
+        };
+        self.candidate
+            .grants
+            .allows(Access::Write, &object)
+            .map_err(|refusal| {
+                format!(
+                    "{}: {refusal}; nothing of this answer was applied",
+                    self.plugin()
+                )
+            })
+    }
+
+    fn record(&self, objects: Vec<Entry>) -> ModuleRecord {
+        ModuleRecord {
+            version: self.candidate.version.clone(),
+            digest: self.candidate.digest.clone(),
+            objects,
+        }
     }
 
     /// Reconcile the module: apply, prune, judge readiness.
@@ -218,96 +357,128 @@ impl ModuleRun<'_> {
         inventory: &mut Inventory,
         keep: &HashSet<ObjectKey>,
     ) -> Result<Reconciled, ModuleError> {
-        let out = match self.converse(Call::Reconcile).await? {
-            Ok(Answer::Reconcile(out)) => out,
-            Ok(Answer::Delete(_)) => {
+        let (out, observed) = match self.converse(Call::Reconcile, &self.live_reads()).await? {
+            Ok((Answer::Reconcile(out), observed)) => (out, observed),
+            Ok((Answer::Delete(_), _)) => {
                 unreachable!("a reconcile call answers with a reconcile output")
             }
             Err(message) => return Ok(self.error(message)),
         };
-        let mut prepared = Vec::with_capacity(out.desired.len());
-        let mut desired = Vec::with_capacity(out.desired.len());
-        let mut seen = HashSet::new();
-        for (i, json) in out.desired.iter().enumerate() {
-            let value: Value = match serde_json::from_str(json) {
-                Ok(v) => v,
-                Err(e) => return Ok(self.error(format!("desired[{i}] is not JSON: {e}"))),
-            };
-            desired.push(value.clone());
-            let (mut key, object) = match apply::prepare(value, self.set, self.module) {
-                Ok(p) => p,
-                Err(e) => return Ok(self.error(e.to_string())),
-            };
-            if let Some(kind) = self.target.kind(&key.api_version, &key.kind).await?
-                && !kind.namespaced
-            {
-                key.namespace = None;
-            }
-            if !seen.insert(key.clone()) {
-                return Ok(self.error(format!("{key} is returned twice")));
-            }
-            prepared.push((key, object));
-        }
-        apply::order(&mut prepared);
+        let (prepared, desired) = match self.check_answer(&out.desired).await? {
+            Ok(checked) => checked,
+            Err(message) => return Ok(self.error(message)),
+        };
         let new_keys: Vec<ObjectKey> = prepared.iter().map(|(k, _)| k.clone()).collect();
         let previous = inventory
             .modules
             .get(self.module)
             .cloned()
             .unwrap_or_default();
-        let record = |objects: Vec<ObjectKey>| ModuleRecord {
-            version: self.candidate.version.clone(),
-            digest: self.candidate.digest.clone(),
-            objects,
+        let applier = Applier {
+            owner: self.owner(),
+            adopt: self.adopt,
+        };
+        let plans = match apply::plan(self.target, applier, &prepared, &previous).await? {
+            Ok(plans) => plans,
+            Err(why) => {
+                return Ok(self.error(format!(
+                    "{}: {why}; nothing of this answer was applied",
+                    self.plugin()
+                )));
+            }
         };
         // Listed before they exist: a crash while applying leaves nothing unlisted.
         let mut union = previous.objects.clone();
         union.extend(
             new_keys
                 .iter()
-                .filter(|k| !previous.objects.contains(k))
-                .cloned(),
+                .filter(|k| !previous.lists(k))
+                .map(|k| Entry {
+                    key: k.clone(),
+                    uid: None,
+                }),
         );
         inventory
-            .save(self.target, self.module, Some(record(union)))
+            .save(self.target, self.module, Some(self.record(union)))
             .await?;
-        let applied = match apply::apply(self.target, self.module, prepared).await {
+        let applied = match apply::apply(self.target, applier, prepared, plans).await {
             Ok(applied) => applied,
             Err(ModuleError::Object { object, message }) => {
-                return Ok(self.error(format!("{object}: {message}")));
+                return Ok(self.error(format!("{}: {object}: {message}", self.plugin())));
             }
             Err(e) => return Err(e),
         };
-        let gone: Vec<ObjectKey> = previous
+        let gone: Vec<Entry> = previous
             .objects
             .iter()
-            .filter(|k| !new_keys.contains(k))
+            .filter(|e| !new_keys.contains(&e.key))
             .cloned()
             .collect();
-        apply::prune(self.target, &gone, keep).await?;
+        apply::prune(self.target, self.owner(), &gone, keep).await?;
+        let entries = applied
+            .iter()
+            .map(|a| Entry {
+                key: a.key.clone(),
+                uid: a.uid(),
+            })
+            .collect();
         inventory
-            .save(self.target, self.module, Some(record(new_keys.clone())))
+            .save(self.target, self.module, Some(self.record(entries)))
             .await?;
-        let mut state = state_of(out.state);
-        let mut message = out.message;
-        let mut requeue = out
-            .requeue_after_seconds
-            .map(|s| Duration::from_secs(s.into()));
-        if state == State::Ready
-            && let Some(reason) = applied.iter().find_map(|a| not_ready(&a.object))
-        {
-            state = State::Processing;
-            message = Some(reason);
-            requeue = Some(requeue.map_or(ROLLOUT_REQUEUE, |r| r.min(ROLLOUT_REQUEUE)));
+        Ok(judge(out, new_keys.len(), applied, desired, observed))
+    }
+
+    /// Check a delete answer's `remove` selectors against the write grant, then delete
+    /// what they reach of this module's own objects; `Err(message)` when one is refused.
+    async fn remove(
+        &self,
+        selectors: &[api::ObjectSelector],
+        record: &ModuleRecord,
+    ) -> Result<Result<(), String>, ModuleError> {
+        let mut reached = Vec::new();
+        for wanted in selectors {
+            let selector = from_wit(wanted);
+            let Some(kind) = self
+                .target
+                .kind(&selector.api_version, &selector.kind)
+                .await?
+            else {
+                continue;
+            };
+            let scope = match (kind.namespaced, selector.namespace.as_deref()) {
+                (false, _) => Scope::Cluster,
+                (true, Some(ns)) => Scope::Namespace(ns),
+                (true, None) => Scope::AllNamespaces,
+            };
+            let object = ObjectRef {
+                group: selector.api_version.split_once('/').map_or("", |(g, _)| g),
+                kind: &selector.kind,
+                scope,
+                name: selector.name.as_deref(),
+            };
+            if let Err(refusal) = self.candidate.grants.allows(Access::Write, &object) {
+                return Ok(Err(format!(
+                    "{}: remove: {refusal}; nothing was removed",
+                    self.plugin()
+                )));
+            }
+            reached.push((selector, kind));
         }
-        Ok(Reconciled {
-            state,
-            message,
-            objects: new_keys.len(),
-            requeue,
-            applied,
-            desired,
-        })
+        for (selector, kind) in reached {
+            let api = self.target.api(&kind, selector.namespace.as_deref());
+            let objects = match (&selector.name, &selector.label_selector) {
+                (Some(name), _) => api.get_opt(name).await?.into_iter().collect(),
+                (None, labels) => {
+                    let mut params = kube::api::ListParams::default();
+                    if let Some(labels) = labels {
+                        params = params.labels(labels);
+                    }
+                    api.list(&params).await?.items
+                }
+            };
+            apply::remove_own(self.target, self.owner(), record, &kind, objects).await?;
+        }
+        Ok(Ok(()))
     }
 
     /// Uninstall: the plugin's delete answer, then the inventory. `Ready` means gone.
@@ -317,100 +488,148 @@ impl ModuleRun<'_> {
         keep: &HashSet<ObjectKey>,
         policy: CustomResourcePolicy,
     ) -> Result<Reconciled, ModuleError> {
-        let out = match self.converse(Call::Delete).await? {
-            Ok(Answer::Delete(out)) => out,
-            Ok(Answer::Reconcile(_)) => unreachable!("a delete call answers with a delete output"),
+        let out = match self.converse(Call::Delete, &self.live_reads()).await? {
+            Ok((Answer::Delete(out), _)) => out,
+            Ok((Answer::Reconcile(_), _)) => {
+                unreachable!("a delete call answers with a delete output")
+            }
             Err(message) => return Ok(self.error(message)),
         };
-        for selector in &out.remove {
-            let selector = from_wit(selector);
-            if let Some(kind) = self
-                .target
-                .kind(&selector.api_version, &selector.kind)
-                .await?
-            {
-                for json in observe(self.target, &selector).await? {
-                    let object: Value = serde_json::from_str(&json).unwrap_or_default();
-                    if let Some(key) = ObjectKey::of(&object) {
-                        let api = self.target.api(&kind, key.namespace.as_deref());
-                        match api.delete(&key.name, &Default::default()).await {
-                            Ok(_) => {}
-                            Err(kube::Error::Api(e)) if e.code == 404 => {}
-                            Err(e) => return Err(e.into()),
-                        }
-                    }
-                }
-            }
+        let record = inventory
+            .modules
+            .get(self.module)
+            .cloned()
+            .unwrap_or_default();
+        if let Err(message) = self.remove(&out.remove, &record).await? {
+            return Ok(self.error(message));
         }
         if state_of(out.state) == State::Deleting {
-            return Ok(Reconciled {
-                state: State::Deleting,
-                message: out.message,
-                objects: 0,
-                requeue: Some(ROLLOUT_REQUEUE),
-                applied: Vec::new(),
-                desired: Vec::new(),
-            });
+            let mut waiting = Reconciled::settled(State::Deleting, out.message, 0);
+            waiting.requeue = Some(ROLLOUT_REQUEUE);
+            return Ok(waiting);
         }
-        prune_inventory(self.target, self.module, inventory, keep, policy).await
+        prune_inventory(self.target, self.owner(), inventory, keep, policy).await
     }
 }
 
-/// Remove what the inventory lists for `module` (also used when its plugin is gone).
+/// The module's state from the plugin's answer and the applied objects' readiness.
+fn judge(
+    out: api::ReconcileOutput,
+    objects: usize,
+    applied: Vec<Applied>,
+    desired: Vec<Value>,
+    observed: Vec<api::ObservedObjects>,
+) -> Reconciled {
+    let mut state = state_of(out.state);
+    let mut message = out.message;
+    let mut requeue = out
+        .requeue_after_seconds
+        .map(|s| Duration::from_secs(s.into()));
+    if state == State::Ready
+        && let Some(reason) = applied.iter().find_map(|a| not_ready(&a.object))
+    {
+        state = State::Processing;
+        message = Some(reason);
+        requeue = Some(requeue.map_or(ROLLOUT_REQUEUE, |r| r.min(ROLLOUT_REQUEUE)));
+    }
+    Reconciled {
+        state,
+        message,
+        objects,
+        requeue,
+        applied,
+        desired,
+        observed,
+    }
+}
+
+/// The module's own CRDs among `record`'s, as they are on the target.
+async fn own_crds(
+    target: &Target,
+    owner: Owner<'_>,
+    record: &ModuleRecord,
+) -> Result<Vec<Value>, ModuleError> {
+    let mut crds = Vec::new();
+    for entry in record.objects.iter().filter(|e| e.key.is_crd()) {
+        let key = &entry.key;
+        if let Some(kind) = target.kind(&key.api_version, &key.kind).await?
+            && let Some(crd) = target.api(&kind, None).get_opt(&key.name).await?
+        {
+            let crd = serde_json::to_value(crd).expect("a CRD serializes");
+            if whose(&crd, owner, entry.uid.as_deref()) == Whose::Ours {
+                crds.push(crd);
+            }
+        }
+    }
+    Ok(crds)
+}
+
+/// Remove what the inventory lists for `owner.module` and the module created (also used
+/// when its plugin is gone).
 pub async fn prune_inventory(
     target: &Target,
-    module: &str,
+    owner: Owner<'_>,
     inventory: &mut Inventory,
     keep: &HashSet<ObjectKey>,
     policy: CustomResourcePolicy,
 ) -> Result<Reconciled, ModuleError> {
-    let record = inventory.modules.get(module).cloned().unwrap_or_default();
-    let mut objects = record.objects.clone();
+    let record = inventory
+        .modules
+        .get(owner.module)
+        .cloned()
+        .unwrap_or_default();
+    let mut entries = record.objects.clone();
     match policy {
-        CustomResourcePolicy::Ignore => objects.retain(|k| !k.is_crd()),
+        CustomResourcePolicy::Ignore => entries.retain(|e| !e.key.is_crd()),
         CustomResourcePolicy::CreateAndDelete => {
-            let mut crds = Vec::new();
-            for key in record.objects.iter().filter(|k| k.is_crd()) {
-                if let Some(kind) = target.kind(&key.api_version, &key.kind).await?
-                    && let Some(crd) = target.api(&kind, None).get_opt(&key.name).await?
-                {
-                    crds.push(serde_json::to_value(crd).expect("a CRD serializes"));
-                }
-            }
-            let present = apply::delete_custom_resources(target, &crds).await?;
-            if present > 0 {
-                return Ok(Reconciled {
-                    state: State::Deleting,
-                    message: Some(format!("waiting for {present} custom resources to go")),
-                    objects: record.objects.len(),
-                    requeue: Some(Duration::from_secs(2)),
-                    applied: Vec::new(),
-                    desired: Vec::new(),
-                });
+            let crds = own_crds(target, owner, &record).await?;
+            let foreign = apply::foreign_custom_resources(target, owner, &record, &crds).await?;
+            if let Some(first) = foreign.first() {
+                let message = format!(
+                    "waiting: {} custom resources of the module's CRDs were not created by it (e.g. {first}); delete them, or set customResourcePolicy: Ignore to keep the CRDs",
+                    foreign.len()
+                );
+                return Ok(Reconciled::settled(
+                    State::Deleting,
+                    Some(message),
+                    record.objects.len(),
+                ));
             }
         }
     }
-    let remaining = apply::prune(target, &objects, keep).await?;
+    let remaining = apply::prune(target, owner, &entries, keep).await?;
     if let Some(first) = remaining.first() {
-        return Ok(Reconciled {
-            state: State::Deleting,
-            message: Some(format!(
-                "waiting for {} objects to go, e.g. {first}",
-                remaining.len()
-            )),
-            objects: remaining.len(),
-            requeue: Some(Duration::from_secs(2)),
-            applied: Vec::new(),
-            desired: Vec::new(),
-        });
+        let message = format!(
+            "waiting for {} objects to go, e.g. {first}",
+            remaining.len()
+        );
+        return Ok(Reconciled::settled(
+            State::Deleting,
+            Some(message),
+            remaining.len(),
+        ));
     }
-    inventory.save(target, module, None).await?;
-    Ok(Reconciled {
-        state: State::Ready,
-        message: None,
-        objects: 0,
-        requeue: None,
-        applied: Vec::new(),
-        desired: Vec::new(),
-    })
+    inventory.save(target, owner.module, None).await?;
+    Ok(Reconciled::settled(State::Ready, None, 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn scope_of_kinds_a_crd_of_the_same_answer_defines() {
+        let crd = json!({"kind": "CustomResourceDefinition", "spec": {
+            "group": "example.com", "scope": "Cluster", "names": {"kind": "Widget"}}});
+        let key = |ns: Option<&str>| ObjectKey {
+            api_version: "example.com/v1".into(),
+            kind: "Widget".into(),
+            namespace: ns.map(str::to_string),
+            name: "w".into(),
+        };
+        assert!(!batch_scope(&key(Some("a")), std::slice::from_ref(&crd)));
+        assert!(batch_scope(&key(Some("a")), &[]));
+        assert!(!batch_scope(&key(None), &[]));
+    }
 }

@@ -2,7 +2,11 @@
 //! modules.<set namespace>.<set name>`, one key per module). It lives next to the objects
 //! it lists, so it survives host restarts and works the same with and without a control
 //! plane. Written before applying (old ∪ new) and after pruning (new), so a crash in
-//! between leaves nothing unlisted.
+//! between leaves nothing unlisted. Each entry records the uid the API server gave the
+//! object when this module created it. Anyone with access to the target can edit the
+//! ConfigMap, so it is a list of candidates, never a licence: the host deletes an object
+//! only after checking that it carries this set's and module's labels and, where one is
+//! recorded, the recorded uid.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -43,6 +47,14 @@ impl ObjectKey {
     pub fn is_crd(&self) -> bool {
         self.kind == "CustomResourceDefinition"
     }
+
+    /// The API group (`""`: core).
+    pub fn group(&self) -> &str {
+        self.api_version
+            .split_once('/')
+            .map(|(g, _)| g)
+            .unwrap_or("")
+    }
 }
 
 impl fmt::Display for ObjectKey {
@@ -54,6 +66,17 @@ impl fmt::Display for ObjectKey {
     }
 }
 
+/// One object a module applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    #[serde(flatten)]
+    pub key: ObjectKey,
+    /// The uid of the object this module created (absent while it is being created, and in
+    /// inventories from before uids were recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+}
+
 /// What one module has installed.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -63,7 +86,27 @@ pub struct ModuleRecord {
     #[serde(default)]
     pub digest: String,
     #[serde(default)]
-    pub objects: Vec<ObjectKey>,
+    pub objects: Vec<Entry>,
+}
+
+impl ModuleRecord {
+    /// The keys of the objects, in order.
+    pub fn keys(&self) -> impl Iterator<Item = &ObjectKey> {
+        self.objects.iter().map(|e| &e.key)
+    }
+
+    /// The recorded uid of `key`.
+    pub fn uid(&self, key: &ObjectKey) -> Option<&str> {
+        self.objects
+            .iter()
+            .find(|e| &e.key == key)
+            .and_then(|e| e.uid.as_deref())
+    }
+
+    /// Whether the record lists `key`.
+    pub fn lists(&self, key: &ObjectKey) -> bool {
+        self.objects.iter().any(|e| &e.key == key)
+    }
 }
 
 /// The inventory of one ModuleSet on its target.

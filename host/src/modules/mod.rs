@@ -15,7 +15,7 @@ pub mod source;
 pub mod target;
 
 pub use error::ModuleError;
-pub use inventory::{Inventory, ModuleRecord, ObjectKey};
+pub use inventory::{Entry, Inventory, ModuleRecord, ObjectKey};
 pub use set::{ModuleReport, SetOutcome, SetRequest, State};
 pub use source::{Candidate, DirectorySource, ModuleSource};
 pub use target::Target;
@@ -27,3 +27,5 @@ pub mod labels {
     /// `<namespace>/<name>` of the ModuleSet (annotation: it may be longer than a label).
     pub const SET: &str = "modules.tessera.dev/set";
 }
+
+pub mod ownership;

@@ -14,6 +14,7 @@ use super::apply::Applied;
 use super::engine::{ModuleRun, Reconciled, prune_inventory};
 use super::error::ModuleError;
 use super::inventory::{Inventory, ObjectKey};
+use super::ownership::Owner;
 use super::source::{Candidate, ModuleSource};
 use super::target::Target;
 use crate::crd::moduleset::ModuleSpec;
@@ -152,8 +153,18 @@ pub struct SetOutcome {
     pub notices: Vec<Notice>,
 }
 
-/// The module's configuration: the Plugin's defaults with the set's values merged over.
-pub fn merge_config(defaults: Option<&Value>, config: Option<&Value>) -> Value {
+/// The value at dot path `path` of `value`.
+fn at<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
+    path.split('.').try_fold(value, |v, key| v.get(key))
+}
+
+/// The module's configuration: the Plugin's defaults with the set's values merged over;
+/// `Err` names a `locked` key the set tries to replace.
+pub fn merge_config(
+    defaults: Option<&Value>,
+    config: Option<&Value>,
+    locked: &[String],
+) -> Result<Value, String> {
     fn merge(base: &mut Value, over: &Value) {
         match (base, over) {
             (Value::Object(b), Value::Object(o)) => {
@@ -164,13 +175,22 @@ pub fn merge_config(defaults: Option<&Value>, config: Option<&Value>) -> Value {
             (b, o) => *b = o.clone(),
         }
     }
+    if let (Some(defaults), Some(config)) = (defaults, config)
+        && let Some(key) = locked.iter().find(|k| {
+            at(defaults, k).is_some() && at(config, k).is_some_and(|v| Some(v) != at(defaults, k))
+        })
+    {
+        return Err(format!(
+            "config.{key} is set by the Plugin and locked (lockedConfig): a ModuleSet cannot replace it"
+        ));
+    }
     let mut out = defaults
         .cloned()
         .unwrap_or_else(|| Value::Object(Default::default()));
     if let Some(config) = config {
         merge(&mut out, config);
     }
-    out
+    Ok(out)
 }
 
 fn newer(a: &str, b: &str) -> bool {
@@ -185,6 +205,8 @@ struct Planned {
     candidate: Candidate,
     config: String,
     deps: Vec<String>,
+    /// The set allows taking over existing objects.
+    adopt: bool,
     /// Set when the channel's version was refused as a downgrade.
     held: Option<String>,
 }
@@ -291,7 +313,17 @@ pub async fn reconcile_set(
                 }
             }
         }
-        let config = merge_config(candidate.defaults.as_ref(), spec.config.as_ref()).to_string();
+        let config = match merge_config(
+            candidate.defaults.as_ref(),
+            spec.config.as_ref(),
+            &candidate.locked_config,
+        ) {
+            Ok(c) => c.to_string(),
+            Err(message) => {
+                reports.insert(name.clone(), report(&name, State::Error, message));
+                continue;
+            }
+        };
         let deps = match dependencies(wasm, &candidate, &config).await {
             Ok(d) => d,
             Err(message) => {
@@ -306,6 +338,7 @@ pub async fn reconcile_set(
                 candidate,
                 config,
                 deps,
+                adopt: spec.adopt.unwrap_or(false),
                 held,
             },
         );
@@ -321,7 +354,7 @@ pub async fn reconcile_set(
     let mut objects_of: HashMap<String, HashSet<ObjectKey>> = inventory
         .modules
         .iter()
-        .map(|(m, r)| (m.clone(), r.objects.iter().cloned().collect()))
+        .map(|(m, r)| (m.clone(), r.keys().cloned().collect()))
         .collect();
     for name in order {
         let plan = &planned[&name];
@@ -395,6 +428,7 @@ pub async fn reconcile_set(
             module: &name,
             candidate: &plan.candidate,
             config: plan.config.clone(),
+            adopt: plan.adopt,
         };
         let Reconciled {
             mut state,
@@ -403,6 +437,7 @@ pub async fn reconcile_set(
             requeue,
             applied,
             desired,
+            observed,
         } = run.reconcile(&mut inventory, &keep).await?;
         let shadow = match &plan.candidate.shadow {
             Some(shadow) if state != State::Error => {
@@ -410,7 +445,11 @@ pub async fn reconcile_set(
                     candidate: shadow,
                     ..run
                 };
-                Some(compare_shadow(shadow, &desired, run.render().await?))
+                Some(compare_shadow(
+                    shadow,
+                    &desired,
+                    run.render(&observed).await?,
+                ))
             }
             _ => None,
         };
@@ -431,7 +470,7 @@ pub async fn reconcile_set(
             });
         }
         if let Some(r) = inventory.modules.get(&name) {
-            objects_of.insert(name.clone(), r.objects.iter().cloned().collect());
+            objects_of.insert(name.clone(), r.keys().cloned().collect());
         }
         out.requeue = shortest(out.requeue, requeue);
         out.applied.extend(applied);
@@ -466,10 +505,15 @@ pub async fn reconcile_set(
                 .unwrap_or_else(|| set_channel.to_string());
             source.resolve(name, &channel).ok()
         });
+        // Locks do not matter here: the module is being removed.
         let config = match &candidate {
-            Some(c) => {
-                merge_config(c.defaults.as_ref(), spec.and_then(|s| s.config.as_ref())).to_string()
-            }
+            Some(c) => merge_config(
+                c.defaults.as_ref(),
+                spec.and_then(|s| s.config.as_ref()),
+                &[],
+            )
+            .map(|c| c.to_string())
+            .unwrap_or_else(|_| "{}".into()),
             None => "{}".into(),
         };
         let deps = match &candidate {
@@ -523,10 +567,17 @@ pub async fn reconcile_set(
                     module: name,
                     candidate,
                     config: config.clone(),
+                    adopt: false,
                 };
                 run.delete(&mut inventory, &keep, policy).await?
             }
-            None => prune_inventory(target, name, &mut inventory, &keep, policy).await?,
+            None => {
+                let owner = Owner {
+                    set: &req.set,
+                    module: name,
+                };
+                prune_inventory(target, owner, &mut inventory, &keep, policy).await?
+            }
         };
         if result.state == State::Ready {
             objects_of.remove(name);
@@ -649,11 +700,21 @@ mod tests {
     fn config_merges_over_plugin_defaults() {
         let defaults = serde_json::json!({"manifest": "x", "values": {"a": 1, "b": 2}});
         let config = serde_json::json!({"values": {"b": 3}});
+        let locked = ["manifest".to_string()];
         assert_eq!(
-            merge_config(Some(&defaults), Some(&config)),
-            serde_json::json!({"manifest": "x", "values": {"a": 1, "b": 3}})
+            merge_config(Some(&defaults), Some(&config), &locked),
+            Ok(serde_json::json!({"manifest": "x", "values": {"a": 1, "b": 3}}))
         );
-        assert_eq!(merge_config(None, None), serde_json::json!({}));
+        assert_eq!(merge_config(None, None, &[]), Ok(serde_json::json!({})));
+        // A locked key the Plugin sets cannot be replaced by the set, nor nested below.
+        let replace = serde_json::json!({"manifest": "kind: ClusterRoleBinding"});
+        let err = merge_config(Some(&defaults), Some(&replace), &locked).unwrap_err();
+        assert!(err.starts_with("config.manifest"), "{err}");
+        let nested = ["values.a".to_string()];
+        let over = serde_json::json!({"values": {"a": 9}});
+        assert!(merge_config(Some(&defaults), Some(&over), &nested).is_err());
+        // Without a Plugin value (the CLI), the set provides it.
+        assert!(merge_config(None, Some(&replace), &locked).is_ok());
     }
 
     #[test]

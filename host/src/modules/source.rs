@@ -2,13 +2,15 @@
 //! controller fills (a module's plugin is the `Plugin` of the same name, resolved by
 //! channel); `tessera modules apply` reads component files from a directory.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use crate::plugins::{Catalog, Loaded, Resolved};
+use crate::grants::Grants;
+use crate::plugins::{Catalog, Loaded, ModuleSettings, Resolved, first_party_requests};
+use crate::wasm::inspect::Inspection;
 use crate::wasm::{Limits, LoadedModule, WasmRuntime};
 
 /// A plugin version that can run a module.
@@ -21,6 +23,10 @@ pub struct Candidate {
     pub limits: Limits,
     /// The Plugin's configuration; the module's configuration is merged over it.
     pub defaults: Option<Value>,
+    /// Keys of `defaults` the module's configuration may not replace.
+    pub locked_config: Vec<String>,
+    /// What the operator granted the plugin.
+    pub grants: Arc<Grants>,
     /// The channel permits going below the installed version.
     pub allow_downgrade: bool,
     /// The channel's shadow version: rendered and compared, never applied.
@@ -58,6 +64,8 @@ fn candidate(
         plugin: plugin.clone(),
         limits: entry.limits.apply(Limits::default()),
         defaults: entry.config.clone(),
+        locked_config: locked(&entry.locked_config, &plugin.inspection),
+        grants: Arc::new(entry.grants.clone()),
         allow_downgrade,
         shadow: None,
     })
@@ -83,22 +91,55 @@ impl ModuleSource for CatalogSource {
     }
 }
 
+/// The operator's locked keys and the ones the plugin declares for itself.
+fn locked(operator: &[String], inspection: &Inspection) -> Vec<String> {
+    let declared = inspection
+        .requests
+        .iter()
+        .flat_map(|r| r.locked_config.iter().cloned());
+    let mut all: Vec<String> = operator.iter().cloned().chain(declared).collect();
+    all.sort();
+    all.dedup();
+    all
+}
+
 /// `<dir>/<module>.wasm` (or an explicit file per module); one version per module, every
-/// channel.
+/// channel. Settings (grants, limits, configuration) come from the configuration file's
+/// `modules` section.
 pub struct DirectorySource {
     pub dir: PathBuf,
     pub files: HashMap<String, PathBuf>,
+    pub settings: BTreeMap<String, ModuleSettings>,
     pub wasm: Arc<WasmRuntime>,
     loaded: Mutex<HashMap<String, Candidate>>,
 }
 
 impl DirectorySource {
-    pub fn new(dir: PathBuf, files: HashMap<String, PathBuf>, wasm: Arc<WasmRuntime>) -> Self {
+    pub fn new(
+        dir: PathBuf,
+        files: HashMap<String, PathBuf>,
+        settings: BTreeMap<String, ModuleSettings>,
+        wasm: Arc<WasmRuntime>,
+    ) -> Self {
         Self {
             dir,
             files,
+            settings,
             wasm,
             loaded: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The configured grants; a first-party plugin from the plugin directory gets what it
+    /// declares.
+    fn grants(&self, module: &str, plugin: &LoadedModule, from_dir: bool) -> Grants {
+        match self.settings.get(module).and_then(|s| s.grants.clone()) {
+            Some(grants) => grants,
+            None if from_dir => first_party_requests(&plugin.info.name)
+                .filter(|_| plugin.info.name == module)
+                .map(|r| r.grants)
+                .unwrap_or_default(),
+            None => Grants::default(),
         }
     }
 }
@@ -108,6 +149,7 @@ impl ModuleSource for DirectorySource {
         if let Some(found) = self.loaded.lock().expect("source lock").get(module) {
             return Ok(found.clone());
         }
+        let from_dir = !self.files.contains_key(module);
         let path = self
             .files
             .get(module)
@@ -119,12 +161,15 @@ impl ModuleSource for DirectorySource {
             .wasm
             .load_module(&bytes, &path.display().to_string())
             .map_err(|e| format!("module {module}: {e}"))?;
+        let settings = self.settings.get(module).cloned().unwrap_or_default();
         let found = Candidate {
             version: plugin.info.version.clone(),
             digest: plugin.inspection.digest.clone(),
+            grants: Arc::new(self.grants(module, &plugin, from_dir)),
+            locked_config: locked(&settings.locked_config, &plugin.inspection),
             plugin: Arc::new(plugin),
-            limits: Limits::default(),
-            defaults: None,
+            limits: settings.limits.apply(Limits::default()),
+            defaults: settings.config,
             allow_downgrade: false,
             shadow: None,
         };

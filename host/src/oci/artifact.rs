@@ -244,6 +244,7 @@ mod tests {
             exports: vec!["tessera:plugin/shoot-extension@0.1.0".into()],
             imports: vec![],
             missing_imports: vec![],
+            requests: None,
         }
     }
 

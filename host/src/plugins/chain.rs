@@ -3,11 +3,24 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use std::sync::LazyLock;
+
+use serde_json::Value;
 use tessera_sdk::Operation;
 use tessera_sdk::glue::RawExtendInput;
 
+use super::catalog::first_party_requests;
 use super::config::{ChainConfig, PluginSettings};
-use crate::wasm::{CallContext, CallError, Limits, LoadError, LoadedPlugin, WasmRuntime};
+use super::identity::ShootIdentity;
+use crate::grants::{IDENTITY_PATHS, PathPattern, changed_paths, display_path, touches};
+use crate::wasm::{CallContext, CallError, Failure, Limits, LoadError, LoadedPlugin, WasmRuntime};
+
+static IDENTITY: LazyLock<Vec<PathPattern>> = LazyLock::new(|| {
+    IDENTITY_PATHS
+        .iter()
+        .map(|p| p.parse().expect("identity paths parse"))
+        .collect()
+});
 
 /// One configured step.
 #[derive(Debug, Clone)]
@@ -21,6 +34,47 @@ pub struct ChainStep {
     /// The plugin's configuration as JSON text (what the plugin receives).
     pub config: String,
     pub limits: Limits,
+    /// The Shoot paths the operator granted it.
+    pub paths: Arc<Vec<PathPattern>>,
+}
+
+impl ChainStep {
+    /// Refuse a draft that changes what this step was not granted, or the identity
+    /// (public so that the benchmark can time it alone).
+    pub fn check(&self, before: &Value, after: &Value) -> Result<(), CallError> {
+        for path in changed_paths(before, after) {
+            let cause = if IDENTITY.iter().any(|id| touches(&path, id)) {
+                Failure::Identity {
+                    path: display_path(&path),
+                }
+            } else if self.paths.iter().any(|p| p.covers(&path)) {
+                continue;
+            } else {
+                let path = display_path(&path);
+                Failure::NotGranted(format!(
+                    "not granted to set {path}; grant it with shootPaths: [{path:?}] (or a path above it)"
+                ))
+            };
+            return Err(CallError {
+                plugin: self.plugin.info.name.clone(),
+                version: self.plugin.info.version.clone(),
+                cause,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The Shoot paths a file step is granted: the configuration's, else, for a first-party
+/// plugin from the plugin directory, what it declares.
+fn file_step_paths(name: &str, settings: &PluginSettings) -> Vec<PathPattern> {
+    match &settings.grants {
+        Some(grants) => grants.path_patterns(),
+        None if settings.file.is_none() => first_party_requests(name)
+            .map(|r| r.grants.path_patterns())
+            .unwrap_or_default(),
+        None => Vec::new(),
+    }
 }
 
 /// An ordered list of loaded, configured shoot extensions.
@@ -106,6 +160,7 @@ pub(crate) fn file_step(
             .map(|c| c.to_string())
             .unwrap_or_else(|| "{}".to_string()),
         limits: settings.limits.apply(defaults),
+        paths: Arc::new(file_step_paths(name, settings)),
     })
 }
 
@@ -132,11 +187,13 @@ impl ShootChain {
         Ok(Self { steps })
     }
 
-    /// Run the chain. `runtime` and `current` are JSON documents.
+    /// Run the chain for the Shoot `identity`. `runtime` and `current` are JSON
+    /// documents. Each plugin's draft is checked against its grants before the next runs.
     pub fn run(
         &self,
         rt: &WasmRuntime,
         runtime: &str,
+        identity: &ShootIdentity,
         runtime_id: &str,
         current: Option<&str>,
     ) -> Result<ChainOutput, CallError> {
@@ -148,7 +205,8 @@ impl ShootChain {
         let ctx = CallContext {
             runtime_id: runtime_id.to_string(),
         };
-        let mut draft = "{}".to_string();
+        let mut shoot = identity.draft();
+        let mut draft = shoot.to_string();
         let mut warnings = Vec::new();
         let mut timings = Vec::with_capacity(self.steps.len());
         for step in &self.steps {
@@ -160,7 +218,8 @@ impl ShootChain {
                 current_shoot: current.map(str::to_string),
                 config: step.config.clone(),
             };
-            let output = step.plugin.extend(rt, input, &step.limits, &ctx)?;
+            let (output, next) = step.plugin.extend_parsed(rt, input, &step.limits, &ctx)?;
+            step.check(&shoot, &next)?;
             timings.push((step.plugin.name().to_string(), started.elapsed()));
             warnings.extend(
                 output
@@ -169,9 +228,8 @@ impl ShootChain {
                     .map(|w| (step.plugin.name().to_string(), w)),
             );
             draft = output.shoot;
+            shoot = next;
         }
-        let shoot =
-            serde_json::from_str(&draft).expect("plugin output was checked to be a JSON object");
         Ok(ChainOutput {
             shoot,
             warnings,

@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock};
 
 use super::config::LimitsOverride;
 use super::fetch::Loaded;
+use crate::grants::Grants;
 use crate::wasm::PluginKind;
 
 /// One loaded version.
@@ -37,6 +38,10 @@ pub struct PluginEntry {
     pub kind: PluginKind,
     pub config: Option<serde_json::Value>,
     pub limits: LimitsOverride,
+    /// What the operator granted the plugin (the Plugin's `spec.grants`).
+    pub grants: Grants,
+    /// Configuration keys a ModuleSet may not replace (the Plugin's `spec.lockedConfig`).
+    pub locked_config: Vec<String>,
     /// Every listed version that loaded, by version.
     pub versions: BTreeMap<String, Resolved>,
     pub channels: BTreeMap<String, ChannelEntry>,
@@ -71,10 +76,8 @@ impl PluginEntry {
             .find(|r| r.component_digest == digest)
     }
 
-    /// What Runtimes must react to: per channel the current and shadow digests and
-    /// whether downgrades are allowed.
     /// What a consumer's result depends on: per channel the version and digests, and the
-    /// Plugin's configuration (module configuration is merged over it).
+    /// Plugin's configuration (module configuration is merged over it), limits and grants.
     fn fingerprint(&self) -> Fingerprint {
         let channels = self
             .channels
@@ -94,12 +97,18 @@ impl PluginEntry {
             .as_ref()
             .map(|c| c.to_string())
             .unwrap_or_default();
-        (channels, config)
+        let rules = format!("{:?}{:?}{:?}", self.grants, self.locked_config, self.limits);
+        (channels, config, rules)
     }
 }
 
-/// Per channel (name, version, digest, shadow digest, allowDowngrade), and the config.
-type Fingerprint = (Vec<(String, String, String, Option<String>, bool)>, String);
+/// Per channel (name, version, digest, shadow digest, allowDowngrade), the config, and the
+/// grants, locked keys and limits.
+type Fingerprint = (
+    Vec<(String, String, String, Option<String>, bool)>,
+    String,
+    String,
+);
 
 /// All resolved plugins of the host.
 pub struct Catalog {

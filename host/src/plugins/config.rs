@@ -1,6 +1,7 @@
-//! The chain configuration file (`tessera render --config`, and later the host's config).
+//! The installation's configuration file (`tessera render|run|modules apply --config`).
 //!
 //! ```yaml
+//! project: kyma-dev                 # Gardener project: Shoots live in garden-<project>
 //! limits: {memoryMiB: 64, timeoutMs: 1000, outputKiB: 4096}   # defaults for every plugin
 //! chain: [base, annotations, provider]                        # order; default: first-party
 //! source: files                    # files (default) | registry: where steps come from
@@ -10,10 +11,18 @@
 //!     file: ./my-provider.wasm        # default: <plugin dir>/<name>.wasm
 //!     limits: {timeoutMs: 2000}
 //!     config: {openstack: {floatingPoolName: FloatingIP-external-01}}
+//!     grants: {shootPaths: [spec.provider]}   # what it may set (see `crate::grants`)
 //!   dns:
 //!     source: registry                # from the `Plugin` resource `dns` (or `plugin: NAME`)
 //!     channel: fast
+//! modules:                          # module reconcilers of `tessera modules apply`
+//!   telemetry:
+//!     grants: {write: [{apiGroups: [""], kinds: [ConfigMap], namespaces: [kyma-system]}]}
 //! ```
+//!
+//! A step's grants are its `grants` here, else (registry steps) the `Plugin` resource's,
+//! else (first-party plugins from the plugin directory) what the plugin declares. Nothing
+//! else is granted.
 //!
 //! A Runtime can pick channels with the annotations `tessera.dev/channel` (every registry
 //! step) and `channel.tessera.dev/<plugin>` (one step).
@@ -24,30 +33,9 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use super::catalog::FIRST_PARTY;
-use crate::wasm::Limits;
-
-/// Limits that override the defaults field by field.
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LimitsOverride {
-    #[serde(rename = "memoryMiB")]
-    pub memory_mib: Option<u64>,
-    #[serde(rename = "timeoutMs")]
-    pub timeout_ms: Option<u64>,
-    #[serde(rename = "outputKiB")]
-    pub output_kib: Option<u64>,
-}
-
-impl LimitsOverride {
-    /// Apply on top of `base`.
-    pub fn apply(&self, base: Limits) -> Limits {
-        Limits {
-            memory_mib: self.memory_mib.unwrap_or(base.memory_mib),
-            timeout_ms: self.timeout_ms.unwrap_or(base.timeout_ms),
-            output_kib: self.output_kib.unwrap_or(base.output_kib),
-        }
-    }
-}
+use super::identity::DEFAULT_PROJECT;
+use crate::grants::Grants;
+pub use crate::wasm::LimitsOverride;
 
 /// Where a chain step's component comes from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -76,6 +64,26 @@ pub struct PluginSettings {
     pub plugin: Option<String>,
     /// Release channel of a registry step [default: the chain's `channel`].
     pub channel: Option<String>,
+    /// What the plugin may set [default: the Plugin resource's grants for registry steps,
+    /// the declared requests of first-party plugins from the plugin directory].
+    pub grants: Option<Grants>,
+}
+
+/// Settings of one module reconciler for `tessera modules apply` (what a `Plugin`
+/// resource says for the controller).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModuleSettings {
+    #[serde(default)]
+    pub limits: LimitsOverride,
+    /// The operator's configuration; the ModuleSet's module config is merged over it.
+    pub config: Option<serde_json::Value>,
+    /// Keys of `config` a ModuleSet may not replace.
+    #[serde(default)]
+    pub locked_config: Vec<String>,
+    /// What the module may write and read [default: the declared requests of the
+    /// first-party module plugins from the plugin directory].
+    pub grants: Option<Grants>,
 }
 
 /// A whole chain configuration.
@@ -92,6 +100,11 @@ pub struct ChainConfig {
     pub source: Source,
     /// Default release channel of registry steps [default: regular].
     pub channel: Option<String>,
+    /// Gardener project Shoots live in (`garden-<project>`) [default: kyma-dev].
+    pub project: Option<String>,
+    /// Module reconcilers run by `tessera modules apply`.
+    #[serde(default)]
+    pub modules: BTreeMap<String, ModuleSettings>,
     /// Directory the config file was read from (for relative `file` paths).
     #[serde(skip)]
     pub base_dir: Option<PathBuf>,
@@ -127,8 +140,34 @@ impl ChainConfig {
                 )));
             }
         }
+        config.validate().map_err(err)?;
         config.base_dir = path.parent().map(|p| p.to_path_buf());
         Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        for (name, settings) in &self.plugins {
+            if let Some(grants) = &settings.grants {
+                grants.validate(&format!("plugins.{name}.grants"))?;
+            }
+        }
+        for (name, settings) in &self.modules {
+            if let Some(grants) = &settings.grants {
+                grants.validate(&format!("modules.{name}.grants"))?;
+            }
+        }
+        let project = self.project();
+        if !crate::plugins::identity::is_dns_label(project) {
+            return Err(format!(
+                "project: {project:?} is not a Gardener project name (lower-case letters, digits and '-')"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The Gardener project Shoots live in.
+    pub fn project(&self) -> &str {
+        self.project.as_deref().unwrap_or(DEFAULT_PROJECT)
     }
 
     /// Plugin names in chain order.

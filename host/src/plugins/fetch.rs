@@ -25,6 +25,14 @@ impl Loaded {
             Self::Module(_) => PluginKind::ModuleReconciler,
         }
     }
+
+    /// What the component declares it needs.
+    pub fn requests(&self) -> Option<&crate::grants::Requests> {
+        match self {
+            Self::Extension(p) => p.inspection.requests.as_ref(),
+            Self::Module(m) => m.inspection.requests.as_ref(),
+        }
+    }
 }
 
 /// A plugin version ready to run.

@@ -6,12 +6,14 @@ pub mod chain;
 pub mod channels;
 pub mod config;
 pub mod fetch;
+pub mod identity;
 pub mod shadow;
 pub mod template;
 
-pub use catalog::{FIRST_PARTY, FIRST_PARTY_MODULES, default_plugin_dir};
+pub use catalog::{FIRST_PARTY, FIRST_PARTY_MODULES, default_plugin_dir, first_party_requests};
 pub use chain::{ChainError, ChainOutput, ChainStep, ShootChain};
 pub use channels::{Catalog, ChannelEntry, PluginEntry, Resolved};
-pub use config::{ChainConfig, LimitsOverride, PluginSettings, Source};
+pub use config::{ChainConfig, LimitsOverride, ModuleSettings, PluginSettings, Source};
 pub use fetch::{FetchError, Fetched, Fetcher, Loaded};
+pub use identity::{Binding, DEFAULT_PROJECT, ShootIdentity};
 pub use template::{ChainTemplate, ChannelChoice, ResolvedChain, Shadow, Unavailable};

@@ -12,9 +12,11 @@ fn short(value: &Value) -> String {
     }
 }
 
+/// `path.key`, the key escaped: keys come from plugin output and end up in status.
 fn join(path: &str, key: &str) -> String {
+    let key = crate::wasm::text::escape(key);
     if path.is_empty() {
-        key.to_string()
+        key.into_owned()
     } else {
         format!("{path}.{key}")
     }

@@ -7,9 +7,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::chain::{ChainError, ChainStep, ShootChain, file_step};
-use super::channels::{Catalog, Resolved};
+use super::channels::{Catalog, PluginEntry, Resolved};
 use super::config::{ChainConfig, DEFAULT_CHANNEL, LimitsOverride, Source};
 use super::fetch::Loaded;
+use super::identity::DEFAULT_PROJECT;
+use crate::grants::Grants;
 use crate::wasm::{Limits, WasmRuntime};
 
 /// A step whose component comes from a `Plugin` resource.
@@ -24,6 +26,8 @@ pub struct RegistryStep {
     /// Host configuration over the Plugin's own.
     pub config: Option<serde_json::Value>,
     pub limits: LimitsOverride,
+    /// Host grants instead of the Plugin's own.
+    pub grants: Option<Grants>,
 }
 
 /// One step of the template.
@@ -38,6 +42,8 @@ pub enum TemplateStep {
 pub struct ChainTemplate {
     pub steps: Vec<TemplateStep>,
     pub default_channel: String,
+    /// The Gardener project Shoots live in.
+    pub project: String,
     defaults: Limits,
 }
 
@@ -120,6 +126,7 @@ impl ChainTemplate {
                     channel: settings.channel.clone(),
                     config: settings.config.clone(),
                     limits: settings.limits,
+                    grants: settings.grants.clone(),
                 })),
             }
         }
@@ -129,6 +136,7 @@ impl ChainTemplate {
                 .channel
                 .clone()
                 .unwrap_or_else(|| DEFAULT_CHANNEL.to_string()),
+            project: config.project().to_string(),
             defaults,
         })
     }
@@ -143,6 +151,7 @@ impl ChainTemplate {
                 .map(TemplateStep::Fixed)
                 .collect(),
             default_channel: DEFAULT_CHANNEL.to_string(),
+            project: DEFAULT_PROJECT.to_string(),
             defaults: Limits::default(),
         }
     }
@@ -159,8 +168,7 @@ impl ChainTemplate {
         step: &RegistryStep,
         resolved: &Resolved,
         channel: &str,
-        config: Option<&serde_json::Value>,
-        limits: LimitsOverride,
+        entry: &PluginEntry,
     ) -> Result<ChainStep, Unavailable> {
         let Loaded::Extension(plugin) = &resolved.loaded else {
             return Err(Unavailable {
@@ -190,10 +198,16 @@ impl ChainTemplate {
             config: step
                 .config
                 .as_ref()
-                .or(config)
+                .or(entry.config.as_ref())
                 .map(|c| c.to_string())
                 .unwrap_or_else(|| "{}".to_string()),
-            limits: step.limits.apply(limits.apply(self.defaults)),
+            limits: step.limits.apply(entry.limits.apply(self.defaults)),
+            paths: Arc::new(
+                step.grants
+                    .as_ref()
+                    .unwrap_or(&entry.grants)
+                    .path_patterns(),
+            ),
         })
     }
 
@@ -229,8 +243,6 @@ impl ChainTemplate {
                 .unwrap_or(&self.default_channel)
                 .clone();
             let entry_channel = entry.channel(&step.plugin, &channel).map_err(unavailable)?;
-            let limits = entry.limits;
-            let config = entry.config.as_ref();
             let mut current = &entry_channel.current;
             if let Some((_, version, digest)) = applied.iter().find(|(n, _, _)| *n == step.name)
                 && semver_lower(&current.version, version)
@@ -254,14 +266,14 @@ impl ChainTemplate {
                     }
                 }
             }
-            let chain_step = self.step_of(step, current, &channel, config, limits)?;
+            let chain_step = self.step_of(step, current, &channel, &entry)?;
             if let Some(shadow) = &entry_channel.shadow
                 && shadow.component_digest != current.component_digest
             {
                 shadows.push(Shadow {
                     index,
                     channel: channel.clone(),
-                    step: self.step_of(step, shadow, &channel, config, limits)?,
+                    step: self.step_of(step, shadow, &channel, &entry)?,
                     digest: shadow.component_digest.clone(),
                 });
             }

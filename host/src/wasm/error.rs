@@ -44,6 +44,11 @@ pub enum LoadError {
         source_name: String,
         message: String,
     },
+    #[error("{source_name} declares requests the host cannot read: {message}")]
+    Requests {
+        source_name: String,
+        message: String,
+    },
     #[error("{source_name}: info() failed: {cause}")]
     Info { source_name: String, cause: Failure },
     #[error("cannot set up the Wasm engine: {0}")]
@@ -71,6 +76,14 @@ pub enum Failure {
     OutputTooLarge { size: usize, limit: usize },
     #[error("{0}")]
     Plugin(PluginError),
+    /// The host refused the output: the plugin did something it was not granted.
+    #[error("{0}")]
+    NotGranted(String),
+    /// The output changes the Shoot's identity, which no plugin may.
+    #[error(
+        "changed {path}, part of the Shoot's identity (name, project namespace, credentials binding, seed), which the host pins and no plugin may change"
+    )]
+    Identity { path: String },
 }
 
 /// A failed call, naming the plugin.

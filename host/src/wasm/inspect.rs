@@ -7,6 +7,7 @@ use wasmtime::component::Component;
 use super::SUPPORTED_CONTRACTS;
 use super::plugin::PluginKind;
 use super::sandbox::{compat_key, offered_imports};
+use crate::grants::Requests;
 
 /// What `tessera plugin inspect` shows, minus `info()` (which needs an instance).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -20,6 +21,31 @@ pub struct Inspection {
     pub exports: Vec<String>,
     /// Imports the host does not offer.
     pub missing_imports: Vec<String>,
+    /// What the plugin asks the operator to grant (its `tessera:requests` section).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests: Option<Requests>,
+}
+
+/// The custom section in which a plugin declares what it needs (YAML, see
+/// [`Requests`]); the SDK's `declare_requests!` writes it.
+pub const REQUESTS_SECTION: &str = "tessera:requests";
+
+/// The plugin's declared requests, read from its components' custom sections (nested
+/// core modules included); `Err` when the section is there but does not parse.
+pub fn declared_requests(bytes: &[u8]) -> Result<Option<Requests>, String> {
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        let Ok(wasmparser::Payload::CustomSection(section)) = payload else {
+            continue;
+        };
+        if section.name() == REQUESTS_SECTION {
+            let text = std::str::from_utf8(section.data())
+                .map_err(|_| format!("section {REQUESTS_SECTION} is not UTF-8"))?;
+            return Requests::parse(text)
+                .map(Some)
+                .map_err(|e| format!("section {REQUESTS_SECTION}: {e}"));
+        }
+    }
+    Ok(None)
 }
 
 /// `sha256:<hex>` is how digests are shown; the bare hex keys caches.
@@ -36,7 +62,13 @@ pub fn contract_supported(version: &str) -> bool {
 }
 
 /// Read imports and exports off a compiled component.
-pub fn inspect(engine: &Engine, component: &Component, digest: String, size: usize) -> Inspection {
+pub fn inspect(
+    engine: &Engine,
+    component: &Component,
+    digest: String,
+    size: usize,
+    requests: Option<Requests>,
+) -> Inspection {
     let ty = component.component_type();
     let imports: Vec<String> = ty
         .imports(engine)
@@ -72,5 +104,6 @@ pub fn inspect(engine: &Engine, component: &Component, digest: String, size: usi
         imports,
         exports,
         missing_imports,
+        requests,
     }
 }

@@ -2,9 +2,11 @@
 
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Limits for one plugin call. Defaults: 64 MiB memory, 1 s, 4 MiB output.
+/// Limits for one plugin call. Defaults: 64 MiB memory, 1 s, 4 MiB of everything the
+/// plugin emits, 256 log lines; module reconcilers may read 500 objects and 4 MiB per call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Limits {
@@ -12,8 +14,16 @@ pub struct Limits {
     pub memory_mib: u64,
     /// Wall-clock budget per call (instantiation included), milliseconds.
     pub timeout_ms: u64,
-    /// Cap on the returned document plus warnings, KiB.
+    /// One budget for everything a call emits: its output, warnings, messages and log
+    /// lines together, KiB.
     pub output_kib: u64,
+    /// Log lines a call may emit; the rest are dropped (and counted).
+    pub log_lines: u32,
+    /// Objects a module reconciler's requirements may return, per reconcile.
+    pub read_objects: u32,
+    /// Bytes those objects may take, KiB.
+    #[serde(rename = "readKiB")]
+    pub read_kib: u64,
 }
 
 impl Default for Limits {
@@ -22,6 +32,9 @@ impl Default for Limits {
             memory_mib: 64,
             timeout_ms: 1000,
             output_kib: 4096,
+            log_lines: 256,
+            read_objects: 500,
+            read_kib: 4096,
         }
     }
 }
@@ -37,6 +50,47 @@ impl Limits {
 
     pub fn output_bytes(&self) -> usize {
         (self.output_kib as usize) << 10
+    }
+
+    pub fn read_bytes(&self) -> usize {
+        (self.read_kib as usize) << 10
+    }
+}
+
+/// Limits that override the defaults field by field (a Plugin's `spec.limits`, a chain
+/// step's `limits`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsOverride {
+    #[serde(rename = "memoryMiB", default, skip_serializing_if = "Option::is_none")]
+    pub memory_mib: Option<u64>,
+    #[serde(rename = "timeoutMs", default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    #[serde(rename = "outputKiB", default, skip_serializing_if = "Option::is_none")]
+    pub output_kib: Option<u64>,
+    #[serde(rename = "logLines", default, skip_serializing_if = "Option::is_none")]
+    pub log_lines: Option<u32>,
+    #[serde(
+        rename = "readObjects",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub read_objects: Option<u32>,
+    #[serde(rename = "readKiB", default, skip_serializing_if = "Option::is_none")]
+    pub read_kib: Option<u64>,
+}
+
+impl LimitsOverride {
+    /// Apply on top of `base`.
+    pub fn apply(&self, base: Limits) -> Limits {
+        Limits {
+            memory_mib: self.memory_mib.unwrap_or(base.memory_mib),
+            timeout_ms: self.timeout_ms.unwrap_or(base.timeout_ms),
+            output_kib: self.output_kib.unwrap_or(base.output_kib),
+            log_lines: self.log_lines.unwrap_or(base.log_lines),
+            read_objects: self.read_objects.unwrap_or(base.read_objects),
+            read_kib: self.read_kib.unwrap_or(base.read_kib),
+        }
     }
 }
 

@@ -14,11 +14,12 @@ pub mod limits;
 pub mod module;
 pub mod plugin;
 pub mod sandbox;
+pub mod text;
 
 pub use bindings::module_api;
 pub use engine::{EngineOptions, WasmRuntime};
 pub use error::{CallError, Failure, LoadError};
-pub use limits::Limits;
+pub use limits::{Limits, LimitsOverride};
 pub use module::LoadedModule;
 pub use plugin::{CallContext, LoadedPlugin, PluginKind};
 

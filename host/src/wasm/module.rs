@@ -9,8 +9,11 @@ use super::engine::WasmRuntime;
 use super::error::{CallError, Failure, LoadError};
 use super::inspect::Inspection;
 use super::limits::Limits;
-use super::plugin::{Checked, PluginInfo, PluginKind, classify, from_wit_error, new_store};
+use super::plugin::{
+    Checked, PluginInfo, PluginKind, classify, emitted, from_wit_error, new_store,
+};
 use super::sandbox::PluginState;
+use super::text;
 
 /// A compiled, checked, pre-instantiated module reconciler.
 pub struct LoadedModule {
@@ -57,9 +60,13 @@ impl WasmRuntime {
             names: (Arc::from(source), Arc::from("?")),
         };
         let info = loaded
-            .call(self, &Limits::default(), "", |api, store| {
-                api.call_info(store)
-            })
+            .call(
+                self,
+                &Limits::default(),
+                "",
+                |api, store| api.call_info(store),
+                |_| 0,
+            )
             .map_err(|e| LoadError::Info {
                 source_name: source.to_string(),
                 cause: e.cause,
@@ -68,12 +75,12 @@ impl WasmRuntime {
             Arc::from(info.name.as_str()),
             Arc::from(info.version.as_str()),
         );
-        loaded.info = PluginInfo {
-            name: info.name,
-            version: info.version,
-            contract_version: info.contract_version,
-            description: info.description,
-        };
+        loaded.info = PluginInfo::clamped(
+            info.name,
+            info.version,
+            info.contract_version,
+            info.description,
+        );
         Ok(loaded)
     }
 }
@@ -81,23 +88,28 @@ impl WasmRuntime {
 type Api = module_api::Guest;
 
 impl LoadedModule {
+    /// One call in a fresh store; `size` measures what it returned against the budget.
     fn call<R>(
         &self,
         rt: &WasmRuntime,
         limits: &Limits,
         scope: &str,
         f: impl FnOnce(&Api, &mut wasmtime::Store<PluginState>) -> wasmtime::Result<R>,
+        size: impl FnOnce(&R) -> usize,
     ) -> Result<R, CallError> {
         let mut store = new_store(rt, limits, &self.names, scope);
         let result = self.pre.instantiate(&mut store).and_then(|instance| {
             let api = instance.tessera_plugin_module_reconciler_api();
             f(api, &mut store)
         });
-        result.map_err(|err| CallError {
+        let fail = |cause| CallError {
             plugin: self.info.name.clone(),
             version: self.info.version.clone(),
-            cause: classify(err, &store, limits),
-        })
+            cause,
+        };
+        let value = result.map_err(|err| fail(classify(err, &store, limits)))?;
+        emitted(&mut store, size(&value)).map_err(fail)?;
+        Ok(value)
     }
 
     fn plugin_error(&self, err: module_api::PluginError) -> CallError {
@@ -115,34 +127,84 @@ impl LoadedModule {
         config: &str,
         limits: &Limits,
     ) -> Result<Vec<String>, CallError> {
-        self.call(rt, limits, "", |api, store| {
-            api.call_dependencies(store, config)
-        })
+        let names = self.call(
+            rt,
+            limits,
+            "",
+            |api, store| api.call_dependencies(store, config),
+            |names| names.iter().map(String::len).sum(),
+        )?;
+        Ok(names
+            .iter()
+            .map(|n| text::clamp(n, text::NAME_CHARS))
+            .collect())
     }
 
-    /// One reconcile call in a fresh sandbox.
+    /// One reconcile call in a fresh sandbox; the message is clamped.
     pub fn reconcile(
         &self,
         rt: &WasmRuntime,
         input: &module_api::ReconcileInput,
         limits: &Limits,
     ) -> Result<module_api::ReconcileOutput, CallError> {
-        self.call(rt, limits, &input.module, |api, store| {
-            api.call_reconcile(store, input)
-        })?
-        .map_err(|e| self.plugin_error(e))
+        let mut out = self
+            .call(
+                rt,
+                limits,
+                &input.module,
+                |api, store| api.call_reconcile(store, input),
+                |r| match r {
+                    Ok(o) => {
+                        o.desired.iter().map(String::len).sum::<usize>()
+                            + o.message.as_ref().map_or(0, String::len)
+                            + selectors_size(&o.requirements)
+                    }
+                    Err(e) => e.message.len(),
+                },
+            )?
+            .map_err(|e| self.plugin_error(e))?;
+        out.message = out.message.map(|m| text::clamp(&m, text::MESSAGE_CHARS));
+        Ok(out)
     }
 
-    /// One delete call in a fresh sandbox.
+    /// One delete call in a fresh sandbox; the message is clamped.
     pub fn delete(
         &self,
         rt: &WasmRuntime,
         input: &module_api::ReconcileInput,
         limits: &Limits,
     ) -> Result<module_api::DeleteOutput, CallError> {
-        self.call(rt, limits, &input.module, |api, store| {
-            api.call_delete(store, input)
-        })?
-        .map_err(|e| self.plugin_error(e))
+        let mut out = self
+            .call(
+                rt,
+                limits,
+                &input.module,
+                |api, store| api.call_delete(store, input),
+                |r| match r {
+                    Ok(o) => {
+                        o.message.as_ref().map_or(0, String::len)
+                            + selectors_size(&o.remove)
+                            + selectors_size(&o.requirements)
+                    }
+                    Err(e) => e.message.len(),
+                },
+            )?
+            .map_err(|e| self.plugin_error(e))?;
+        out.message = out.message.map(|m| text::clamp(&m, text::MESSAGE_CHARS));
+        Ok(out)
     }
+}
+
+fn selectors_size(selectors: &[module_api::ObjectSelector]) -> usize {
+    selectors
+        .iter()
+        .map(|s| {
+            s.api_version.len()
+                + s.kind.len()
+                + [&s.namespace, &s.name, &s.label_selector]
+                    .iter()
+                    .map(|o| o.as_ref().map_or(0, String::len))
+                    .sum::<usize>()
+        })
+        .sum()
 }

@@ -14,9 +14,10 @@ use super::SUPPORTED_CONTRACTS;
 use super::bindings::{self, shoot, shoot_api};
 use super::engine::WasmRuntime;
 use super::error::{CallError, Failure, LoadError};
-use super::inspect::{Inspection, contract_supported, inspect, sha256_hex};
+use super::inspect::{Inspection, contract_supported, declared_requests, inspect, sha256_hex};
 use super::limits::Limits;
 use super::sandbox::{Denied, LogContext, PluginState};
+use super::text;
 
 /// The two plugin worlds of the contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -44,6 +45,23 @@ pub struct PluginInfo {
     pub description: String,
 }
 
+impl PluginInfo {
+    /// From a plugin's own words, clamped: names and versions end up in status and logs.
+    pub(crate) fn clamped(
+        name: String,
+        version: String,
+        contract_version: String,
+        description: String,
+    ) -> Self {
+        Self {
+            name: text::clamp(&name, text::NAME_CHARS),
+            version: text::clamp(&version, text::VERSION_CHARS),
+            contract_version: text::clamp(&contract_version, text::VERSION_CHARS),
+            description: text::clamp(&description, text::DESCRIPTION_CHARS),
+        }
+    }
+}
+
 /// A component that passed the load-time checks.
 pub(crate) struct Checked {
     pub instance_pre: wasmtime::component::InstancePre<PluginState>,
@@ -51,6 +69,13 @@ pub(crate) struct Checked {
     pub contract: String,
     pub from_cache: bool,
     pub load_time: Duration,
+}
+
+fn requests_of(bytes: &[u8], source: &str) -> Result<Option<crate::grants::Requests>, LoadError> {
+    declared_requests(bytes).map_err(|message| LoadError::Requests {
+        source_name: source.to_string(),
+        message,
+    })
 }
 
 /// Per-call context for logs.
@@ -116,7 +141,14 @@ impl WasmRuntime {
     /// Static inspection of component bytes (no instantiation).
     pub fn inspect(&self, bytes: &[u8], source: &str) -> Result<Inspection, LoadError> {
         let (component, _, digest) = self.compile(bytes, source)?;
-        Ok(inspect(&self.engine, &component, digest, bytes.len()))
+        let requests = requests_of(bytes, source)?;
+        Ok(inspect(
+            &self.engine,
+            &component,
+            digest,
+            bytes.len(),
+            requests,
+        ))
     }
 
     /// Load a shoot extension from a file.
@@ -155,7 +187,8 @@ impl WasmRuntime {
         let started = Instant::now();
         let (component, from_cache, digest) = self.compile(bytes, source)?;
         let load_time = started.elapsed();
-        let inspection = inspect(&self.engine, &component, digest, bytes.len());
+        let requests = requests_of(bytes, source)?;
+        let inspection = inspect(&self.engine, &component, digest, bytes.len(), requests);
         let source_name = source.to_string();
         let Some(contract) = inspection.contract.clone() else {
             return Err(LoadError::NotAPlugin {
@@ -280,12 +313,12 @@ impl LoadedPlugin {
                 .call_info(&mut store)
         });
         match result {
-            Ok(info) => Ok(PluginInfo {
-                name: info.name,
-                version: info.version,
-                contract_version: info.contract_version,
-                description: info.description,
-            }),
+            Ok(info) => Ok(PluginInfo::clamped(
+                info.name,
+                info.version,
+                info.contract_version,
+                info.description,
+            )),
             Err(err) => Err(self.fail(classify(err, &store, &limits))),
         }
     }
@@ -298,6 +331,18 @@ impl LoadedPlugin {
         limits: &Limits,
         ctx: &CallContext,
     ) -> Result<RawExtendOutput, CallError> {
+        self.extend_parsed(rt, input, limits, ctx)
+            .map(|(out, _)| out)
+    }
+
+    /// Run `extend` in a fresh sandbox; also return the new draft parsed.
+    pub fn extend_parsed(
+        &self,
+        rt: &WasmRuntime,
+        input: RawExtendInput,
+        limits: &Limits,
+        ctx: &CallContext,
+    ) -> Result<(RawExtendOutput, serde_json::Value), CallError> {
         let mut store = self.store(rt, limits, &ctx.runtime_id);
         let wit_input = shoot_api::ExtendInput {
             runtime: input.runtime,
@@ -321,18 +366,16 @@ impl LoadedPlugin {
         }
         let output = match result {
             Ok(Ok(output)) => output,
-            Ok(Err(err)) => return Err(self.fail(Failure::Plugin(from_wit_error(err)))),
+            Ok(Err(err)) => {
+                emitted(&mut store, err.message.len()).map_err(|f| self.fail(f))?;
+                return Err(self.fail(Failure::Plugin(from_wit_error(err))));
+            }
             Err(err) => return Err(self.fail(classify(err, &store, limits))),
         };
         let size = output.shoot.len() + output.warnings.iter().map(String::len).sum::<usize>();
-        if size > limits.output_bytes() {
-            return Err(self.fail(Failure::OutputTooLarge {
-                size,
-                limit: limits.output_bytes(),
-            }));
-        }
-        match serde_json::from_str::<serde_json::Value>(&output.shoot) {
-            Ok(serde_json::Value::Object(_)) => {}
+        emitted(&mut store, size).map_err(|f| self.fail(f))?;
+        let shoot = match serde_json::from_str::<serde_json::Value>(&output.shoot) {
+            Ok(value @ serde_json::Value::Object(_)) => value,
             Ok(other) => {
                 return Err(self.fail(Failure::InvalidOutput(format!(
                     "the Shoot must be a JSON object, got {}",
@@ -344,12 +387,22 @@ impl LoadedPlugin {
                     "the Shoot is not JSON: {err}"
                 ))));
             }
-        }
-        Ok(RawExtendOutput {
+        };
+        let raw = RawExtendOutput {
             shoot: output.shoot,
-            warnings: output.warnings,
-        })
+            warnings: text::clamp_warnings(output.warnings),
+        };
+        Ok((raw, shoot))
     }
+}
+
+/// Count what a call returned against its budget (log lines already count).
+pub(crate) fn emitted(store: &mut Store<PluginState>, bytes: usize) -> Result<(), Failure> {
+    let limit = store.data().budget_limit();
+    store
+        .data_mut()
+        .emit(bytes)
+        .map_err(|size| Failure::OutputTooLarge { size, limit })
 }
 
 /// A fresh store for one call: memory limiter, epoch deadline, log context.
@@ -382,6 +435,7 @@ fn json_type(value: &serde_json::Value) -> &'static str {
     }
 }
 
+/// A plugin's error, clamped: it ends up in conditions and Events.
 pub(crate) fn from_wit_error(err: shoot_api::PluginError) -> PluginError {
     PluginError {
         kind: match err.kind {
@@ -389,8 +443,8 @@ pub(crate) fn from_wit_error(err: shoot_api::PluginError) -> PluginError {
             bindings::ErrorKind::Unsupported => ErrorKind::Unsupported,
             bindings::ErrorKind::Internal => ErrorKind::Internal,
         },
-        message: err.message,
-        field: err.field,
+        message: text::clamp(&err.message, text::MESSAGE_CHARS),
+        field: err.field.map(|f| text::clamp(&f, text::FIELD_CHARS)),
     }
 }
 
@@ -445,8 +499,12 @@ pub(crate) fn classify(
     }
 }
 
-/// Extract `location: message` from Rust's panic output on the guest's stderr.
+/// Extract `location: message` from Rust's panic output on the guest's stderr (clamped).
 fn panic_message(stdio: &str) -> Option<String> {
+    panic_text(stdio).map(|p| text::clamp(&p, text::MESSAGE_CHARS))
+}
+
+fn panic_text(stdio: &str) -> Option<String> {
     let start = stdio.find("panicked at ")?;
     let rest = &stdio[start + "panicked at ".len()..];
     let (location, message) = rest.split_once(":\n").unwrap_or((rest, ""));

@@ -23,9 +23,7 @@ use super::limits::{Limits, MemoryLimiter};
 
 /// Bytes of guest stdout/stderr kept per call (enough for a panic message).
 const STDIO_CAPTURE: usize = 64 * 1024;
-/// Log lines accepted per call; the rest are counted and dropped.
-const MAX_LOG_LINES: u32 = 256;
-/// Longest log line forwarded; longer ones are cut.
+/// Longest log line forwarded, in characters; longer ones are cut.
 const MAX_LOG_LINE: usize = 4096;
 
 /// Who is calling: attached to every log line a plugin emits.
@@ -36,6 +34,17 @@ pub struct LogContext {
     pub runtime_id: Arc<str>,
 }
 
+/// One budget per call for everything a plugin emits: log lines count against it as they
+/// come, the returned output when the call ends ([`PluginState::emit`]).
+#[derive(Debug)]
+pub(crate) struct Budget {
+    limit: usize,
+    used: usize,
+    lines: u32,
+    max_lines: u32,
+    dropped: u32,
+}
+
 /// The state of one store, i.e. of one call.
 pub struct PluginState {
     wasi: WasiCtx,
@@ -43,7 +52,7 @@ pub struct PluginState {
     pub(crate) limiter: MemoryLimiter,
     pub(crate) stdio: MemoryOutputPipe,
     log: LogContext,
-    log_lines: u32,
+    pub(crate) budget: Budget,
     /// Set when the guest asked for its environment variables.
     pub(crate) environment_read: bool,
 }
@@ -62,9 +71,29 @@ impl PluginState {
             limiter: MemoryLimiter::new(limits.memory_bytes()),
             stdio,
             log,
-            log_lines: 0,
+            budget: Budget {
+                limit: limits.output_bytes(),
+                used: 0,
+                lines: 0,
+                max_lines: limits.log_lines,
+                dropped: 0,
+            },
             environment_read: false,
         }
+    }
+
+    /// Count `bytes` of output against the call's budget; `Err(total)` when it is spent.
+    pub(crate) fn emit(&mut self, bytes: usize) -> Result<(), usize> {
+        self.budget.used = self.budget.used.saturating_add(bytes);
+        if self.budget.used > self.budget.limit {
+            return Err(self.budget.used);
+        }
+        Ok(())
+    }
+
+    /// The call's budget in bytes.
+    pub(crate) fn budget_limit(&self) -> usize {
+        self.budget.limit
     }
 
     /// What the guest wrote to stdout/stderr.
@@ -86,23 +115,18 @@ impl shoot::tessera::plugin::types::Host for PluginState {}
 
 impl shoot::tessera::plugin::host::Host for PluginState {
     fn log(&mut self, level: LogLevel, message: String) {
-        self.log_lines += 1;
-        if self.log_lines > MAX_LOG_LINES {
-            if self.log_lines == MAX_LOG_LINES + 1 {
+        let line = super::text::clamp(&message, MAX_LOG_LINE);
+        let budget = &mut self.budget;
+        budget.lines += 1;
+        if budget.lines > budget.max_lines || budget.used + line.len() > budget.limit {
+            budget.dropped += 1;
+            if budget.dropped == 1 {
                 tracing::warn!(plugin = %self.log.plugin, plugin_version = %self.log.version,
-                    runtime_id = %self.log.runtime_id, "plugin log limit reached; dropping further lines");
+                    runtime_id = %self.log.runtime_id, "plugin log budget spent; dropping further lines");
             }
             return;
         }
-        let mut message = message;
-        if message.len() > MAX_LOG_LINE {
-            let mut cut = MAX_LOG_LINE;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
-            message.push('…');
-        }
+        budget.used += line.len();
         let LogContext {
             plugin,
             version,
@@ -110,19 +134,19 @@ impl shoot::tessera::plugin::host::Host for PluginState {
         } = &self.log;
         match level {
             LogLevel::Trace => {
-                tracing::trace!(plugin = %plugin, plugin_version = %version, runtime_id = %runtime_id, "{message}")
+                tracing::trace!(plugin = %plugin, plugin_version = %version, runtime_id = %runtime_id, "{line}")
             }
             LogLevel::Debug => {
-                tracing::debug!(plugin = %plugin, plugin_version = %version, runtime_id = %runtime_id, "{message}")
+                tracing::debug!(plugin = %plugin, plugin_version = %version, runtime_id = %runtime_id, "{line}")
             }
             LogLevel::Info => {
-                tracing::info!(plugin = %plugin, plugin_version = %version, runtime_id = %runtime_id, "{message}")
+                tracing::info!(plugin = %plugin, plugin_version = %version, runtime_id = %runtime_id, "{line}")
             }
             LogLevel::Warn => {
-                tracing::warn!(plugin = %plugin, plugin_version = %version, runtime_id = %runtime_id, "{message}")
+                tracing::warn!(plugin = %plugin, plugin_version = %version, runtime_id = %runtime_id, "{line}")
             }
             LogLevel::Error => {
-                tracing::error!(plugin = %plugin, plugin_version = %version, runtime_id = %runtime_id, "{message}")
+                tracing::error!(plugin = %plugin, plugin_version = %version, runtime_id = %runtime_id, "{line}")
             }
         }
     }

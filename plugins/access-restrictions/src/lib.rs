@@ -45,4 +45,5 @@ impl ShootExtension for AccessRestrictions {
 }
 
 tessera_sdk::export_shoot_extension!(AccessRestrictions);
+tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(AccessRestrictions);

@@ -52,4 +52,5 @@ impl ShootExtension for Annotations {
 }
 
 tessera_sdk::export_shoot_extension!(Annotations);
+tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(Annotations);

@@ -109,4 +109,5 @@ impl ShootExtension for Auditlog {
 }
 
 tessera_sdk::export_shoot_extension!(Auditlog);
+tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(Auditlog);

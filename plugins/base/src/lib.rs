@@ -1,5 +1,8 @@
-//! `base`: the Shoot skeleton — name, project namespace, purpose, region, credentials and
-//! networking — plus the Runtime-wide checks every later plugin relies on.
+//! `base`: the Shoot skeleton — purpose, region, networking — plus the Runtime-wide checks
+//! every later plugin relies on. The Shoot's identity (name, project namespace, credentials
+//! binding) is pinned by the host, which starts the chain with it; `base` checks the name
+//! and binding and sets them again to the same values, so the plugin also renders a
+//! complete skeleton on its own (golden cases).
 
 use serde::Deserialize;
 use tessera_sdk::models::{Shoot, ShootNetworking};
@@ -11,8 +14,6 @@ pub struct Base;
 #[derive(Debug, Deserialize)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
-    /// Gardener project; Shoots live in namespace `garden-<project>`.
-    pub project: String,
     /// Networking type when the Runtime does not set one.
     pub default_networking_type: String,
 }
@@ -20,7 +21,6 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Self {
-            project: "kyma-dev".into(),
             default_networking_type: "calico".into(),
         }
     }
@@ -101,7 +101,6 @@ impl ShootExtension for Base {
 
         let mut shoot: Shoot = input.draft;
         shoot.metadata.name = Some(rt.name.clone());
-        shoot.metadata.namespace = Some(format!("garden-{}", input.config.project));
         let spec = &mut shoot.spec;
         spec.purpose = Some(rt.purpose.clone());
         spec.region = Some(rt.region.clone());
@@ -129,4 +128,5 @@ impl ShootExtension for Base {
 }
 
 tessera_sdk::export_shoot_extension!(Base);
+tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(Base);

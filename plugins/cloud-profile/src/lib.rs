@@ -56,4 +56,5 @@ impl ShootExtension for CloudProfile {
 }
 
 tessera_sdk::export_shoot_extension!(CloudProfile);
+tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(CloudProfile);

@@ -78,4 +78,5 @@ impl ShootExtension for ControlPlanePlugin {
 }
 
 tessera_sdk::export_shoot_extension!(ControlPlanePlugin);
+tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(ControlPlanePlugin);

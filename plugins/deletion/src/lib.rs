@@ -37,4 +37,5 @@ impl ShootExtension for Deletion {
 }
 
 tessera_sdk::export_shoot_extension!(Deletion);
+tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(Deletion);

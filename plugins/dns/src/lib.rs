@@ -54,4 +54,5 @@ impl ShootExtension for Dns {
 }
 
 tessera_sdk::export_shoot_extension!(Dns);
+tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(Dns);

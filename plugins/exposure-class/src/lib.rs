@@ -41,4 +41,5 @@ impl ShootExtension for ExposureClass {
 }
 
 tessera_sdk::export_shoot_extension!(ExposureClass);
+tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(ExposureClass);

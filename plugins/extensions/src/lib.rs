@@ -114,4 +114,5 @@ impl ShootExtension for Extensions {
 }
 
 tessera_sdk::export_shoot_extension!(Extensions);
+tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(Extensions);

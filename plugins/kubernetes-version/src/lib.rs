@@ -74,4 +74,5 @@ impl ShootExtension for KubernetesVersion {
 }
 
 tessera_sdk::export_shoot_extension!(KubernetesVersion);
+tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(KubernetesVersion);

@@ -51,4 +51,5 @@ impl ShootExtension for Labels {
 }
 
 tessera_sdk::export_shoot_extension!(Labels);
+tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(Labels);

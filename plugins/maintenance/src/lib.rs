@@ -78,4 +78,5 @@ impl ShootExtension for MaintenancePlugin {
 }
 
 tessera_sdk::export_shoot_extension!(MaintenancePlugin);
+tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(MaintenancePlugin);

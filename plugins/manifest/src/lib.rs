@@ -1,7 +1,11 @@
-//! `manifest`: the generic module. Its configuration carries YAML documents and values;
-//! `${name}` in the documents is replaced by the value `name` (or the built-ins `module`,
-//! `version`, `kubernetesVersion`), `$${` stands for a literal `${`. Usually the bundle is
-//! set once in the `Plugin`'s `config` and each ModuleSet only sets `values`.
+//! `manifest`: the generic module. Its configuration carries YAML documents and values.
+//! The documents are parsed first; then `${name}` in any string (keys included) is
+//! replaced by the value `name` (or the built-ins `module`, `version`,
+//! `kubernetesVersion`), and `$${` stands for a literal `${`. Values are data: a string
+//! that is exactly `${name}` becomes the value with its type, anywhere else the value's
+//! text — never YAML that is parsed again, so no value can add a document or change one's
+//! structure. The bundle is set once in the `Plugin`'s `config` and locked there (see
+//! `requests.yaml`); each ModuleSet only sets `values`.
 
 use std::collections::BTreeMap;
 
@@ -46,13 +50,60 @@ impl ModuleReconciler for Manifest {
         if let Some(v) = &input.cluster.kubernetes_version {
             values.insert("kubernetesVersion".into(), Value::String(v.clone()));
         }
-        let text = substitute(&input.config.manifest, &values)?;
-        let documents = parse_documents(&text)?;
+        let documents = parse_documents(&input.config.manifest)?
+            .into_iter()
+            .map(|doc| substitute_value(doc, &values))
+            .collect::<Result<Vec<_>, _>>()?;
+        check_documents(&documents)?;
         Ok(ModuleOutput::ready(documents))
     }
 }
 
-/// Replace `${name}` by `values[name]`; an unknown name is an error naming it.
+/// Substitute placeholders in every string of `value`, keys included: a string that is
+/// exactly one `${name}` becomes that value (keeping its type), any other string gets the
+/// values' text spliced in.
+pub fn substitute_value(
+    value: Value,
+    values: &BTreeMap<String, Value>,
+) -> Result<Value, PluginError> {
+    Ok(match value {
+        Value::String(text) => match exact_placeholder(&text) {
+            Some(name) => lookup(values, name)?.clone(),
+            None => Value::String(substitute(&text, values)?),
+        },
+        Value::Array(items) => Value::Array(
+            items
+                .into_iter()
+                .map(|v| substitute_value(v, values))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(map) => {
+            let mut out = serde_json::Map::with_capacity(map.len());
+            for (key, v) in map {
+                out.insert(substitute(&key, values)?, substitute_value(v, values)?);
+            }
+            Value::Object(out)
+        }
+        other => other,
+    })
+}
+
+/// `name` when `text` is exactly `${name}`.
+fn exact_placeholder(text: &str) -> Option<&str> {
+    let name = text.strip_prefix("${")?.strip_suffix('}')?;
+    (!name.contains(['$', '{', '}'])).then(|| name.trim())
+}
+
+fn lookup<'v>(values: &'v BTreeMap<String, Value>, name: &str) -> Result<&'v Value, PluginError> {
+    values.get(name).ok_or_else(|| {
+        PluginError::invalid_input(
+            format!("config.values.{name}"),
+            format!("the manifest uses ${{{name}}} but no value {name} is set"),
+        )
+    })
+}
+
+/// Replace `${name}` by the text of `values[name]`; an unknown name is an error naming it.
 pub fn substitute(text: &str, values: &BTreeMap<String, Value>) -> Result<String, PluginError> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -67,13 +118,7 @@ pub fn substitute(text: &str, values: &BTreeMap<String, Value>) -> Result<String
                 PluginError::invalid_input("config.manifest", "unterminated ${ placeholder")
             })?;
             let name = after[..end].trim();
-            let value = values.get(name).ok_or_else(|| {
-                PluginError::invalid_input(
-                    format!("config.values.{name}"),
-                    format!("the manifest uses ${{{name}}} but no value {name} is set"),
-                )
-            })?;
-            match value {
+            match lookup(values, name)? {
                 Value::String(s) => out.push_str(s),
                 other => out.push_str(&other.to_string()),
             }
@@ -87,16 +132,17 @@ pub fn substitute(text: &str, values: &BTreeMap<String, Value>) -> Result<String
     Ok(out)
 }
 
-/// Every non-empty YAML document as JSON; each must have apiVersion, kind and a name.
+/// Every non-empty YAML document as JSON.
 pub fn parse_documents(text: &str) -> Result<Vec<Value>, PluginError> {
     let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| {
         PluginError::invalid_input("config.manifest", format!("not valid YAML: {e}"))
     })?;
-    let mut out = Vec::new();
-    for (i, doc) in docs.into_iter().enumerate() {
-        if doc.is_null() {
-            continue;
-        }
+    Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
+}
+
+/// Each document must have apiVersion, kind and a name.
+pub fn check_documents(docs: &[Value]) -> Result<(), PluginError> {
+    for (i, doc) in docs.iter().enumerate() {
         for field in ["apiVersion", "kind"] {
             if !doc[field].is_string() {
                 return Err(PluginError::invalid_input(
@@ -111,12 +157,12 @@ pub fn parse_documents(text: &str) -> Result<Vec<Value>, PluginError> {
                 format!("document {i} has no metadata.name"),
             ));
         }
-        out.push(doc);
     }
-    Ok(out)
+    Ok(())
 }
 
 tessera_sdk::export_module_reconciler!(Manifest);
+tessera_sdk::declare_requests!("requests.yaml");
 
 #[cfg(test)]
 mod tests {
@@ -154,10 +200,28 @@ mod tests {
     #[test]
     fn unknown_value_names_the_field() {
         let err = Manifest::reconcile(input(serde_json::json!({
-            "manifest": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${missing}}\n"
+            "manifest": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${missing}\n"
         })))
         .unwrap_err();
         assert_eq!(err.field.as_deref(), Some("config.values.missing"));
+    }
+
+    #[test]
+    fn values_are_data_not_yaml() {
+        // A value that would add a document and a field if pasted into the YAML text.
+        let injected = "x\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: pwned}";
+        let out = Manifest::reconcile(input(serde_json::json!({
+            "manifest": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: n}\ndata:\n  title: '${title}'\n  line: 'title is ${title}'\n  replicas: '${replicas}'\n",
+            "values": {"title": injected, "replicas": 3}
+        })))
+        .unwrap();
+        assert_eq!(out.desired.len(), 1);
+        assert_eq!(out.desired[0]["data"]["title"], injected);
+        assert_eq!(
+            out.desired[0]["data"]["line"],
+            format!("title is {injected}")
+        );
+        assert_eq!(out.desired[0]["data"]["replicas"], 3);
     }
 
     #[test]

@@ -97,4 +97,5 @@ impl ShootExtension for Oidc {
 }
 
 tessera_sdk::export_shoot_extension!(Oidc);
+tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(Oidc);

@@ -99,4 +99,5 @@ impl ShootExtension for Provider {
 }
 
 tessera_sdk::export_shoot_extension!(Provider);
+tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(Provider);

@@ -38,4 +38,5 @@ impl ShootExtension for SeedSelector {
 }
 
 tessera_sdk::export_shoot_extension!(SeedSelector);
+tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(SeedSelector);

@@ -127,6 +127,7 @@ impl ModuleReconciler for Telemetry {
 }
 
 tessera_sdk::export_module_reconciler!(Telemetry);
+tessera_sdk::declare_requests!("requests.yaml");
 
 #[cfg(test)]
 mod tests {

@@ -49,4 +49,5 @@ impl ShootExtension for Tolerations {
 }
 
 tessera_sdk::export_shoot_extension!(Tolerations);
+tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(Tolerations);

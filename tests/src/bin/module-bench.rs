@@ -169,13 +169,23 @@ fn main() -> anyhow::Result<()> {
             String::from_utf8_lossy(&out.stderr)
         );
         let plugins: Api<Plugin> = Api::all(client.clone());
+        // Each set installs into its own namespace: what the bundles need, granted.
+        let base_grants = json!({"write": [
+            {"apiGroups": [""], "kinds": ["Namespace"], "clusterScoped": true},
+            {"apiGroups": [""], "kinds": ["ConfigMap"], "namespaces": ["*"]},
+        ]});
+        let module_grants = json!({"write": [
+            {"apiGroups": [""], "kinds": ["ConfigMap", "ServiceAccount", "Service"], "namespaces": ["*"]},
+            {"apiGroups": ["rbac.authorization.k8s.io"], "kinds": ["Role", "RoleBinding"], "namespaces": ["*"]},
+        ]});
         for i in 0..10 {
-            let (name, config) = if i == 0 {
-                ("bench-base".to_string(), json!({"manifest": BASE}))
+            let (name, config, grants) = if i == 0 {
+                ("bench-base".to_string(), json!({"manifest": BASE}), &base_grants)
             } else {
                 (
                     format!("bench-m{i}"),
                     json!({"manifest": MODULE, "requires": ["bench-base"]}),
+                    &module_grants,
                 )
             };
             let doc = json!({
@@ -184,7 +194,8 @@ fn main() -> anyhow::Result<()> {
                 "spec": {"kind": "module-reconciler",
                     "versions": [{"version": "1.0.0", "ref": reference}],
                     "channels": [{"name": "regular", "version": "1.0.0"}],
-                    "config": config},
+                    "config": config,
+                    "grants": grants},
             });
             plugins
                 .patch(

@@ -13,10 +13,11 @@ use serde_json::json;
 
 use crate::controllers::{Context, ReconcileError, labels};
 use crate::crd::{
-    ChannelStatus, ConditionStatus, Plugin, PluginSpec, PluginStatus, ResolvedVersion,
+    ChannelStatus, ConditionStatus, GrantStatus, Plugin, PluginSpec, PluginStatus, ResolvedVersion,
     set_condition,
 };
-use crate::plugins::{ChannelEntry, LimitsOverride, PluginEntry, Resolved};
+use crate::grants::Grants;
+use crate::plugins::{ChannelEntry, PluginEntry, Resolved};
 use crate::wasm::PluginKind;
 
 fn kind_of(spec: &PluginSpec) -> Result<PluginKind, String> {
@@ -65,15 +66,47 @@ fn validate(spec: &PluginSpec) -> Result<PluginKind, String> {
             ));
         }
     }
+    if let Some(grants) = &spec.grants {
+        grants.validate("spec.grants")?;
+        let wrong = match kind {
+            PluginKind::ShootExtension if !(grants.write.is_empty() && grants.read.is_empty()) => {
+                Some("write/read: a shoot extension writes and reads no objects; grant shootPaths")
+            }
+            PluginKind::ModuleReconciler if !grants.shoot_paths.is_empty() => {
+                Some("shootPaths: a module reconciler sets no Shoot paths; grant write/read")
+            }
+            _ => None,
+        };
+        if let Some(why) = wrong {
+            return Err(format!("spec.grants.{why}"));
+        }
+    }
     Ok(kind)
 }
 
-fn limits(spec: &PluginSpec) -> LimitsOverride {
-    let l = spec.limits.unwrap_or_default();
-    LimitsOverride {
-        memory_mib: l.memory_mib,
-        timeout_ms: l.timeout_ms,
-        output_kib: l.output_kib,
+/// What the versions channels run request, against `spec.grants`.
+fn grant_status(spec: &PluginSpec, channels: &BTreeMap<String, ChannelEntry>) -> GrantStatus {
+    let mut requested = Grants::default();
+    for entry in channels.values() {
+        let runs = std::iter::once(&entry.current).chain(entry.shadow.as_ref());
+        for resolved in runs {
+            if let Some(r) = resolved.loaded.requests() {
+                requested.write.extend(r.grants.write.iter().cloned());
+                requested.read.extend(r.grants.read.iter().cloned());
+                requested
+                    .shoot_paths
+                    .extend(r.grants.shoot_paths.iter().cloned());
+            }
+        }
+    }
+    requested.write.dedup();
+    requested.read.dedup();
+    requested.shoot_paths.sort();
+    requested.shoot_paths.dedup();
+    let granted = spec.grants.clone().unwrap_or_default();
+    GrantStatus {
+        not_granted: granted.missing(&requested),
+        requested: (!requested.is_empty()).then_some(requested),
     }
 }
 
@@ -337,12 +370,39 @@ pub async fn reconcile(plugin: Arc<Plugin>, ctx: Arc<Context>) -> Result<Action,
             .join(" "),
     );
     status.channels = channel_status;
+    let grants = grant_status(&plugin.spec, &channels);
+    set_condition(
+        &mut status.conditions,
+        "Granted",
+        if grants.not_granted.is_empty() {
+            ConditionStatus::True
+        } else {
+            ConditionStatus::False
+        },
+        if grants.not_granted.is_empty() {
+            "AsRequested"
+        } else {
+            "NotGranted"
+        },
+        if grants.not_granted.is_empty() {
+            "spec.grants covers what the plugin requests".to_string()
+        } else {
+            format!(
+                "the plugin requests more than spec.grants grants (it fails where it needs them): {}",
+                grants.not_granted.join("; ")
+            )
+        },
+        plugin.metadata.generation,
+    );
+    status.grants = Some(grants);
     catalog.publish(
         &name,
         PluginEntry {
             kind,
             config: plugin.spec.config.clone(),
-            limits: limits(&plugin.spec),
+            limits: plugin.spec.limits.unwrap_or_default(),
+            grants: plugin.spec.grants.clone().unwrap_or_default(),
+            locked_config: plugin.spec.locked_config.clone(),
             versions,
             channels,
             channel_errors,
@@ -442,6 +502,7 @@ async fn write_status(
             "channels",
             "summary",
             "lastError",
+            "grants",
         ],
     )
     .await?;

@@ -101,6 +101,14 @@ impl Machine {
         self.runtime.namespace().unwrap_or_default()
     }
 
+    /// The Shoot this Runtime owns, as the host pins it.
+    pub fn identity(&self) -> crate::plugins::ShootIdentity {
+        crate::plugins::ShootIdentity::of(
+            &self.runtime.spec.inner,
+            &self.ctx.renderer.resolver.template.project,
+        )
+    }
+
     pub fn generation(&self) -> i64 {
         self.runtime.metadata.generation.unwrap_or(0)
     }

@@ -26,6 +26,13 @@ mod guest {
         black_box(recurse(depth + 1)) + 1
     }
 
+    /// `draft` with `section.field` set to `value`.
+    fn edit(draft: &str, section: &str, field: &str, value: &str) -> String {
+        let mut doc: serde_json::Value = serde_json::from_str(draft).unwrap_or_default();
+        doc[section][field] = value.into();
+        doc.to_string()
+    }
+
     struct Hostile;
 
     impl Guest for Hostile {
@@ -76,6 +83,26 @@ mod guest {
                 "read-clock" => ok(format!("{{\"now\":{:?}}}", std::time::SystemTime::now())),
                 "random" => ok(format!("{{\"random\":{}}}", unsafe { get_random_u64() })),
                 "exit" => std::process::exit(3),
+                // Output the host must refuse: the Shoot's identity and fields the plugin
+                // was not granted.
+                "set-namespace" => ok(edit(&input.draft, "metadata", "namespace", "garden-other")),
+                "set-binding" => ok(edit(&input.draft, "spec", "secretBindingName", "other-project-aws")),
+                "set-field" => ok(edit(&input.draft, "spec", "purpose", "evaluation")),
+                "log-newlines" => {
+                    tessera_sdk::log::warn(
+                        "innocent\n2026-11-23T00:00:00.000000Z ERROR tessera: forged line\u{1b}[31m",
+                    );
+                    ok(input.draft)
+                }
+                "huge-error" => Err(PluginError {
+                    kind: tessera_sdk::__private::shoot::bindings::tessera::plugin::types::ErrorKind::InvalidInput,
+                    message: "x".repeat(8 << 20),
+                    field: Some("f".repeat(10_000)),
+                }),
+                "many-warnings" => Ok(ExtendOutput {
+                    shoot: input.draft,
+                    warnings: (0..1000).map(|i| format!("warning {i}\n{}", "w".repeat(2000))).collect(),
+                }),
                 "log-flood" => {
                     for i in 0..10_000 {
                         tessera_sdk::log::info(&format!("line {i}"));

@@ -34,3 +34,4 @@ impl ShootExtension for Stamp {
 }
 
 tessera_sdk::export_shoot_extension!(Stamp);
+tessera_sdk::declare_requests!("requests.yaml");

@@ -11,14 +11,8 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         Ok(rendered) => rendered,
         Err(failed) => return Ok(failed),
     };
-    let name = desired["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let namespace = desired["metadata"]["namespace"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let identity = m.identity();
+    let (name, namespace) = (identity.name.clone(), identity.namespace.clone());
     if let Some(existing) = m.ctx.shoots.get(&namespace, &name).await? {
         if !shoot_doc::is_ours(&existing, &m.runtime) {
             return Ok(m.fail(
@@ -31,7 +25,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         m.shoot = Some(existing);
         return Ok(Transition::Next(Step::SelectProcessing));
     }
-    let applied = m.ctx.shoots.apply(&desired).await?;
+    let applied = m.ctx.shoots.apply(&identity, &desired).await?;
     tracing::info!(runtime = %m.id(), shoot = %name, namespace = %namespace, "Shoot created");
     record_applied(m, &desired, &output);
     m.status.shoot = Some(ShootRef {

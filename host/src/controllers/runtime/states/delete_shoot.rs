@@ -33,7 +33,17 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         return Ok(Transition::Next(Step::RemoveFinalizer));
     };
     let name = shoot.metadata.name.clone().unwrap_or_default();
-    let namespace = shoot.metadata.namespace.clone().unwrap_or_default();
+    if !shoot_doc::is_ours(&shoot, &m.runtime) {
+        // The recorded Shoot was replaced by one this Runtime did not create: not ours to
+        // delete.
+        m.condition(
+            "Deprovisioned",
+            ConditionStatus::True,
+            "ShootNotOurs",
+            format!("Shoot {name} belongs to another Runtime; left alone"),
+        );
+        return Ok(Transition::Next(Step::RemoveFinalizer));
+    }
     if shoot.metadata.deletion_timestamp.is_none() {
         let annotations = shoot.metadata.annotations.clone().unwrap_or_default();
         let mut wanted = vec![(CONFIRM_DELETION, Some("true"))];
@@ -42,9 +52,9 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         }
         wanted.retain(|(k, v)| annotations.get(*k).map(String::as_str) != *v);
         if !wanted.is_empty() {
-            m.ctx.shoots.annotate(&namespace, &name, &wanted).await?;
+            m.ctx.shoots.annotate(&shoot, &wanted).await?;
         }
-        m.ctx.shoots.delete(&namespace, &name).await?;
+        m.ctx.shoots.delete(&shoot).await?;
         tracing::info!(runtime = %m.id(), shoot = %name, "Shoot deletion requested");
         m.event(
             EventType::Normal,

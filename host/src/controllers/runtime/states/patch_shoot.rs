@@ -17,6 +17,16 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         Err(failed) => return Ok(failed),
     };
     let shoot = current.as_ref().expect("select_processing read the Shoot");
+    let identity = m.identity();
+    if let Some(why) = identity.mismatch_existing(&serde_json::to_value(shoot).unwrap_or_default())
+    {
+        return Ok(m.fail(
+            "ShootIdentityChanged",
+            format!(
+                "the Runtime now describes another Shoot than the one it created ({why}); a Shoot's name, project and credentials binding cannot change (field spec.shoot)"
+            ),
+        ));
+    }
     let behind = shoot_doc::rendered_generation(shoot).unwrap_or(0) < m.generation();
     if !behind
         && !m.annotated(labels::FORCE_PATCH)
@@ -26,7 +36,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         record_applied(m, &desired, &output);
         return Ok(Transition::Next(Step::WaitForShoot));
     }
-    let applied = m.ctx.shoots.apply(&desired).await?;
+    let applied = m.ctx.shoots.apply(&identity, &desired).await?;
     let name = applied.metadata.name.clone().unwrap_or_default();
     tracing::info!(runtime = %m.id(), shoot = %name, generation = m.generation(), "Shoot patched");
     record_applied(m, &desired, &output);

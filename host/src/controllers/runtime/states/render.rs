@@ -134,6 +134,7 @@ pub async fn render(
         .render(
             chain.chain.clone(),
             runtime_json.clone(),
+            m.identity(),
             m.id(),
             current_json.clone(),
             &m.ctx.metrics,
@@ -154,6 +155,7 @@ pub async fn render(
             let reason = match (&error.cause, error.field()) {
                 (Failure::Plugin(_), Some(_)) => "InvalidRuntime",
                 (Failure::Plugin(_), None) => "PluginRejected",
+                (Failure::NotGranted(_) | Failure::Identity { .. }, _) => "PluginNotGranted",
                 _ => "PluginFailed",
             };
             let message = match error.field() {
@@ -183,6 +185,7 @@ async fn render_shadows(
             .render(
                 chain.with_shadow(shadow),
                 runtime_json.clone(),
+                m.identity(),
                 m.id(),
                 current_json.clone(),
                 &m.ctx.metrics,

@@ -10,7 +10,6 @@ use crate::gardener::{ErrorClass, OPERATION_ANNOTATION, ShootProgress, classify_
 pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let shoot = m.shoot.clone().expect("initialise read the Shoot");
     let name = shoot.metadata.name.clone().unwrap_or_default();
-    let namespace = shoot.metadata.namespace.clone().unwrap_or_default();
     let progress = ShootProgress::of(&shoot);
     let pending = m.ctx.config.requeue.pending;
     let creating = progress
@@ -72,7 +71,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
                         tracing::info!(runtime = %m.id(), shoot = %name, codes = %codes, "asking Gardener to retry");
                         m.ctx
                             .shoots
-                            .annotate(&namespace, &name, &[(OPERATION_ANNOTATION, Some("retry"))])
+                            .annotate(&shoot, &[(OPERATION_ANNOTATION, Some("retry"))])
                             .await?;
                         retry_after
                     } else {
