@@ -368,7 +368,21 @@ impl ModuleRun<'_> {
             Ok(checked) => checked,
             Err(message) => return Ok(self.error(message)),
         };
-        let new_keys: Vec<ObjectKey> = prepared.iter().map(|(k, _)| k.clone()).collect();
+        let objects = prepared.len();
+        match self.install(inventory, keep, prepared).await? {
+            Ok(applied) => Ok(judge(out, objects, applied, desired, observed)),
+            Err(message) => Ok(self.error(message)),
+        }
+    }
+
+    /// Plan, record, apply and prune a checked answer; `Err(message)` when an object is
+    /// refused (nothing is written when the plan refuses it).
+    async fn install(
+        &self,
+        inventory: &mut Inventory,
+        keep: &HashSet<ObjectKey>,
+        prepared: Vec<(ObjectKey, Value)>,
+    ) -> Result<Result<Vec<Applied>, String>, ModuleError> {
         let previous = inventory
             .modules
             .get(self.module)
@@ -381,12 +395,13 @@ impl ModuleRun<'_> {
         let plans = match apply::plan(self.target, applier, &prepared, &previous).await? {
             Ok(plans) => plans,
             Err(why) => {
-                return Ok(self.error(format!(
-                    "{}: {why}; nothing of this answer was applied",
-                    self.plugin()
+                let plugin = self.plugin();
+                return Ok(Err(format!(
+                    "{plugin}: {why}; nothing of this answer was applied"
                 )));
             }
         };
+        let new_keys: Vec<ObjectKey> = prepared.iter().map(|(k, _)| k.clone()).collect();
         // Listed before they exist: a crash while applying leaves nothing unlisted.
         let mut union = previous.objects.clone();
         union.extend(
@@ -404,15 +419,14 @@ impl ModuleRun<'_> {
         let applied = match apply::apply(self.target, applier, prepared, plans).await {
             Ok(applied) => applied,
             Err(ModuleError::Object { object, message }) => {
-                return Ok(self.error(format!("{}: {object}: {message}", self.plugin())));
+                return Ok(Err(format!("{}: {object}: {message}", self.plugin())));
             }
             Err(e) => return Err(e),
         };
         let gone: Vec<Entry> = previous
             .objects
-            .iter()
+            .into_iter()
             .filter(|e| !new_keys.contains(&e.key))
-            .cloned()
             .collect();
         apply::prune(self.target, self.owner(), &gone, keep).await?;
         let entries = applied
@@ -425,7 +439,7 @@ impl ModuleRun<'_> {
         inventory
             .save(self.target, self.module, Some(self.record(entries)))
             .await?;
-        Ok(judge(out, new_keys.len(), applied, desired, observed))
+        Ok(Ok(applied))
     }
 
     /// Check a delete answer's `remove` selectors against the write grant, then delete

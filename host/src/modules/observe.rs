@@ -96,14 +96,13 @@ async fn live(
     let Some(kind) = target.kind(&selector.api_version, &selector.kind).await? else {
         return Ok(Ok(Vec::new()));
     };
-    let group = group_of(&selector.api_version);
     let scope = match (kind.namespaced, selector.namespace.as_deref()) {
         (false, _) => Scope::Cluster,
         (true, Some(ns)) => Scope::Namespace(ns),
         (true, None) => Scope::AllNamespaces,
     };
     let asked = ObjectRef {
-        group,
+        group: group_of(&selector.api_version),
         kind: &selector.kind,
         scope,
         name: selector.name.as_deref(),
@@ -125,20 +124,32 @@ async fn live(
             api.list(&params).await?.items
         }
     };
+    Ok(admit(objects, grants, limits, selector, spent))
+}
+
+/// The objects of a read the grant covers (a list may reach further), as JSON, within the
+/// caps of the reconcile.
+fn admit(
+    objects: Vec<DynamicObject>,
+    grants: &Grants,
+    limits: &Limits,
+    selector: &Selector,
+    spent: &mut Spent,
+) -> Result<Vec<String>, String> {
     let mut out = Vec::with_capacity(objects.len());
     for mut object in objects {
-        let namespace = object.metadata.namespace.clone();
         let name = object.metadata.name.clone().unwrap_or_default();
         let one = ObjectRef {
-            group,
+            group: group_of(&selector.api_version),
             kind: &selector.kind,
-            scope: namespace
+            scope: object
+                .metadata
+                .namespace
                 .as_deref()
                 .map_or(Scope::Cluster, Scope::Namespace),
             name: Some(&name),
         };
         if grants.allows(Access::Read, &one).is_err() {
-            // A list reaches further than the grant: the plugin sees only what it may.
             continue;
         }
         // Big, noisy and never what a plugin decides on.
@@ -147,16 +158,16 @@ async fn live(
         spent.objects += 1;
         spent.bytes += json.len();
         if spent.objects > limits.read_objects || spent.bytes > limits.read_bytes() {
-            return Ok(Err(format!(
+            return Err(format!(
                 "requirement {} reads more than the {} objects / {} KiB a reconcile may read (limits readObjects, readKiB); narrow it with a namespace, name or label selector",
                 describe(selector),
                 limits.read_objects,
                 limits.read_kib
-            )));
+            ));
         }
         out.push(json);
     }
-    Ok(Ok(out))
+    Ok(out)
 }
 
 #[cfg(test)]
