@@ -10,7 +10,6 @@ use std::path::PathBuf;
 
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
-use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::{Value, json};
 use tessera::crd::{ModuleSet, Runtime, RuntimeState};
 use tessera::gardener::shoot_resource;
@@ -19,6 +18,7 @@ use tessera_tests::env::{ControlPlane, Host};
 use tessera_tests::gardener_sim::Script;
 use tessera_tests::modules::{Fixture, LIMIT, kubectl_ok, module, target_get};
 use tessera_tests::probe::{eventually, tail};
+use tessera_tests::scenarios;
 
 type Result<T = ()> = std::result::Result<T, String>;
 
@@ -777,7 +777,6 @@ async fn shoot_extensions_set_only_granted_paths(cp: &ControlPlane) -> Result {
 }
 
 fn main() {
-    let args = Arguments::from_args();
     let sim = PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
     let script = Script {
         create_ms: 500,
@@ -785,45 +784,22 @@ fn main() {
         delete_ms: 300,
         shoots: BTreeMap::new(),
     };
-    let rt = std::sync::Arc::new(
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .unwrap(),
-    );
-    let shared = match ControlPlane::start(&sim, &script) {
-        Ok(c) => std::sync::Arc::new(c),
-        Err(e) => panic!("local control plane: {e}"),
-    };
-    type Scenario = for<'a> fn(
-        &'a ControlPlane,
+    scenarios::run(
+        &sim,
+        &script,
+        vec![
+            ("module_answers_are_checked_against_grants", |cp| {
+                Box::pin(module_answers_are_checked_against_grants(cp))
+            }),
+            ("granting_makes_the_same_plugin_work", |cp| {
+                Box::pin(granting_makes_the_same_plugin_work(cp))
+            }),
+            ("tampered_inventory_deletes_nothing_foreign", |cp| {
+                Box::pin(tampered_inventory_deletes_nothing_foreign(cp))
+            }),
+            ("shoot_extensions_set_only_granted_paths", |cp| {
+                Box::pin(shoot_extensions_set_only_granted_paths(cp))
+            }),
+        ],
     )
-        -> std::pin::Pin<Box<dyn std::future::Future<Output = Result> + 'a>>;
-    let scenarios: Vec<(&str, Scenario)> = vec![
-        ("module_answers_are_checked_against_grants", |cp| {
-            Box::pin(module_answers_are_checked_against_grants(cp))
-        }),
-        ("granting_makes_the_same_plugin_work", |cp| {
-            Box::pin(granting_makes_the_same_plugin_work(cp))
-        }),
-        ("tampered_inventory_deletes_nothing_foreign", |cp| {
-            Box::pin(tampered_inventory_deletes_nothing_foreign(cp))
-        }),
-        ("shoot_extensions_set_only_granted_paths", |cp| {
-            Box::pin(shoot_extensions_set_only_granted_paths(cp))
-        }),
-    ];
-    let trials = scenarios
-        .into_iter()
-        .map(|(name, scenario)| {
-            let rt = rt.clone();
-            let cp = shared.clone();
-            Trial::test(name, move || {
-                rt.block_on(scenario(&cp)).map_err(Failed::from)
-            })
-        })
-        .collect();
-    let conclusion = libtest_mimic::run(&args, trials);
-    drop(shared);
-    conclusion.exit();
 }

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams};
-use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::{Value, json};
 use tessera::modules::State;
 use tessera_tests::cluster::Cluster;
@@ -19,6 +18,7 @@ use tessera_tests::modules::{
     module, plugin_file, requested_grants, state_is, target_get, tessera,
 };
 use tessera_tests::probe::{eventually, tail};
+use tessera_tests::scenarios;
 
 type Result<T = ()> = std::result::Result<T, String>;
 
@@ -712,7 +712,6 @@ async fn single_cluster(cp: &ControlPlane) -> Result {
 }
 
 fn main() {
-    let args = Arguments::from_args();
     let sim = PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
     let script = Script {
         create_ms: 1000,
@@ -720,39 +719,15 @@ fn main() {
         delete_ms: 500,
         shoots: BTreeMap::new(),
     };
-    let rt = std::sync::Arc::new(
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .unwrap(),
-    );
-    let shared = match ControlPlane::start(&sim, &script) {
-        Ok(c) => std::sync::Arc::new(c),
-        Err(e) => panic!("local control plane: {e}"),
-    };
-    let trials = vec![
-        {
-            let rt = rt.clone();
-            Trial::test("cli_one_shot", move || {
-                rt.block_on(cli_one_shot()).map_err(Failed::from)
-            })
-        },
-        {
-            let rt = rt.clone();
-            let cp = shared.clone();
-            Trial::test("controller_lifecycle", move || {
-                rt.block_on(controller_lifecycle(&cp)).map_err(Failed::from)
-            })
-        },
-        {
-            let rt = rt.clone();
-            let cp = shared.clone();
-            Trial::test("single_cluster", move || {
-                rt.block_on(single_cluster(&cp)).map_err(Failed::from)
-            })
-        },
-    ];
-    let conclusion = libtest_mimic::run(&args, trials);
-    drop(shared);
-    conclusion.exit();
+    scenarios::run(
+        &sim,
+        &script,
+        vec![
+            ("cli_one_shot", |_| Box::pin(cli_one_shot())),
+            ("controller_lifecycle", |cp| {
+                Box::pin(controller_lifecycle(cp))
+            }),
+            ("single_cluster", |cp| Box::pin(single_cluster(cp))),
+        ],
+    )
 }

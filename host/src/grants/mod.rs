@@ -19,6 +19,21 @@ pub use paths::{
     IDENTITY_PATHS, PathError, PathPattern, Segment, changed_paths, display_path, touches,
 };
 
+/// Whether `text` matches `pattern`, where `*` matches any characters.
+fn glob(pattern: &str, text: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == text,
+        Some((head, tail)) => {
+            let Some(rest) = text.strip_prefix(head) else {
+                return false;
+            };
+            (0..=rest.len())
+                .filter(|i| rest.is_char_boundary(*i))
+                .any(|i| glob(tail, &rest[i..]))
+        }
+    }
+}
+
 /// Everything granted to one plugin.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

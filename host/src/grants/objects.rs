@@ -3,6 +3,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::glob;
+
 /// Kinds that can take over a cluster or read its credentials: granted only when a rule
 /// names both their API group and kind (`*` never reaches them). `None`: every kind of the
 /// group.
@@ -152,20 +154,6 @@ impl Miss {
             Miss::SystemNamespace(ns) => format!("{ns} is a system namespace, granted only by name"),
             Miss::SecretByName => "Secrets are read only by names listed exactly".into(),
             Miss::Name => "the name is not among the rule's names".into(),
-        }
-    }
-}
-
-fn glob(pattern: &str, text: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == text,
-        Some((head, tail)) => {
-            let Some(rest) = text.strip_prefix(head) else {
-                return false;
-            };
-            (0..=rest.len())
-                .filter(|i| rest.is_char_boundary(*i))
-                .any(|i| glob(tail, &rest[i..]))
         }
     }
 }
@@ -498,6 +486,7 @@ mod tests {
 
     #[test]
     fn globs() {
+        use crate::grants::glob;
         assert!(glob("a*", "abc"));
         assert!(glob("*-critical", "availability-critical"));
         assert!(glob("a*c*e", "abcde"));

@@ -15,6 +15,8 @@ use std::str::FromStr;
 
 use serde_json::{Map, Value};
 
+use super::glob;
+
 /// The Shoot's identity: pinned by the host from the Runtime and the installation's
 /// configuration, never granted to a plugin.
 pub const IDENTITY_PATHS: &[&str] = &[
@@ -153,20 +155,6 @@ fn json_string(text: &str) -> Option<(String, &str)> {
         }
     }
     None
-}
-
-fn glob(pattern: &str, text: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == text,
-        Some((head, tail)) => {
-            let Some(rest) = text.strip_prefix(head) else {
-                return false;
-            };
-            (0..=rest.len())
-                .filter(|i| rest.is_char_boundary(*i))
-                .any(|i| glob(tail, &rest[i..]))
-        }
-    }
 }
 
 fn segment_matches(pattern: &Segment, segment: &Segment) -> bool {

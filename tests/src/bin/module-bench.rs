@@ -254,7 +254,7 @@ fn main() -> anyhow::Result<()> {
             }
             let took = started.elapsed();
             println!(
-                "10-module ModuleSet Ready on the target: run {r}: {:.2} s (47 objects)",
+                "10-module ModuleSet Ready on the target: run {r}: {:.3} s (47 objects)",
                 took.as_secs_f64()
             );
             times.push(took);
@@ -262,7 +262,7 @@ fn main() -> anyhow::Result<()> {
         times.sort();
         if !times.is_empty() {
             println!(
-                "10-module ModuleSet: median {:.2} s, min {:.2} s, max {:.2} s",
+                "10-module ModuleSet: median {:.3} s, min {:.3} s, max {:.3} s",
                 times[times.len() / 2].as_secs_f64(),
                 times[0].as_secs_f64(),
                 times[times.len() - 1].as_secs_f64()
