@@ -7,13 +7,16 @@
 
 pub mod controllers;
 pub mod crd;
+pub mod fence;
 pub mod gardener;
 pub mod grants;
 pub mod harness;
+pub mod kubeconfig;
 pub mod metrics;
 pub mod modules;
 pub mod oci;
 pub mod operator;
+pub mod pattern;
 pub mod plugins;
 pub mod render;
 pub mod time;

@@ -4,14 +4,18 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
+use kube::api::Api;
+use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube_lease_manager::LeaseManagerBuilder;
 
 use crate::controllers::{
-    Context, OperatorConfig, Renderer, kubeconfig, moduleset, plugin, runtime,
+    Clients, Context, OperatorConfig, Renderer, kubeconfig, moduleset, plugin, runtime,
 };
 use crate::crd::Plugin;
+use crate::fence::Fence;
 use crate::metrics::{Health, Metrics, serve};
 
 /// Leader election on a `coordination.k8s.io/v1` Lease.
@@ -57,143 +61,203 @@ pub enum OperatorError {
     LostLease,
 }
 
-/// Build a client from a kubeconfig file, or from the environment.
-pub async fn client(path: Option<&PathBuf>) -> Result<Client, OperatorError> {
-    match path {
-        None => Ok(Client::try_default().await?),
+/// Build a client from a kubeconfig file, or from the environment; its writes pass the
+/// leader `fence` when one is given.
+pub async fn client(path: Option<&PathBuf>, fence: Option<&Arc<Fence>>) -> Result<Client, OperatorError> {
+    let fail = |message: String| OperatorError::Kubeconfig {
+        path: path.map_or("(in-cluster or $KUBECONFIG)".into(), |p| p.display().to_string()),
+        message,
+    };
+    let config = match path {
+        None => kube::Config::infer().await.map_err(|e| fail(e.to_string()))?,
         Some(path) => {
-            let fail = |message: String| OperatorError::Kubeconfig {
-                path: path.display().to_string(),
-                message,
-            };
             let kubeconfig = Kubeconfig::read_from(path).map_err(|e| fail(e.to_string()))?;
-            let config =
-                kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                    .await
-                    .map_err(|e| fail(e.to_string()))?;
-            Client::try_from(config).map_err(|e| fail(e.to_string()))
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| fail(e.to_string()))?
         }
+    };
+    let builder = ClientBuilder::try_from(config).map_err(|e| fail(e.to_string()))?;
+    Ok(match fence {
+        Some(fence) => builder.with_layer(&fence.layer()).build(),
+        None => builder.build(),
+    })
+}
+
+/// Keep the fence open while the Lease names this host as holder and was renewed recently;
+/// returns when another host holds it. A reading that fails leaves the fence to close by
+/// itself.
+async fn hold_fence(
+    leases: Api<Lease>,
+    election: LeaderElection,
+    fence: Arc<Fence>,
+) -> OperatorError {
+    let duration = std::time::Duration::from_secs(election.duration);
+    let hold = crate::fence::hold_for(duration);
+    loop {
+        let sent = std::time::Instant::now();
+        match leases.get(&election.lease_name).await {
+            Ok(lease) => {
+                let spec = lease.spec.unwrap_or_default();
+                if spec.holder_identity.as_deref() != Some(election.identity.as_str()) {
+                    return OperatorError::LostLease;
+                }
+                let age = spec
+                    .renew_time
+                    .map(|t| jiff::Timestamp::now().duration_since(t.0).unsigned_abs())
+                    .unwrap_or(duration);
+                if let Some(left) = hold.checked_sub(age) {
+                    fence.hold_until(sent + left);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, lease = %election.lease_name, "cannot read the leader lease; writes stop when the fence closes"),
+        }
+        tokio::time::sleep(duration / 4).await;
     }
 }
 
 /// Run until a shutdown signal (or the loss of the lease).
 pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
-    let control = client(options.kubeconfig.as_ref()).await?;
+    // Every client the host writes with passes the fence; the lease's own does not.
+    let fence = match options.leader_election {
+        Some(_) => Fence::closed(),
+        None => Fence::open(),
+    };
+    let lease_client = client(options.kubeconfig.as_ref(), None).await?;
+    let control = client(options.kubeconfig.as_ref(), Some(&fence)).await?;
     let gardener = match &options.gardener_kubeconfig {
-        Some(path) => client(Some(path)).await?,
+        Some(path) => client(Some(path), Some(&fence)).await?,
         None => control.clone(),
     };
     let version = control.apiserver_version().await?;
     tracing::info!(server = %version.git_version, "connected to the control plane");
-
     let metrics = Metrics::new();
-    let health = Arc::new(Health::default());
-    let bound = serve(options.metrics_addr, metrics.clone(), health.clone())
-        .await
-        .map_err(|source| OperatorError::Metrics {
-            addr: options.metrics_addr,
-            source,
-        })?;
-    // Tests and the demo read the port from here when they pass port 0.
-    tracing::info!(addr = %bound, "serving /metrics, /healthz, /readyz");
-    health.set_ready(true);
-
+    serve_health(options.metrics_addr, &metrics).await?;
     let identity = options
         .leader_election
         .as_ref()
         .map(|l| l.identity.clone())
         .unwrap_or_else(default_identity);
-    let ctx = Context::new(
-        control.clone(),
+    let clients = Clients {
+        control: control.clone(),
         gardener,
+        fence: fence.clone(),
+    };
+    let ctx = Context::new(
+        clients,
         options.renderer,
         options.config,
         metrics.clone(),
         identity,
         options.fetcher,
     );
-
-    let mut lease_rx = None;
-    if let Some(election) = &options.leader_election {
-        let manager = LeaseManagerBuilder::new(control.clone(), &election.lease_name)
-            .with_namespace(&election.namespace)
-            .with_identity(&election.identity)
-            .with_duration(election.duration)
-            .with_grace(election.duration.div_ceil(3).max(1))
-            .with_field_manager("tessera")
-            .build()
-            .await
-            .map_err(|e| OperatorError::Lease(e.to_string()))?;
-        let (mut rx, _task) = manager.watch().await;
-        tracing::info!(identity = %election.identity, lease = %election.lease_name, "waiting for the leader lease");
-        while !*rx.borrow_and_update() {
-            if rx.changed().await.is_err() {
-                return Err(OperatorError::Lease("lease task ended".into()));
-            }
-        }
-        tracing::info!(identity = %election.identity, "became leader");
-        lease_rx = Some(rx);
-    }
-    metrics.leader.set(1);
-
-    match kubeconfig::remove_orphaned_secrets(&control, ctx.config.namespace.as_deref()).await {
-        Ok(0) => {}
-        Ok(n) => tracing::info!(removed = n, "removed orphaned kubeconfig Secrets"),
-        Err(e) => tracing::warn!(error = %e, "could not sweep orphaned kubeconfig Secrets"),
-    }
-
-    if ctx.fetcher.is_some() {
-        let mut params = kube::api::ListParams::default();
-        if let Some(selector) = &ctx.config.plugin_selector {
-            params = params.labels(selector);
-        }
-        match kube::Api::<Plugin>::all(control.clone())
-            .list_metadata(&params)
-            .await
-        {
-            Ok(plugins) => ctx
-                .initial_sync
-                .expect(plugins.items.into_iter().filter_map(|p| p.metadata.name)),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot list Plugins (is the Plugin CRD installed?)");
-                ctx.initial_sync.expect([]);
-            }
-        }
-    }
-    let controllers = async {
-        let plugins = async {
-            if ctx.fetcher.is_some() {
-                plugin::run(ctx.clone()).await;
-            }
-        };
-        tokio::join!(
-            runtime::run(ctx.clone()),
-            kubeconfig::run(ctx.clone()),
-            plugins,
-            moduleset::run(ctx.clone())
-        );
+    let lost = match options.leader_election {
+        Some(election) => Some(lead(lease_client, election, fence).await?),
+        None => None,
     };
-    match lease_rx {
+    metrics.leader.set(1);
+    prepare(&ctx, &control).await;
+    let controllers = run_controllers(ctx.clone());
+    match lost {
         None => {
             controllers.await;
             Ok(())
         }
-        Some(mut rx) => {
-            tokio::select! {
-                _ = controllers => Ok(()),
-                _ = async {
-                    loop {
-                        if rx.changed().await.is_err() || !*rx.borrow() {
-                            break;
-                        }
-                    }
-                } => {
-                    metrics.leader.set(0);
-                    Err(OperatorError::LostLease)
-                }
+        Some(lost) => tokio::select! {
+            _ = controllers => Ok(()),
+            error = lost => {
+                metrics.leader.set(0);
+                Err(error)
             }
+        },
+    }
+}
+
+/// Serve `/metrics`, `/healthz` and `/readyz`.
+async fn serve_health(addr: SocketAddr, metrics: &Metrics) -> Result<(), OperatorError> {
+    let health = Arc::new(Health::default());
+    let bound = serve(addr, metrics.clone(), health.clone())
+        .await
+        .map_err(|source| OperatorError::Metrics { addr, source })?;
+    // Tests and the demo read the port from here when they pass port 0.
+    tracing::info!(addr = %bound, "serving /metrics, /healthz, /readyz");
+    health.set_ready(true);
+    Ok(())
+}
+
+/// Wait for the leader lease; then the future that ends (with why) when leadership is lost,
+/// holding the fence open meanwhile.
+async fn lead(
+    client: Client,
+    election: LeaderElection,
+    fence: Arc<Fence>,
+) -> Result<impl std::future::Future<Output = OperatorError>, OperatorError> {
+    let manager = LeaseManagerBuilder::new(client.clone(), &election.lease_name)
+        .with_namespace(&election.namespace)
+        .with_identity(&election.identity)
+        .with_duration(election.duration)
+        .with_grace(election.duration.div_ceil(3).max(1))
+        .with_field_manager("tessera")
+        .build()
+        .await
+        .map_err(|e| OperatorError::Lease(e.to_string()))?;
+    let (mut rx, _task) = manager.watch().await;
+    tracing::info!(identity = %election.identity, lease = %election.lease_name, "waiting for the leader lease");
+    while !*rx.borrow_and_update() {
+        if rx.changed().await.is_err() {
+            return Err(OperatorError::Lease("lease task ended".into()));
         }
     }
+    tracing::info!(identity = %election.identity, "became leader");
+    let leases: Api<Lease> = Api::namespaced(client, &election.namespace);
+    Ok(async move {
+        tokio::select! {
+            error = hold_fence(leases, election, fence) => error,
+            _ = async {
+                while rx.changed().await.is_ok() && *rx.borrow() {}
+            } => OperatorError::LostLease,
+        }
+    })
+}
+
+/// Before the controllers start: sweep orphaned kubeconfig Secrets, and note which
+/// Plugins the first resolution waits for.
+async fn prepare(ctx: &Arc<Context>, control: &Client) {
+    match kubeconfig::remove_orphaned_secrets(control, ctx.config.namespace.as_deref()).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(removed = n, "removed orphaned kubeconfig Secrets"),
+        Err(e) => tracing::warn!(error = %e, "could not sweep orphaned kubeconfig Secrets"),
+    }
+    if ctx.fetcher.is_none() {
+        return;
+    }
+    let mut params = kube::api::ListParams::default();
+    if let Some(selector) = &ctx.config.plugin_selector {
+        params = params.labels(selector);
+    }
+    match Api::<Plugin>::all(control.clone()).list_metadata(&params).await {
+        Ok(plugins) => ctx
+            .initial_sync
+            .expect(plugins.items.into_iter().filter_map(|p| p.metadata.name)),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot list Plugins (is the Plugin CRD installed?)");
+            ctx.initial_sync.expect([]);
+        }
+    }
+}
+
+async fn run_controllers(ctx: Arc<Context>) {
+    let plugins = async {
+        if ctx.fetcher.is_some() {
+            plugin::run(ctx.clone()).await;
+        }
+    };
+    tokio::join!(
+        runtime::run(ctx.clone()),
+        kubeconfig::run(ctx.clone()),
+        plugins,
+        moduleset::run(ctx.clone())
+    );
 }
 
 /// `<hostname>-<pid>`: unique per process, readable in the Lease.

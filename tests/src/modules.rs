@@ -389,8 +389,18 @@ impl<'a> Fixture<'a> {
         self.host_with(name, &[])
     }
 
-    /// A host for this fixture's namespace and Plugins, with `extra` arguments.
+    /// A host for this fixture's namespace and Plugins, with `extra` arguments; the
+    /// fixture's hand-made kubeconfig Secret, and installs into the control plane for this
+    /// namespace's sets, are granted by the operator (the test).
     pub fn host_with(&self, name: &str, extra: &[&str]) -> Host {
+        let target = format!("{}/kubeconfig-target", self.ns);
+        let mut args = vec!["--module-target", &target, "--local-modules", &self.ns];
+        args.extend_from_slice(extra);
+        self.bare_host(name, &args)
+    }
+
+    /// A host for this fixture's namespace and Plugins, granted only `extra`.
+    pub fn bare_host(&self, name: &str, extra: &[&str]) -> Host {
         let store = self.dir.path().join("store").display().to_string();
         let selector = format!("tessera.dev/test={}", self.ns);
         let lease = format!("tessera-{}", self.ns);

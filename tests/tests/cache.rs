@@ -5,8 +5,14 @@ use tessera::wasm::{EngineOptions, WasmRuntime};
 use tessera_tests::plugin_dir;
 
 fn runtime(dir: &std::path::Path) -> WasmRuntime {
+    keyed(dir, &dir.parent().unwrap().join(format!("{}.key", dir.file_name().unwrap().to_string_lossy())))
+}
+
+/// A runtime whose cache at `dir` is signed with the key in `key`.
+fn keyed(dir: &std::path::Path, key: &std::path::Path) -> WasmRuntime {
     WasmRuntime::new(EngineOptions {
         cache_dir: Some(dir.to_path_buf()),
+        cache_key_file: Some(key.to_path_buf()),
         pooling: false,
         ..EngineOptions::default()
     })
@@ -81,3 +87,30 @@ fn tampered_or_foreign_artifacts_are_recompiled_not_loaded() {
     );
     assert_eq!(swapped.name(), "labels");
 }
+
+#[test]
+fn artifacts_written_by_someone_else_are_recompiled_not_loaded() {
+    // Whoever can write the cache directory but does not hold the key: here, a host with
+    // another key writes a perfectly valid artifact for the same component.
+    let dir = tempfile::tempdir().unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let labels = std::fs::read(plugin_dir().join("labels.wasm")).unwrap();
+    let theirs = keyed(&cache, &keys.path().join("theirs.key"));
+    assert!(!theirs.load(&labels, "labels.wasm").unwrap().from_cache);
+    assert!(keyed(&cache, &keys.path().join("theirs.key")).load(&labels, "labels.wasm").unwrap().from_cache);
+    let ours = keyed(&cache, &keys.path().join("ours.key"))
+        .load(&labels, "labels.wasm")
+        .unwrap();
+    assert!(!ours.from_cache, "an artifact signed with another key must not be deserialized");
+    assert_eq!(ours.name(), "labels");
+    // A key file inside the cache directory is refused outright.
+    let inside = WasmRuntime::new(EngineOptions {
+        cache_dir: Some(cache.clone()),
+        cache_key_file: Some(cache.join("cache.key")),
+        pooling: false,
+        ..EngineOptions::default()
+    });
+    assert!(inside.is_err());
+}
+

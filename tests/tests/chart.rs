@@ -19,6 +19,16 @@ fn chart() -> PathBuf {
 }
 
 fn template(sets: &[&str]) -> String {
+    let out = try_template(sets);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn try_template(sets: &[&str]) -> std::process::Output {
     let mut cmd = Command::new(helm());
     cmd.args([
         "template",
@@ -31,15 +41,22 @@ fn template(sets: &[&str]) -> String {
     for set in sets {
         cmd.args(["--set", set]);
     }
-    let out = cmd
-        .output()
-        .expect("helm (tests/chart/ensure-helm.sh installs it)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    cmd.output()
+        .expect("helm (tests/chart/ensure-helm.sh installs it)")
+}
+
+/// The rendered documents, parsed.
+fn documents(rendered: &str) -> Vec<serde_json::Value> {
+    rendered
+        .split("\n---")
+        .filter_map(|d| serde_saphyr::from_str::<serde_json::Value>(d).ok())
+        .filter(|d| d.is_object())
+        .collect()
+}
+
+fn find<'a>(docs: &'a [serde_json::Value], kind: &str, name: &str) -> Option<&'a serde_json::Value> {
+    docs.iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"].as_str() == Some(name))
 }
 
 /// The `args` of the Deployment's container.
@@ -63,6 +80,10 @@ const VARIANTS: &[&[&str]] = &[
         "gardener.kubeconfigSecret=garden-kubeconfig",
         "watchNamespace=kcp-system",
         "leaderElection.enabled=false",
+        "replicaCount=1",
+        "modules.targets[0]=kcp-system/kubeconfig-*",
+        "kubeconfigs.servers[0]=https://api.*.example.com",
+        "metrics.allowFrom[0].namespaceSelector.matchLabels.team=monitoring",
         "requeue.ready=10m",
         "forceDeletion=true",
         "chain.project=kyma-prod",
@@ -90,6 +111,39 @@ fn chart_chain_configuration_is_what_the_host_reads() {
     let config = tessera::plugins::ChainConfig::from_file(&path).expect("the host reads it");
     assert_eq!(config.project(), "kyma-prod");
     assert!(config.plugins["labels"].grants.is_some());
+}
+
+#[test]
+fn chart_runs_least_privileged() {
+    let docs = documents(&template(&[]));
+    let deployment = find(&docs, "Deployment", "tessera-tessera").expect("Deployment");
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    let container = &pod["containers"][0]["securityContext"];
+    assert_eq!(container["readOnlyRootFilesystem"], true);
+    assert_eq!(container["allowPrivilegeEscalation"], false);
+    assert_eq!(container["capabilities"]["drop"][0], "ALL");
+    // Secrets only in the managed namespace; nothing cluster-wide grants them.
+    let cluster_role = find(&docs, "ClusterRole", "tessera-tessera").expect("ClusterRole");
+    assert!(!cluster_role.to_string().contains("secrets"), "{cluster_role}");
+    let role = find(&docs, "Role", "tessera-tessera-secrets").expect("a Role for Secrets");
+    assert_eq!(role["metadata"]["namespace"], "default");
+    let shoots = find(&docs, "Role", "tessera-tessera-shoots").expect("a Role for Shoots");
+    assert_eq!(shoots["metadata"]["namespace"], "garden-kyma-dev");
+    let policy = find(&docs, "NetworkPolicy", "tessera-tessera").expect("NetworkPolicy");
+    assert_eq!(policy["spec"]["ingress"], serde_json::json!([]), "metrics closed by default");
+    let args = container_args(&template(&[]));
+    assert!(args.contains(&"--namespace=default".to_string()), "{args:?}");
+    assert!(args.contains(&"--cache-key-file=/etc/tessera-cache-key/key".to_string()), "{args:?}");
+}
+
+#[test]
+fn chart_refuses_two_replicas_without_leader_election() {
+    let out = try_template(&["leaderElection.enabled=false"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("needs leaderElection.enabled"), "{stderr}");
 }
 
 #[test]
@@ -128,6 +182,10 @@ fn chart_arguments_parse() {
 #[test]
 fn chart_manifests_pass_server_validation() {
     let cluster = Cluster::start("chart").expect("API server");
+    // The namespaces the chart puts Roles in (the watched one, the Gardener project).
+    for ns in ["kcp-system", "garden-kyma-dev", "garden-kyma-prod"] {
+        cluster.kubectl(&["create", "namespace", ns]);
+    }
     for sets in VARIANTS {
         let rendered = template(sets);
         // CRDs first: a dry run cannot create them for the resources that follow.

@@ -457,6 +457,21 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
     if inspect2["digest"] != json!(digest) || inspect2["signatures"] != json!(1) {
         return Err(format!("after load: {inspect2}"));
     }
+    // The signature names the repository it was made in: at the copy it verifies only
+    // where the operator says that repository is the copy's origin.
+    let elsewhere = cli(
+        &["plugin", "verify", &moved, "--key", &public.display().to_string()],
+        &[],
+    )
+    .err()
+    .ok_or("a signature naming another repository verified")?;
+    if !elsewhere.contains("names another repository") {
+        return Err(format!("verify at the copy: {elsewhere}"));
+    }
+    let origin = reference
+        .rsplit_once(':')
+        .map_or(reference.as_str(), |(r, _)| r)
+        .to_string();
     cli(
         &[
             "plugin",
@@ -464,6 +479,8 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
             &moved,
             "--key",
             &public.display().to_string(),
+            "--signed-as",
+            &origin,
         ],
         &[],
     )?;
@@ -589,9 +606,25 @@ async fn channels_reload_shadow(cp: &ControlPlane) -> Result {
         other => return Err(format!("status.plugins stamp: {other:?}")),
     }
 
-    // The tag moves: new bytes on regular without a restart.
+    // The tag moves: the new digest waits, pending on the Plugin, while the fleet keeps
+    // running the pinned one.
     let v2 = stamp_variant(&v1, "v2");
-    push(s.dir(), &v2, &format!("{repo}:1.0.0"), "1.0.0")?;
+    let moved = push(s.dir(), &v2, &format!("{repo}:1.0.0"), "1.0.0")?;
+    eventually("the moved tag held as pending", LIMIT, || async {
+        let p = s.plugins().get(plugin).await.ok()?;
+        let pending = p.status?.versions.first()?.pending_digest.clone()?;
+        (pending == moved && !s.events(plugin, "DigestPending").await.is_empty()).then_some(())
+    })
+    .await
+    .map_err(|e| s.explain_plugin(e, plugin, &host))?;
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    s.wait_stamp("chan-a", "v1", &host).await?;
+    // An operator approves exactly that digest: new bytes on regular without a restart.
+    let approve = json!({ "metadata": { "annotations": { "approve.tessera.dev/1.0.0": moved } } });
+    s.plugins()
+        .patch(plugin, &PatchParams::default(), &Patch::Merge(&approve))
+        .await
+        .map_err(|e| e.to_string())?;
     s.wait_stamp("chan-a", "v2", &host).await?;
     eventually("a DigestChanged Event", LIMIT, || async {
         (!s.events(plugin, "DigestChanged").await.is_empty()).then_some(())
@@ -901,6 +934,70 @@ async fn registry_down(cp: &ControlPlane) -> Result {
     Ok(())
 }
 
+/// Keys make signatures required under their prefix, prefixes end at path boundaries,
+/// credentials go to their registry only, and components over the size cap are refused.
+async fn supply_chain_fails_closed(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "p-chain").await?;
+    let v1 = stamp_component();
+    let (key, public) = keygen(s.dir(), "acme")?;
+    let acme = format!("{}/p-chain/acme", s.registry.host());
+    let policy = s.dir().join("trust.yaml");
+    let text = format!("keys:\n  - prefix: {acme}\n    publicKeyFile: {}\n", public.display());
+    std::fs::write(&policy, text).unwrap();
+    let spec = |reference: String, required: bool| {
+        json!({
+            "kind": "shoot-extension",
+            "versions": [{ "version": "1.0.0", "ref": reference }],
+            "channels": [{ "name": "regular", "version": "1.0.0" }],
+            "verification": { "required": required },
+        })
+    };
+    // Under a prefix with a key, unsigned is refused even when the Plugin asks nothing.
+    let unsigned = format!("{acme}/stamp:unsigned");
+    push(s.dir(), &stamp_variant(&v1, "u"), &unsigned, "1.0.0")?;
+    s.apply_plugin("p-chain-unsigned", spec(unsigned, false)).await?;
+    // `acme` does not cover `acme-evil`, even signed with acme's key.
+    let evil = format!("{}/p-chain/acme-evil/stamp:1.0.0", s.registry.host());
+    push(s.dir(), &stamp_variant(&v1, "e"), &evil, "1.0.0")?;
+    sign(&evil, &key)?;
+    s.apply_plugin("p-chain-evil", spec(evil, true)).await?;
+    // Anything signed and under the prefix still passes the size cap only when small.
+    let big = format!("{acme}/stamp:big");
+    push(s.dir(), &stamp_variant(&v1, "b"), &big, "1.0.0")?;
+    sign(&big, &key)?;
+    s.apply_plugin("p-chain-big", spec(big, false)).await?;
+    // A registry with basic auth; the credentials given by flag are for it alone.
+    let private = TestRegistry::start_with_auth("tessera", "s3cret")?;
+    let private_ref = format!("{}/p-chain/stamp:1.0.0", private.host());
+    let file = s.dir().join("stamp.wasm");
+    std::fs::write(&file, &v1).map_err(|e| e.to_string())?;
+    cli(&["plugin", "push", &file.display().to_string(), &private_ref,
+        "--registry-username", "tessera", "--registry-password", "s3cret"], &[])?;
+    s.apply_plugin("p-chain-private", spec(private_ref, false)).await?;
+    let trust = policy.display().to_string();
+    let other = "registry.invalid:5000";
+    let host = s.host("a", "p-chain-unsigned", &[
+        "--trust-policy", &trust, "--max-plugin-size", "1KiB",
+        "--registry-username", "tessera", "--registry-password", "s3cret", "--registry-host", other,
+    ]);
+    s.plugin_error("p-chain-unsigned", "is not signed", &host).await?;
+    s.plugin_error("p-chain-evil", "no public key is configured", &host).await?;
+    s.plugin_error("p-chain-big", "more than the 1024 bytes", &host).await?;
+    // The flag credentials are for another registry: had they reached this one, which
+    // accepts them, the version would have resolved.
+    s.plugin_error("p-chain-private", &private.host(), &host).await?;
+    // And a host refuses unscoped credentials outright.
+    let refused = std::process::Command::new(tessera_tests::env::tessera_bin())
+        .args(["run", "--registry-username", "u", "--registry-password", "p"])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    if refused.status.success() || !stderr.contains("--registry-host") {
+        return Err(format!("unscoped credentials: {stderr}"));
+    }
+    Ok(())
+}
+
 fn main() {
     let args = Arguments::from_args();
     let sim = PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
@@ -934,6 +1031,7 @@ fn main() {
         trial!(channels_reload_shadow),
         trial!(signatures_and_tampering),
         trial!(registry_down),
+        trial!(supply_chain_fails_closed),
     ];
     let conclusion = libtest_mimic::run(&args, trials);
     drop(cp);

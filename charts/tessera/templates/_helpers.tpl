@@ -8,3 +8,6 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/name: tessera
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
+{{- /* The namespace the host manages: watchNamespace, else the release namespace. */ -}}
+{{- define "tessera.watch" -}}{{ .Values.watchNamespace | default .Release.Namespace }}{{- end -}}
+{{- define "tessera.project" -}}garden-{{ .Values.chain.project | default "kyma-dev" }}{{- end -}}

@@ -34,6 +34,10 @@ pub struct Global {
     /// Compile plugins every time instead of using the precompiled cache.
     #[arg(long, global = true)]
     pub no_cache: bool,
+    /// The secret the precompiled cache's artifacts are signed with (outside the cache
+    /// directory; created when missing) [default: ~/.config/tessera/cache.key].
+    #[arg(long, global = true, env = "TESSERA_CACHE_KEY_FILE")]
+    pub cache_key_file: Option<PathBuf>,
     /// Log format on stderr.
     #[arg(
         long,
@@ -95,6 +99,7 @@ fn runtime(global: &Global) -> anyhow::Result<WasmRuntime> {
     } else if let Some(dir) = &global.cache_dir {
         options.cache_dir = Some(dir.clone());
     }
+    options.cache_key_file = global.cache_key_file.clone();
     Ok(WasmRuntime::new(options)?)
 }
 

@@ -54,13 +54,19 @@ pub async fn push(
     Ok(ExitCode::SUCCESS)
 }
 
-fn policy_for(reference: &oci_client::Reference, key: &Path) -> anyhow::Result<TrustPolicy> {
+fn policy_for(
+    reference: &oci_client::Reference,
+    key: &Path,
+    signed_as: &[String],
+) -> anyhow::Result<TrustPolicy> {
     let pem =
         std::fs::read_to_string(key).with_context(|| format!("cannot read {}", key.display()))?;
     let mut policy = TrustPolicy::default();
+    let repository = repository_of(reference);
     policy
-        .add_key(&repository_of(reference), &pem)
+        .add_key(&repository, &pem)
         .map_err(|e| anyhow::anyhow!("{}: {e}", key.display()))?;
+    policy.add_signed_as(&repository, signed_as);
     Ok(policy)
 }
 
@@ -74,7 +80,7 @@ pub async fn pull(
     let registry = args.registry();
     let digest = registry.resolve(&parsed).await?;
     if let Some(key) = &key {
-        let policy = policy_for(&parsed, key)?;
+        let policy = policy_for(&parsed, key, &[])?;
         let signatures = signature::fetch(&registry, &parsed, &digest).await?;
         let outcome = policy
             .verify(&repository_of(&parsed), &digest, &signatures)
@@ -180,11 +186,16 @@ pub async fn sign(args: &RegistryArgs, reference: &str, key: &Path) -> anyhow::R
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn verify(args: &RegistryArgs, reference: &str, key: &Path) -> anyhow::Result<ExitCode> {
+pub async fn verify(
+    args: &RegistryArgs,
+    reference: &str,
+    key: &Path,
+    signed_as: &[String],
+) -> anyhow::Result<ExitCode> {
     let parsed = parse_reference(reference)?;
     let registry = args.registry();
     let digest = registry.resolve(&parsed).await?;
-    let policy = policy_for(&parsed, key)?;
+    let policy = policy_for(&parsed, key, signed_as)?;
     let signatures = signature::fetch(&registry, &parsed, &digest).await?;
     match policy.verify(&repository_of(&parsed), &digest, &signatures) {
         Ok(outcome) => {

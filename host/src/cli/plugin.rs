@@ -78,8 +78,13 @@ pub enum PluginCommand {
     Verify {
         /// `registry/repository[:tag|@digest]`.
         reference: String,
+        /// The public key (PEM).
         #[arg(long)]
         key: PathBuf,
+        /// A repository the signature may name instead of this one (the plugin was signed
+        /// there and copied here; repeatable).
+        #[arg(long, value_name = "REPOSITORY")]
+        signed_as: Vec<String>,
         #[command(flatten)]
         registry: RegistryArgs,
     },
@@ -265,8 +270,9 @@ pub fn run(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<ExitCode>
         PluginCommand::Verify {
             reference,
             key,
+            signed_as,
             registry,
-        } => block_on(remote::verify(&registry, &reference, &key)),
+        } => block_on(remote::verify(&registry, &reference, &key, &signed_as)),
         PluginCommand::Keygen { output_prefix } => remote::keygen(&output_prefix),
         PluginCommand::Save {
             references,

@@ -18,6 +18,32 @@ pub struct RegistryArgs {
     /// Registry password or token.
     #[arg(long, env = "TESSERA_REGISTRY_PASSWORD", hide_env_values = true)]
     pub registry_password: Option<String>,
+    /// The registry (`host[:port]`) the user name and password are for; other registries
+    /// never see them [default: the registry of the command's reference; `tessera run`
+    /// needs it].
+    #[arg(long, env = "TESSERA_REGISTRY_HOST", value_name = "HOST")]
+    pub registry_host: Option<String>,
+    /// Largest plugin component pulled, in bytes, or with KiB/MiB.
+    #[arg(long, default_value = "64MiB", value_parser = size)]
+    pub max_plugin_size: u64,
+}
+
+/// `65536`, `64KiB`, `64MiB`.
+fn size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, ""),
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size like 65536, 64KiB or 64MiB"))?;
+    match unit {
+        "" | "B" => Ok(n),
+        "KiB" => Ok(n << 10),
+        "MiB" => Ok(n << 20),
+        _ => Err(format!("{text:?}: the unit is B, KiB or MiB")),
+    }
 }
 
 impl RegistryArgs {
@@ -26,7 +52,17 @@ impl RegistryArgs {
             insecure: self.insecure.clone(),
             username: self.registry_username.clone(),
             password: self.registry_password.clone(),
+            credentials_for: self.registry_host.clone(),
+            max_blob_bytes: self.max_plugin_size,
         })
+    }
+
+    /// For a long-running host: credentials must name their registry.
+    pub fn check_scoped(&self) -> Result<(), String> {
+        if self.registry_username.is_some() && self.registry_host.is_none() {
+            return Err("--registry-username needs --registry-host: the credentials go to that registry only".into());
+        }
+        Ok(())
     }
 }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use tessera::controllers::{OperatorConfig, Renderer, Requeue};
+use tessera::kubeconfig::KubeconfigPolicy;
 use tessera::oci::{ContentStore, TrustPolicy};
 use tessera::operator::{LeaderElection, OperatorOptions, default_identity};
 use tessera::plugins::template::Resolver;
@@ -98,6 +99,22 @@ pub struct RunArgs {
     /// plugin must be signed (see the README).
     #[arg(long, env = "TESSERA_TRUST_POLICY")]
     trust_policy: Option<PathBuf>,
+    /// Let kubeconfigs from Secrets (ModuleSet targets, runtime clusters) run exec plugins
+    /// and auth providers, read files and use proxies [default: inline credentials only].
+    #[arg(long)]
+    allow_external_kubeconfigs: bool,
+    /// API servers kubeconfigs from Secrets may point at, e.g.
+    /// `https://api.*.shoots.example.com` (`*` matches anything; repeatable) [default: any].
+    #[arg(long = "kubeconfig-server", value_name = "URL")]
+    kubeconfig_servers: Vec<String>,
+    /// A Secret (`namespace/name`, `*` globs; repeatable) ModuleSets of its namespace may use
+    /// as target besides the kubeconfig Secrets Tessera writes for Runtimes.
+    #[arg(long = "module-target", value_name = "NAMESPACE/SECRET")]
+    module_targets: Vec<String>,
+    /// A namespace (`*` globs; repeatable) whose ModuleSets may omit `spec.target` and
+    /// install into the cluster the host runs in [default: none].
+    #[arg(long = "local-modules", value_name = "NAMESPACE")]
+    local_modules: Vec<String>,
     #[command(flatten)]
     registry: RegistryArgs,
 }
@@ -109,6 +126,7 @@ pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
             args.rotation_fraction
         );
     }
+    args.registry.check_scoped().map_err(anyhow::Error::msg)?;
     let config = match &args.config {
         Some(path) => ChainConfig::from_file(path)?,
         None => ChainConfig::default(),
@@ -160,6 +178,12 @@ pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
             workers: args.workers,
             plugin_resync: args.plugin_resync,
             plugin_selector: args.plugin_selector,
+            kubeconfigs: KubeconfigPolicy {
+                allow_external: args.allow_external_kubeconfigs,
+                servers: args.kubeconfig_servers,
+            },
+            module_targets: args.module_targets,
+            local_module_namespaces: args.local_modules,
         },
         renderer: Renderer {
             wasm,

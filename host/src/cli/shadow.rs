@@ -28,7 +28,7 @@ pub fn run(args: ShadowArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let client = tessera::operator::client(args.kubeconfig.as_ref()).await?;
+        let client = tessera::operator::client(args.kubeconfig.as_ref(), None).await?;
         let api: Api<Runtime> = Api::namespaced(client, &args.namespace);
         let rt = api
             .get(&args.runtime)

@@ -6,7 +6,9 @@ use std::time::Duration;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 
+use crate::fence::Fence;
 use crate::gardener::ShootClient;
+use crate::kubeconfig::KubeconfigPolicy;
 use crate::metrics::Metrics;
 use crate::plugins::template::Resolver;
 use crate::plugins::{ChainOutput, Fetcher, ShootChain, ShootIdentity};
@@ -55,6 +57,13 @@ pub struct OperatorConfig {
     pub plugin_resync: Duration,
     /// Only resolve Plugins matching this label selector (several installations, tests).
     pub plugin_selector: Option<String>,
+    /// What kubeconfigs from Secrets may use.
+    pub kubeconfigs: KubeconfigPolicy,
+    /// Secrets (`namespace/name`, `*` globs) the operator allows as ModuleSet targets
+    /// besides Tessera's own kubeconfig Secrets.
+    pub module_targets: Vec<String>,
+    /// Namespaces (`*` globs) whose ModuleSets may install into the host's own cluster.
+    pub local_module_namespaces: Vec<String>,
 }
 
 impl Default for OperatorConfig {
@@ -68,6 +77,9 @@ impl Default for OperatorConfig {
             workers: 32,
             plugin_resync: Duration::from_secs(60),
             plugin_selector: None,
+            kubeconfigs: KubeconfigPolicy::default(),
+            module_targets: Vec::new(),
+            local_module_namespaces: Vec::new(),
         }
     }
 }
@@ -114,10 +126,23 @@ impl Renderer {
     }
 }
 
+/// The clients of the host, all writing through the leader fence.
+pub struct Clients {
+    /// The control plane: Runtimes, RuntimeKubeconfigs, Secrets, Events.
+    pub control: Client,
+    /// Gardener: Shoots and admin kubeconfigs.
+    pub gardener: Client,
+    /// Closed when this host may no longer be the leader; clients built later (target and
+    /// runtime clusters) pass it too.
+    pub fence: Arc<Fence>,
+}
+
 /// Shared by every reconcile.
 pub struct Context {
     /// The control plane: Runtimes, RuntimeKubeconfigs, Secrets, Events.
     pub client: Client,
+    /// The leader fence every client the host builds passes.
+    pub fence: Arc<Fence>,
     /// Gardener: Shoots and admin kubeconfigs.
     pub shoots: ShootClient,
     pub renderer: Renderer,
@@ -174,8 +199,7 @@ impl InitialSync {
 
 impl Context {
     pub fn new(
-        client: Client,
-        gardener: Client,
+        clients: Clients,
         renderer: Renderer,
         config: OperatorConfig,
         metrics: Metrics,
@@ -183,15 +207,16 @@ impl Context {
         fetcher: Option<Arc<Fetcher>>,
     ) -> Arc<Self> {
         let recorder = Recorder::new(
-            client.clone(),
+            clients.control.clone(),
             Reporter {
                 controller: "tessera".into(),
                 instance: Some(instance),
             },
         );
         Arc::new(Self {
-            client,
-            shoots: ShootClient::new(gardener),
+            client: clients.control,
+            fence: clients.fence,
+            shoots: ShootClient::new(clients.gardener),
             renderer,
             config,
             metrics,

@@ -6,6 +6,11 @@ pub const RUNTIME: &str = "tessera.dev/runtime";
 pub const RUNTIME_NAMESPACE: &str = "tessera.dev/runtime-namespace";
 /// On Shoots: the Runtime `metadata.generation` the Shoot was last rendered from.
 pub const RUNTIME_GENERATION: &str = "tessera.dev/runtime-generation";
+/// The Secret that holds a Runtime's kubeconfig.
+pub fn kubeconfig_secret(runtime_id: &str) -> String {
+    format!("kubeconfig-{runtime_id}")
+}
+
 /// On kubeconfig Secrets, so module controllers can find them.
 pub const KUBECONFIG: &str = "tessera.dev/kubeconfig";
 /// On objects in runtime clusters that Tessera owns (and may delete).
@@ -26,6 +31,9 @@ pub const RUNTIME_FINALIZER: &str = "tessera.dev/runtime";
 pub const KUBECONFIG_FINALIZER: &str = "tessera.dev/kubeconfig";
 pub const PLUGIN_FINALIZER: &str = "tessera.dev/plugin";
 pub const MODULESET_FINALIZER: &str = "tessera.dev/moduleset";
+/// Plugin annotation prefix: `approve.tessera.dev/<version>: <digest>` lets a version whose
+/// tag moved run that digest.
+pub const APPROVE_PREFIX: &str = "approve.tessera.dev/";
 /// ModuleSet annotation: apply module versions lower than the installed ones.
 pub const MODULES_ALLOW_DOWNGRADE: &str = "modules.tessera.dev/allow-downgrade";
 

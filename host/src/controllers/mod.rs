@@ -9,7 +9,7 @@ pub mod plugin;
 pub mod runtime;
 pub mod runtime_cluster;
 
-pub use context::{Context, InitialSync, OperatorConfig, Renderer, Requeue};
+pub use context::{Clients, Context, InitialSync, OperatorConfig, Renderer, Requeue};
 
 /// Why a reconcile stopped early. Conflicts are expected and retried quietly.
 #[derive(Debug, thiserror::Error)]

@@ -1,39 +1,32 @@
 //! Clients for runtime clusters, built from the kubeconfig Secrets Tessera maintains.
 
 use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
 use kube::api::Api;
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
 
-use super::ReconcileError;
+use super::{Context, ReconcileError};
 
-/// A client for the cluster of `runtime_id`, from Secret `kubeconfig-<id>` key `config`.
-pub async fn client(
-    control_plane: &Client,
-    namespace: &str,
-    runtime_id: &str,
-) -> Result<Client, ReconcileError> {
+/// A client for the cluster of `runtime_id`, from Secret `kubeconfig-<id>` key `config`:
+/// the Secret lives in the tenant's namespace, so its kubeconfig is checked like any other
+/// (see `crate::kubeconfig`), and the client writes through the leader fence.
+pub async fn client(ctx: &Context, namespace: &str, runtime_id: &str) -> Result<Client, ReconcileError> {
     let fail = |message: String| ReconcileError::RuntimeCluster {
         runtime: runtime_id.to_string(),
         message,
     };
-    let secrets: Api<Secret> = Api::namespaced(control_plane.clone(), namespace);
-    let name = format!("kubeconfig-{runtime_id}");
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let name = super::labels::kubeconfig_secret(runtime_id);
     let secret = secrets
         .get_opt(&name)
         .await?
         .ok_or_else(|| fail(format!("Secret {namespace}/{name} does not exist")))?;
-    let bytes = secret
-        .data
-        .and_then(|d| d.get("config").cloned())
-        .ok_or_else(|| fail(format!("Secret {namespace}/{name} has no key config")))?;
-    let text = String::from_utf8(bytes.0).map_err(|_| fail("kubeconfig is not UTF-8".into()))?;
-    let kubeconfig =
-        Kubeconfig::from_yaml(&text).map_err(|e| fail(format!("invalid kubeconfig: {e}")))?;
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+    let (client, _) = ctx
+        .config
+        .kubeconfigs
+        .client(&secret, "config", &ctx.fence)
         .await
-        .map_err(|e| fail(format!("unusable kubeconfig: {e}")))?;
-    Client::try_from(config).map_err(|e| fail(format!("cannot build a client: {e}")))
+        .map_err(|e| fail(e.to_string()))?;
+    Ok(client)
 }
 
 /// Labels of every object Tessera owns in a runtime cluster; nothing else is ever changed

@@ -22,7 +22,9 @@ use super::{Condition, ShootRef};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeKubeconfigSpec {
-    /// The runtime id (name of the Runtime in this namespace).
+    /// The runtime id (name of the Runtime in this namespace, whose controller reference
+    /// this object must carry).
+    #[schemars(pattern(super::DNS_SUBDOMAIN), length(min = 1, max = 253))]
     pub runtime: String,
     pub shoot: ShootRef,
     pub secret: SecretRef,
@@ -31,8 +33,12 @@ pub struct RuntimeKubeconfigSpec {
 /// Where the kubeconfig is written.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SecretRef {
+    #[schemars(pattern(super::DNS_SUBDOMAIN), length(min = 1, max = 253))]
     pub name: String,
+    /// Must be the RuntimeKubeconfig's own namespace.
+    #[schemars(pattern(super::DNS_LABEL), length(min = 1, max = 63))]
     pub namespace: String,
+    #[schemars(pattern(super::SECRET_KEY), length(min = 1, max = 253))]
     pub key: String,
 }
 

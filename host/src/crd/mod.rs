@@ -19,7 +19,7 @@ pub use kubeconfig::{
 pub use moduleset::{ModuleSet, ModuleSetSpec, ModuleSetStatus, ModuleSpec};
 pub use plugin::{
     ChannelStatus, GrantStatus, Plugin, PluginChannel, PluginSpec, PluginStatus, PluginVersion,
-    ResolvedVersion, Verification,
+    ResolvedVersion, UpdatePolicy, Verification,
 };
 pub use runtime::{
     PluginStamp, Runtime, RuntimeSpec, RuntimeState, RuntimeStatus, ShadowResult, ShootRef,
@@ -27,6 +27,19 @@ pub use runtime::{
 
 /// API group of every Tessera resource.
 pub const GROUP: &str = "tessera.dev";
+
+// What OpenAPI can check of names the API server stores (Kubernetes 1.20 has no CEL; the
+// host checks the rest with conditions that name the field).
+/// A DNS label: module, channel and namespace names.
+pub(crate) const DNS_LABEL: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+/// A DNS subdomain: Secret and Runtime names.
+pub(crate) const DNS_SUBDOMAIN: &str =
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/// A Secret data key.
+pub(crate) const SECRET_KEY: &str = r"^[-._a-zA-Z0-9]+$";
+/// A semantic version, optionally with a leading `v`.
+pub(crate) const SEMVER: &str =
+    r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$";
 
 /// Every CRD with the file name it is written to.
 pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {

@@ -29,8 +29,10 @@ pub struct ModuleSetSpec {
     pub target: Option<Target>,
     /// Release channel of every module without its own (default `regular`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(super::DNS_LABEL), length(max = 63))]
     pub channel: Option<String>,
     #[serde(default)]
+    #[schemars(length(max = 200))]
     pub modules: Vec<ModuleSpec>,
 }
 
@@ -39,9 +41,11 @@ pub struct ModuleSetSpec {
 #[serde(rename_all = "camelCase")]
 pub struct Target {
     /// Secret name (in the ModuleSet's namespace), e.g. `kubeconfig-<runtime id>`.
+    #[schemars(pattern(super::DNS_SUBDOMAIN), length(min = 1, max = 253))]
     pub secret_name: String,
     /// Key holding the kubeconfig (default `config`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(super::SECRET_KEY), length(max = 253))]
     pub key: Option<String>,
     /// Cloud provider passed to plugins as a cluster fact.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -56,9 +60,11 @@ pub struct Target {
 #[serde(rename_all = "camelCase")]
 pub struct ModuleSpec {
     /// Module name: the `Plugin` that reconciles it.
+    #[schemars(pattern(super::DNS_LABEL), length(min = 1, max = 63))]
     pub name: String,
     /// Release channel for this module (over the set's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(super::DNS_LABEL), length(max = 63))]
     pub channel: Option<String>,
     /// Module configuration, merged over the Plugin's `config`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

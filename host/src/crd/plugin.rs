@@ -39,6 +39,13 @@ pub struct PluginSpec {
     /// Signature requirements; the trust policy of the host can require them for all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<Verification>,
+    /// What happens when a version's tag moves to another digest: `Approve` (default) keeps
+    /// running the pinned digest and shows the new one as pending until an operator
+    /// approves it (annotation `approve.tessera.dev/<version>: <digest>`); `Automatic`
+    /// follows the tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "update_policy_schema")]
+    pub update_policy: Option<UpdatePolicy>,
     /// What the plugin may do: the objects a module reconciler may write and read, the
     /// Shoot paths a shoot extension may set. Nothing else is carried out on its behalf.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -54,9 +61,11 @@ pub struct PluginSpec {
 #[serde(rename_all = "camelCase")]
 pub struct PluginVersion {
     /// Semantic version, e.g. `1.4.0`; channels refer to it and downgrades are judged by it.
+    #[schemars(pattern(super::SEMVER), length(max = 64))]
     pub version: String,
     /// `registry/repository:tag` or `registry/repository@sha256:…`.
     #[serde(rename = "ref")]
+    #[schemars(length(min = 1, max = 1024))]
     pub reference: String,
 }
 
@@ -64,15 +73,29 @@ pub struct PluginVersion {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PluginChannel {
+    #[schemars(pattern(super::DNS_LABEL), length(min = 1, max = 63))]
     pub name: String,
     /// The version this channel runs (one of `versions`).
+    #[schemars(pattern(super::SEMVER), length(max = 64))]
     pub version: String,
     /// A version rendered next to `version` whose output is only compared, never applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(super::SEMVER), length(max = 64))]
     pub shadow: Option<String>,
     /// Let Runtimes move to a lower version than the one they were rendered with.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_downgrade: bool,
+}
+
+/// See [`PluginSpec::update_policy`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum UpdatePolicy {
+    Approve,
+    Automatic,
+}
+
+fn update_policy_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "string", "enum": ["Approve", "Automatic"] })
 }
 
 /// Signature requirements.
@@ -137,6 +160,9 @@ pub struct ResolvedVersion {
     /// Id of the key that verified the signature, when one was required.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verified_by: Option<String>,
+    /// The digest the tag moved to, waiting for approval (see `spec.updatePolicy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_digest: Option<String>,
     /// Why this version is not usable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -5,11 +5,13 @@
 //! Nothing is granted by default. Wildcards never reach what can take over a cluster: RBAC
 //! objects, admission webhooks, API services, CRDs and Secrets are granted only by group and
 //! kind named explicitly, system namespaces only by name, cluster-scoped objects only by
-//! kind. A leaf module: it depends on nothing else in the crate, so the resources (`crd`),
+//! kind. A leaf module (it uses only `crate::pattern`), so the resources (`crd`),
 //! the chain (`plugins`) and the module engine (`modules`) share one definition.
 
 mod objects;
 mod paths;
+
+use crate::pattern::glob;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -19,20 +21,6 @@ pub use paths::{
     IDENTITY_PATHS, PathError, PathPattern, Segment, changed_paths, display_path, touches,
 };
 
-/// Whether `text` matches `pattern`, where `*` matches any characters.
-fn glob(pattern: &str, text: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == text,
-        Some((head, tail)) => {
-            let Some(rest) = text.strip_prefix(head) else {
-                return false;
-            };
-            (0..=rest.len())
-                .filter(|i| rest.is_char_boundary(*i))
-                .any(|i| glob(tail, &rest[i..]))
-        }
-    }
-}
 
 /// Everything granted to one plugin.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

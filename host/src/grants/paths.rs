@@ -15,7 +15,7 @@ use std::str::FromStr;
 
 use serde_json::{Map, Value};
 
-use super::glob;
+use crate::pattern::glob;
 
 /// The Shoot's identity: pinned by the host from the Runtime and the installation's
 /// configuration, never granted to a plugin.

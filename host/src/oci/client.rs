@@ -35,15 +35,37 @@ impl Progress for NoProgress {
     fn finish(&self) {}
 }
 
+/// Largest manifest pulled (a plugin's is a few hundred bytes).
+pub const MAX_MANIFEST_BYTES: usize = 4 << 20;
+/// Largest blob pulled unless configured otherwise (first-party plugins are ~0.4 MiB).
+pub const DEFAULT_MAX_BLOB_BYTES: u64 = 64 << 20;
+
 /// How to reach registries.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RegistryOptions {
     /// Registries (`host[:port]`) reached over plain HTTP besides loopback ones.
     pub insecure: Vec<String>,
-    /// Credentials for every registry; without them the Docker config file
-    /// (`$DOCKER_CONFIG/config.json` or `~/.docker/config.json`) is asked per registry.
+    /// Credentials for `credentials_for` (or, when that is `None`, for the one registry a
+    /// CLI command talks to); every other registry asks the Docker config file
+    /// (`$DOCKER_CONFIG/config.json` or `~/.docker/config.json`).
     pub username: Option<String>,
     pub password: Option<String>,
+    /// The registry (`host[:port]`) the credentials are for.
+    pub credentials_for: Option<String>,
+    /// Largest blob (a component) pulled.
+    pub max_blob_bytes: u64,
+}
+
+impl Default for RegistryOptions {
+    fn default() -> Self {
+        Self {
+            insecure: Vec::new(),
+            username: None,
+            password: None,
+            credentials_for: None,
+            max_blob_bytes: DEFAULT_MAX_BLOB_BYTES,
+        }
+    }
 }
 
 /// A registry client shared by all transfers of the process.
@@ -144,12 +166,20 @@ impl Registry {
             .clone()
     }
 
-    /// Credentials for `reference`'s registry.
+    /// Credentials for `reference`'s registry: the configured ones only for the registry
+    /// they are for.
     pub fn auth(&self, reference: &Reference) -> RegistryAuth {
-        if let (Some(user), Some(password)) = (&self.options.username, &self.options.password) {
+        let registry = reference.resolve_registry();
+        let ours = self
+            .options
+            .credentials_for
+            .as_deref()
+            .is_none_or(|r| r == registry || r == reference.registry());
+        if let (true, Some(user), Some(password)) =
+            (ours, &self.options.username, &self.options.password)
+        {
             return RegistryAuth::Basic(user.clone(), password.clone());
         }
-        let registry = reference.resolve_registry();
         match docker_credential::get_credential(registry) {
             Ok(docker_credential::DockerCredential::UsernamePassword(user, password)) => {
                 RegistryAuth::Basic(user, password)
@@ -204,6 +234,13 @@ impl Registry {
             )
             .await
             .map_err(|e| registry_error(reference, e))?;
+        if bytes.len() > MAX_MANIFEST_BYTES {
+            return Err(OciError::TooLarge {
+                reference: reference.whole(),
+                size: bytes.len() as u64,
+                limit: MAX_MANIFEST_BYTES as u64,
+            });
+        }
         let actual = sha256_digest(&bytes);
         if let Some(expected) = reference.digest()
             && expected != actual
@@ -235,6 +272,14 @@ impl Registry {
         descriptor: &OciDescriptor,
         progress: &dyn Progress,
     ) -> Result<Vec<u8>, OciError> {
+        let limit = self.options.max_blob_bytes;
+        if descriptor.size < 0 || descriptor.size as u64 > limit {
+            return Err(OciError::TooLarge {
+                reference: format!("{}@{}", reference.whole(), descriptor.digest),
+                size: descriptor.size.max(0) as u64,
+                limit,
+            });
+        }
         let client = self.authed(reference, RegistryOperation::Pull).await?;
         let mut stream = client
             .pull_blob_stream(reference, descriptor)
@@ -343,6 +388,20 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_go_to_their_registry_only() {
+        let registry = Registry::new(RegistryOptions {
+            username: Some("a".into()),
+            password: Some("secret".into()),
+            credentials_for: Some("registry.a.example".into()),
+            ..RegistryOptions::default()
+        });
+        let ours = parse_reference("registry.a.example/team/p:1").unwrap();
+        assert!(matches!(registry.auth(&ours), RegistryAuth::Basic(u, _) if u == "a"));
+        let theirs = parse_reference("registry.b.example/team/p:1").unwrap();
+        assert!(!matches!(registry.auth(&theirs), RegistryAuth::Basic(u, _) if u == "a"));
+    }
 
     #[test]
     fn loopback_registries() {

@@ -17,6 +17,12 @@ pub enum OciError {
         expected: String,
         actual: String,
     },
+    #[error("{reference}: {size} bytes, more than the {limit} bytes a plugin may take (--max-plugin-size)")]
+    TooLarge {
+        reference: String,
+        size: u64,
+        limit: u64,
+    },
     #[error("{reference}: not a Wasm plugin artifact: {message}")]
     NotAPlugin { reference: String, message: String },
     #[error("signature of {reference}: {message}")]

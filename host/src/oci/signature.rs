@@ -52,9 +52,22 @@ pub fn repository_of(reference: &Reference) -> String {
 
 /// Public keys for the artifacts under one prefix.
 pub struct TrustRule {
-    /// `registry/repository` prefix, e.g. `ghcr.io/acme/plugins/`.
+    /// `registry/repository` prefix, e.g. `ghcr.io/acme/plugins`; it covers that repository
+    /// and those below it (`ghcr.io/acme/plugins/dns`), never `ghcr.io/acme/plugins-evil`.
     pub prefix: String,
     keys: Vec<(String, CosignVerificationKey)>,
+    /// Repositories a signature may name besides the one pulled (a mirror's origin).
+    signed_as: Vec<String>,
+}
+
+impl TrustRule {
+    fn covers(&self, repository: &str) -> bool {
+        let prefix = self.prefix.trim_end_matches('/');
+        repository == prefix
+            || repository
+                .strip_prefix(prefix)
+                .is_some_and(|rest| rest.starts_with('/'))
+    }
 }
 
 /// Which keys verify which artifacts, and whether every artifact must be signed.
@@ -93,6 +106,9 @@ struct KeyEntry {
     public_key: Option<String>,
     /// Relative to the policy file.
     public_key_file: Option<String>,
+    /// Repositories the signatures may name instead of the one pulled (for mirrors).
+    #[serde(default)]
+    signed_as: Vec<String>,
 }
 
 /// Short, stable name of a key for messages: sha256 of its PEM, 12 hex digits.
@@ -104,10 +120,13 @@ impl TrustPolicy {
     /// Read a policy file:
     ///
     /// ```yaml
-    /// requireSignatures: false
+    /// requireSignatures: false           # keys make signatures required under their prefix
     /// keys:
-    ///   - prefix: ghcr.io/acme/plugins/
+    ///   - prefix: ghcr.io/acme/plugins
     ///     publicKeyFile: cosign.pub      # or publicKey: "-----BEGIN PUBLIC KEY-----…"
+    ///   - prefix: registry.internal/acme # a mirror
+    ///     publicKeyFile: cosign.pub
+    ///     signedAs: [ghcr.io/acme/plugins/dns]
     /// ```
     pub fn from_file(path: &Path) -> Result<Self, OciError> {
         let text = std::fs::read_to_string(path).map_err(|e| OciError::io(path, e))?;
@@ -134,6 +153,7 @@ impl TrustPolicy {
             policy
                 .add_key(&entry.prefix, &pem)
                 .map_err(|e| OciError::io(path, format!("keys[{i}].publicKey: {e}")))?;
+            policy.add_signed_as(&entry.prefix, &entry.signed_as);
         }
         Ok(policy)
     }
@@ -148,17 +168,32 @@ impl TrustPolicy {
             None => self.rules.push(TrustRule {
                 prefix: prefix.to_string(),
                 keys: vec![entry],
+                signed_as: Vec::new(),
             }),
         }
         Ok(())
     }
 
-    /// The most specific rule for a `registry/repository`.
+    /// Let the rule for `prefix` accept signatures naming `repositories` (mirrors).
+    pub fn add_signed_as(&mut self, prefix: &str, repositories: &[String]) {
+        if let Some(rule) = self.rules.iter_mut().find(|r| r.prefix == prefix) {
+            rule.signed_as.extend(repositories.iter().cloned());
+        }
+    }
+
+    /// The most specific rule for a `registry/repository` (prefixes match on path
+    /// boundaries).
     pub fn rule_for(&self, repository: &str) -> Option<&TrustRule> {
         self.rules
             .iter()
-            .filter(|r| repository.starts_with(r.prefix.as_str()))
+            .filter(|r| r.covers(repository))
             .max_by_key(|r| r.prefix.len())
+    }
+
+    /// Whether artifacts of `repository` must be signed: everywhere when the policy says so,
+    /// and wherever a key is configured (a key that is not required protects nothing).
+    pub fn requires(&self, repository: &str) -> bool {
+        self.require_signatures || self.rule_for(repository).is_some()
     }
 
     /// Check `signatures` for manifest `digest` of `repository`. Returns the id of the key
@@ -185,14 +220,22 @@ impl TrustPolicy {
                     Signature::Base64Encoded(sig.signature.as_bytes()),
                     &sig.payload,
                 ) {
-                    Ok(()) => match payload_digest(&sig.payload) {
-                        Some(signed) if signed == digest => {
-                            return Ok(VerifyOutcome {
-                                key: id.clone(),
-                                prefix: rule.prefix.clone(),
-                            });
+                    Ok(()) => match payload_claims(&sig.payload) {
+                        Some((signed, identity)) if signed == digest => {
+                            let accepted = identity == repository
+                                || rule.signed_as.iter().any(|r| *r == identity);
+                            if accepted {
+                                return Ok(VerifyOutcome {
+                                    key: id.clone(),
+                                    prefix: rule.prefix.clone(),
+                                });
+                            }
+                            reasons.insert(
+                                "identity",
+                                format!("a valid signature names another repository ({identity}); a mirror lists it in signedAs"),
+                            );
                         }
-                        Some(signed) => {
+                        Some((signed, _)) => {
                             reasons.insert(
                                 "digest",
                                 format!("a valid signature names another digest ({signed})"),
@@ -231,18 +274,16 @@ pub struct VerifyOutcome {
     pub prefix: String,
 }
 
-fn payload_digest(payload: &[u8]) -> Option<String> {
+/// The digest and the repository (`docker-reference`) a simple-signing payload names.
+fn payload_claims(payload: &[u8]) -> Option<(String, String)> {
     let doc: serde_json::Value = serde_json::from_slice(payload).ok()?;
     let critical = doc.get("critical")?;
     if critical.pointer("/type")?.as_str()? != "cosign container image signature" {
         return None;
     }
-    Some(
-        critical
-            .pointer("/image/docker-manifest-digest")?
-            .as_str()?
-            .to_string(),
-    )
+    let digest = critical.pointer("/image/docker-manifest-digest")?.as_str()?;
+    let identity = critical.pointer("/identity/docker-reference")?.as_str()?;
+    Some((digest.to_string(), identity.to_string()))
 }
 
 /// The signature manifest of `digest` in `reference`'s repository, if any.
@@ -405,7 +446,11 @@ mod tests {
     use sigstore::crypto::SigningScheme;
 
     fn signed(signer: &SigStoreSigner, digest: &str) -> StoredSignature {
-        let payload = payload("r/p", digest);
+        signed_as(signer, "r/p", digest)
+    }
+
+    fn signed_as(signer: &SigStoreSigner, repository: &str, digest: &str) -> StoredSignature {
+        let payload = payload(repository, digest);
         let signature = signer.sign(&payload).unwrap();
         StoredSignature {
             payload,
@@ -450,5 +495,33 @@ mod tests {
         assert!(err.contains("not signed"), "{err}");
         let err = policy.verify("elsewhere/p", &digest, &[]).unwrap_err();
         assert!(err.contains("no public key"), "{err}");
+    }
+
+    #[test]
+    fn prefixes_end_at_path_boundaries_and_keys_require_signatures() {
+        let signer = SigningScheme::ECDSA_P256_SHA256_ASN1
+            .create_signer()
+            .unwrap();
+        let pem = signer
+            .to_sigstore_keypair()
+            .unwrap()
+            .public_key_to_pem()
+            .unwrap();
+        let mut policy = TrustPolicy::default();
+        policy.add_key("ghcr.io/acme", &pem).unwrap();
+        assert!(policy.rule_for("ghcr.io/acme").is_some());
+        assert!(policy.rule_for("ghcr.io/acme/dns").is_some());
+        assert!(policy.rule_for("ghcr.io/acme-evil/dns").is_none());
+        assert!(policy.requires("ghcr.io/acme/dns"));
+        assert!(!policy.requires("ghcr.io/other/dns"));
+        // A signature counts only for the repository it names (or one listed as its origin).
+        let digest = sha256_digest(b"manifest");
+        let elsewhere = signed_as(&signer, "ghcr.io/acme/other", &digest);
+        let err = policy
+            .verify("ghcr.io/acme/dns", &digest, std::slice::from_ref(&elsewhere))
+            .unwrap_err();
+        assert!(err.contains("another repository"), "{err}");
+        policy.rules[0].signed_as.push("ghcr.io/acme/other".into());
+        assert!(policy.verify("ghcr.io/acme/dns", &digest, &[elsewhere]).is_ok());
     }
 }

@@ -91,7 +91,7 @@ impl Fetcher {
     ) -> Result<Fetched, FetchError> {
         let parsed = parse_reference(reference)?;
         let repository = repository_of(&parsed);
-        let require = require_signature || self.policy.require_signatures;
+        let require = require_signature || self.policy.requires(&repository);
         let stored_manifest = self.store.get(manifest_digest);
 
         let mut verified_by = None;

@@ -2,25 +2,115 @@
 //! engine compatibility hash).
 //!
 //! `Component::deserialize` executes whatever machine code it is handed, so this cache only
-//! ever loads files it wrote itself: a private directory (0700), files written atomically,
-//! and a header binding each file to the component digest it was compiled from plus a
-//! checksum of the artifact. Anything that does not check out is discarded and recompiled.
+//! ever loads files it wrote itself: each file carries an HMAC-SHA256, under a key kept
+//! outside the cache directory ([`CacheKey`]), over the component digest it was compiled
+//! from and the artifact. Whoever can write the cache directory but not read the key cannot
+//! make the host run their code: anything that does not check out is discarded and
+//! recompiled.
 
 use std::fs;
 use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use ring::hmac;
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-const MAGIC: &[u8; 16] = b"TESSERA-CWASM-1\n";
+const MAGIC: &[u8; 16] = b"TESSERA-CWASM-2\n";
+
+/// The secret that proves an artifact was written by this host (or one sharing its key).
+#[derive(Clone)]
+pub struct CacheKey(hmac::Key);
+
+impl std::fmt::Debug for CacheKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CacheKey(…)")
+    }
+}
+
+impl CacheKey {
+    /// A key from secret bytes (at least 32).
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
+        if bytes.len() < 32 {
+            return Err(format!("a cache key needs 32 bytes or more, got {}", bytes.len()));
+        }
+        Ok(Self(hmac::Key::new(hmac::HMAC_SHA256, bytes)))
+    }
+
+    /// The key in `path`, created (random, mode 0600) when missing. The file must not be
+    /// inside `cache_root`: whoever can write the cache must not be able to read the key.
+    pub fn load_or_create(path: &Path, cache_root: &Path) -> Result<Self, String> {
+        let inside = |dir: &Path| {
+            let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+            canonical(path.parent().unwrap_or(Path::new("."))).starts_with(canonical(dir))
+        };
+        if inside(cache_root) {
+            return Err(format!(
+                "the cache key {} must not be inside the cache directory {}",
+                path.display(),
+                cache_root.display()
+            ));
+        }
+        match fs::read(path) {
+            Ok(bytes) => Self::from_bytes(&bytes).map_err(|e| format!("{}: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Self::create(path),
+            Err(e) => Err(format!("cannot read the cache key {}: {e}", path.display())),
+        }
+    }
+
+    fn create(path: &Path) -> Result<Self, String> {
+        let fail = |e: &dyn std::fmt::Display| format!("cannot create the cache key {}: {e}", path.display());
+        let mut bytes = [0u8; 32];
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
+            .map_err(|_| fail(&"no system randomness"))?;
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir).map_err(|e| fail(&e))?;
+        }
+        let mut options = fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        match options.open(path) {
+            Ok(mut file) => file.write_all(&bytes).map_err(|e| fail(&e))?,
+            // Another process created it first: use theirs.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Self::from_bytes(&fs::read(path).map_err(|e| fail(&e))?);
+            }
+            Err(e) => return Err(fail(&e)),
+        }
+        Self::from_bytes(&bytes)
+    }
+
+    fn tag(&self, digest: &[u8], artifact: &[u8]) -> hmac::Tag {
+        let mut ctx = hmac::Context::with_key(&self.0);
+        ctx.update(digest);
+        ctx.update(artifact);
+        ctx.sign()
+    }
+
+    fn verify(&self, digest: &[u8], artifact: &[u8], tag: &[u8]) -> bool {
+        let mut message = Vec::with_capacity(digest.len() + artifact.len());
+        message.extend_from_slice(digest);
+        message.extend_from_slice(artifact);
+        hmac::verify(&self.0, &message, tag).is_ok()
+    }
+}
+
+/// `$XDG_CONFIG_HOME/tessera/cache.key` or `~/.config/tessera/cache.key`.
+pub fn default_key_file() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("tessera").join("cache.key"))
+}
 
 /// A directory of precompiled components for one engine configuration.
 #[derive(Debug, Clone)]
 pub struct PrecompiledCache {
     dir: PathBuf,
+    key: CacheKey,
 }
 
 /// Feeds `Hash` output into sha256, so the engine hash is stable across processes.
@@ -43,8 +133,8 @@ pub fn engine_hash(engine: &Engine) -> String {
 }
 
 impl PrecompiledCache {
-    /// Open (creating) `root/<engine hash>/`.
-    pub fn open(root: &Path, engine: &Engine) -> Result<Self, String> {
+    /// Open (creating) `root/<engine hash>/`, checking and signing artifacts with `key`.
+    pub fn open(root: &Path, engine: &Engine, key: CacheKey) -> Result<Self, String> {
         let dir = root.join(engine_hash(engine));
         fs::create_dir_all(&dir)
             .map_err(|e| format!("cannot create cache directory {}: {e}", dir.display()))?;
@@ -53,7 +143,7 @@ impl PrecompiledCache {
             use std::os::unix::fs::PermissionsExt;
             let _ = fs::set_permissions(&dir, fs::Permissions::from_mode(0o700));
         }
-        Ok(Self { dir })
+        Ok(Self { dir, key })
     }
 
     /// The cache directory.
@@ -69,16 +159,16 @@ impl PrecompiledCache {
     pub fn get(&self, engine: &Engine, digest: &str) -> Option<Component> {
         let path = self.path(digest);
         let bytes = fs::read(&path).ok()?;
-        let payload = match verify(&bytes, digest) {
+        let payload = match verify(&self.key, &bytes, digest) {
             Some(payload) => payload,
             None => {
-                tracing::warn!(path = %path.display(), "discarding a corrupt or foreign precompiled artifact");
+                tracing::warn!(path = %path.display(), "discarding a precompiled artifact this host did not write (corrupt, foreign or another key); recompiling");
                 let _ = fs::remove_file(&path);
                 return None;
             }
         };
-        // SAFETY: the payload was produced by `Engine::precompile_component` in this cache
-        // (checked by the header above) and wasmtime verifies the engine compatibility itself.
+        // SAFETY: the payload was produced by `Engine::precompile_component` in a cache
+        // holding our key (the HMAC above) and wasmtime checks the engine compatibility.
         match unsafe { Component::deserialize(engine, payload) } {
             Ok(component) => Some(component),
             Err(err) => {
@@ -96,9 +186,10 @@ impl PrecompiledCache {
             .join(format!(".{digest}.{}.tmp", std::process::id()));
         {
             let mut file = fs::File::create(&tmp)?;
+            let digest = hex_to_bytes(digest);
             file.write_all(MAGIC)?;
-            file.write_all(&hex_to_bytes(digest))?;
-            file.write_all(&Sha256::digest(artifact))?;
+            file.write_all(&digest)?;
+            file.write_all(self.key.tag(&digest, artifact).as_ref())?;
             file.write_all(artifact)?;
             file.sync_all()?;
         }
@@ -110,13 +201,12 @@ fn hex_to_bytes(digest: &str) -> Vec<u8> {
     hex::decode(digest).unwrap_or_default()
 }
 
-fn verify<'a>(bytes: &'a [u8], digest: &str) -> Option<&'a [u8]> {
+fn verify<'a>(key: &CacheKey, bytes: &'a [u8], digest: &str) -> Option<&'a [u8]> {
     let rest = bytes.strip_prefix(MAGIC.as_slice())?;
     let (stored_digest, rest) = rest.split_at_checked(32)?;
-    let (checksum, payload) = rest.split_at_checked(32)?;
-    (stored_digest == hex_to_bytes(digest).as_slice()
-        && checksum == Sha256::digest(payload).as_slice())
-    .then_some(payload)
+    let (tag, payload) = rest.split_at_checked(32)?;
+    (stored_digest == hex_to_bytes(digest).as_slice() && key.verify(stored_digest, payload, tag))
+        .then_some(payload)
 }
 
 #[cfg(test)]
@@ -124,18 +214,41 @@ mod tests {
     use super::*;
 
     #[test]
-    fn verify_rejects_tampering() {
+    fn verify_rejects_tampering_and_other_keys() {
+        let key = CacheKey::from_bytes(&[7u8; 32]).unwrap();
         let digest = hex::encode(Sha256::digest(b"component"));
         let mut file = MAGIC.to_vec();
         file.extend(hex_to_bytes(&digest));
-        file.extend(Sha256::digest(b"artifact"));
+        file.extend(key.tag(&hex_to_bytes(&digest), b"artifact").as_ref());
         file.extend(b"artifact");
-        assert_eq!(verify(&file, &digest), Some(&b"artifact"[..]));
+        assert_eq!(verify(&key, &file, &digest), Some(&b"artifact"[..]));
+        let other_key = CacheKey::from_bytes(&[8u8; 32]).unwrap();
+        assert_eq!(verify(&other_key, &file, &digest), None, "written under another key");
         let other = hex::encode(Sha256::digest(b"other"));
-        assert_eq!(verify(&file, &other), None, "bound to another component");
+        assert_eq!(verify(&key, &file, &other), None, "bound to another component");
         let last = file.len() - 1;
         file[last] ^= 1;
-        assert_eq!(verify(&file, &digest), None, "payload changed");
-        assert_eq!(verify(b"garbage", &digest), None);
+        assert_eq!(verify(&key, &file, &digest), None, "payload changed");
+        assert_eq!(verify(&key, b"garbage", &digest), None);
+        assert!(CacheKey::from_bytes(b"short").is_err());
+    }
+
+    #[test]
+    fn the_key_lives_outside_the_cache_and_is_created_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        fs::create_dir_all(&cache).unwrap();
+        assert!(CacheKey::load_or_create(&cache.join("cache.key"), &cache).is_err());
+        let path = dir.path().join("config/cache.key");
+        CacheKey::load_or_create(&path, &cache).unwrap();
+        let first = fs::read(&path).unwrap();
+        CacheKey::load_or_create(&path, &cache).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), first);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600);
+        }
     }
 }

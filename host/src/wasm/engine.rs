@@ -9,7 +9,7 @@ use std::time::Duration;
 use wasmtime::component::Linker;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use super::cache::PrecompiledCache;
+use super::cache::{CacheKey, PrecompiledCache};
 use super::error::LoadError;
 use super::sandbox::{self, PluginState};
 
@@ -18,6 +18,9 @@ use super::sandbox::{self, PluginState};
 pub struct EngineOptions {
     /// Where precompiled components are kept; `None` disables the disk cache.
     pub cache_dir: Option<PathBuf>,
+    /// The secret proving an artifact was written by this host; `None`: the default file
+    /// (`~/.config/tessera/cache.key`, created when missing).
+    pub cache_key_file: Option<PathBuf>,
     /// Epoch tick; time budgets are enforced with this granularity.
     pub tick: Duration,
     /// Concurrent plugin instances the pooling allocator reserves slots for.
@@ -34,6 +37,7 @@ impl Default for EngineOptions {
     fn default() -> Self {
         Self {
             cache_dir: default_cache_dir(),
+            cache_key_file: None,
             tick: Duration::from_millis(5),
             pool_slots: 128,
             max_memory_mib: 1024,
@@ -89,7 +93,15 @@ impl WasmRuntime {
         let (engine, pooling) = build_engine(&options)?;
         let linker = sandbox::linker(&engine).map_err(|e| LoadError::Engine(e.to_string()))?;
         let cache = match &options.cache_dir {
-            Some(dir) => Some(PrecompiledCache::open(dir, &engine).map_err(LoadError::Engine)?),
+            Some(dir) => {
+                let key_file = options
+                    .cache_key_file
+                    .clone()
+                    .or_else(super::cache::default_key_file)
+                    .ok_or_else(|| LoadError::Engine("no home directory for the cache key: pass --cache-key-file".into()))?;
+                let key = CacheKey::load_or_create(&key_file, dir).map_err(LoadError::Engine)?;
+                Some(PrecompiledCache::open(dir, &engine, key).map_err(LoadError::Engine)?)
+            }
             None => None,
         };
         let stop = Arc::new(AtomicBool::new(false));

@@ -226,6 +226,9 @@ fn main() -> anyhow::Result<()> {
             &store,
             "--requeue-error",
             "2s",
+            // The target Secret is made by hand here, not by a RuntimeKubeconfig.
+            "--module-target",
+            "bench/*",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -250,7 +253,7 @@ fn main() -> anyhow::Result<()> {
                     "ModuleSet {name} not Ready:\n{}",
                     host.logs()
                 );
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                tokio::time::sleep(Duration::from_millis(5)).await;
             }
             let took = started.elapsed();
             println!(

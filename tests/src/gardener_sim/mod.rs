@@ -45,6 +45,8 @@ pub(crate) struct Stats {
     pub writes: std::sync::atomic::AtomicU64,
     pub lease_requests: std::sync::atomic::AtomicU64,
     pub watches: std::sync::atomic::AtomicU64,
+    /// Admin kubeconfigs requested (`POST …/shoots/<name>/adminkubeconfig`).
+    pub admin_kubeconfigs: std::sync::atomic::AtomicU64,
 }
 
 pub(crate) struct Sim {

@@ -60,12 +60,14 @@ async fn handle(State(sim): State<Arc<Sim>>, request: Request) -> Response {
             "writes": s.writes.load(Ordering::Relaxed),
             "leaseRequests": s.lease_requests.load(Ordering::Relaxed),
             "watches": s.watches.load(Ordering::Relaxed),
+            "adminKubeconfigs": s.admin_kubeconfigs.load(Ordering::Relaxed),
         });
         return ([("content-type", "application/json")], body.to_string()).into_response();
     }
     count(&sim, &request);
     if let Some((ns, name, sub)) = shoot_path(&path) {
         if request.method() == Method::POST && sub == Some("adminkubeconfig") {
+            sim.stats.admin_kubeconfigs.fetch_add(1, Ordering::Relaxed);
             let body = axum::body::to_bytes(request.into_body(), 1 << 20)
                 .await
                 .unwrap_or_default();

@@ -1,6 +1,7 @@
 //! The RuntimeKubeconfig controller: fetch admin kubeconfigs from Gardener into Secrets,
 //! rotate them before they expire, and remove the Secret with its owner.
 
+mod binding;
 mod cleanup;
 mod controller;
 mod reconcile;

@@ -4,14 +4,16 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::controllers::{Context, ReconcileError, labels};
+use super::binding;
 use crate::crd::{
-    ConditionStatus, KubeconfigState, RuntimeKubeconfig, RuntimeKubeconfigStatus, set_condition,
+    ConditionStatus, KubeconfigState, Runtime, RuntimeKubeconfig, RuntimeKubeconfigStatus,
+    set_condition,
 };
 use crate::gardener::{FIELD_MANAGER, request_admin_kubeconfig};
 use crate::time::{format_rfc3339, now_rfc3339, parse_rfc3339};
@@ -44,16 +46,7 @@ async fn reconcile_inner(rkc: &RuntimeKubeconfig, ctx: &Context) -> Result<Actio
 
     if rkc.metadata.deletion_timestamp.is_some() {
         if has_finalizer(rkc) {
-            match secrets
-                .delete(&secret_ref.name, &DeleteParams::default())
-                .await
-            {
-                Ok(_) => {
-                    tracing::info!(runtime = %rkc.spec.runtime, secret = %secret_ref.name, "kubeconfig Secret deleted")
-                }
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(e) => return Err(e.into()),
-            }
+            delete_own_secret(rkc, &secrets).await?;
             let finalizers: Vec<&String> = rkc
                 .finalizers()
                 .iter()
@@ -89,9 +82,20 @@ async fn reconcile_inner(rkc: &RuntimeKubeconfig, ctx: &Context) -> Result<Actio
             .await?;
     }
 
+    let runtimes: Api<Runtime> = Api::namespaced(ctx.client.clone(), &namespace);
+    let runtime = runtimes.get_opt(&rkc.spec.runtime).await?;
+    if let Some(why) = binding::unbound(rkc, runtime.as_ref()) {
+        return refuse(&api, rkc, "NotBound", format!("refused: {why}; nothing is fetched or written")).await;
+    }
     let expiration = ctx.config.kubeconfig_expiration;
     let rotate_after = expiration.mul_f64(ctx.config.rotation_fraction.clamp(0.01, 1.0));
     let secret = secrets.get_opt(&secret_ref.name).await?;
+    if let Some(foreign) = secret.as_ref().filter(|s| !binding::owns(rkc, s)) {
+        let name = foreign.name_any();
+        return refuse(&api, rkc, "SecretNotOwned", format!(
+            "Secret {namespace}/{name} exists and was not created for this RuntimeKubeconfig; it is left as it is"
+        )).await;
+    }
     let last_sync = secret
         .as_ref()
         .and_then(|s| parse_rfc3339(s.annotations().get(labels::LAST_SYNC).map(String::as_str)));
@@ -201,6 +205,55 @@ async fn reconcile_inner(rkc: &RuntimeKubeconfig, ctx: &Context) -> Result<Actio
     );
     write_status(&api, &name, rkc, status).await?;
     Ok(Action::requeue(rotate_after.max(Duration::from_secs(1))))
+}
+
+/// Delete the kubeconfig Secret if it is the one `rkc` created (uid precondition).
+async fn delete_own_secret(rkc: &RuntimeKubeconfig, secrets: &Api<Secret>) -> Result<(), ReconcileError> {
+    let name = &rkc.spec.secret.name;
+    let Some(secret) = secrets.get_opt(name).await? else {
+        return Ok(());
+    };
+    if !binding::owns(rkc, &secret) {
+        tracing::warn!(runtime = %rkc.spec.runtime, secret = %name, "not deleting a Secret this RuntimeKubeconfig did not create");
+        return Ok(());
+    }
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: secret.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match secrets.delete(name, &params).await {
+        Ok(_) => {
+            tracing::info!(runtime = %rkc.spec.runtime, secret = %name, "kubeconfig Secret deleted");
+            Ok(())
+        }
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Record why `rkc` does nothing, and wait for it (or its Runtime) to change.
+async fn refuse(
+    api: &Api<RuntimeKubeconfig>,
+    rkc: &RuntimeKubeconfig,
+    reason: &str,
+    message: String,
+) -> Result<Action, ReconcileError> {
+    let mut status = rkc.status.clone().unwrap_or_default();
+    status.state = Some(KubeconfigState::Failed);
+    status.observed_generation = rkc.metadata.generation;
+    set_condition(
+        &mut status.conditions,
+        "Ready",
+        ConditionStatus::False,
+        reason,
+        message,
+        rkc.metadata.generation,
+    );
+    write_status(api, &rkc.name_any(), rkc, status).await?;
+    Ok(Action::await_change())
 }
 
 async fn write_status(

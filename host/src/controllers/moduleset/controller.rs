@@ -8,7 +8,7 @@ use kube::runtime::watcher;
 
 use super::drift::Drift;
 use super::reconcile::{ModuleContext, reconcile};
-use super::targets::Targets;
+use super::targets::{TargetRules, Targets};
 use crate::controllers::runtime::tokio_stream_of;
 use crate::controllers::{Context, ReconcileError};
 use crate::crd::ModuleSet;
@@ -26,7 +26,15 @@ pub async fn run(ctx: Arc<Context>) {
         Some((next, rx))
     });
     let mctx = Arc::new(ModuleContext {
-        targets: Targets::new(ctx.client.clone()),
+        targets: Targets::new(
+            ctx.client.clone(),
+            ctx.fence.clone(),
+            TargetRules {
+                secrets: ctx.config.module_targets.clone(),
+                local_namespaces: ctx.config.local_module_namespaces.clone(),
+                kubeconfigs: ctx.config.kubeconfigs.clone(),
+            },
+        ),
         drift,
         ctx,
     });

@@ -1,36 +1,84 @@
 //! Target clusters of ModuleSets, cached per kubeconfig Secret version so that discovery
-//! and connections are reused between reconciles.
+//! and connections are reused between reconciles. A ModuleSet reaches only what its
+//! namespace may: a Tessera kubeconfig Secret of its own namespace (one a RuntimeKubeconfig
+//! there wrote), a Secret the operator lists (`--module-target`), or — without a target —
+//! the host's own cluster where the operator allows it (`--local-modules`). Kubeconfigs are
+//! data (see `crate::kubeconfig`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::Client;
 use kube::api::Api;
-use kube::config::Kubeconfig;
+use kube::{Client, ResourceExt};
 
+use crate::controllers::labels;
+use crate::crd::RuntimeKubeconfig;
 use crate::crd::moduleset::Target as TargetSpec;
+use crate::fence::Fence;
+use crate::kubeconfig::KubeconfigPolicy;
 use crate::modules::Target;
-use crate::modules::target::connect_kubeconfig;
+use crate::pattern::glob;
 
 /// (namespace, Secret name) → (the Secret's resourceVersion, its target).
 type RemoteCache = HashMap<(String, String), (String, Arc<Target>)>;
 
+/// Which targets ModuleSets may use.
+#[derive(Debug, Clone, Default)]
+pub struct TargetRules {
+    /// Secrets (`namespace/name`, `*` globs) allowed besides Tessera's kubeconfig Secrets.
+    pub secrets: Vec<String>,
+    /// Namespaces (`*` globs) whose sets may install into the host's own cluster.
+    pub local_namespaces: Vec<String>,
+    pub kubeconfigs: KubeconfigPolicy,
+}
+
 /// The cache.
 pub struct Targets {
     control: Client,
+    fence: Arc<Fence>,
+    rules: TargetRules,
     /// (namespace, secret) → (resourceVersion, target)
     remote: Mutex<RemoteCache>,
     local: tokio::sync::OnceCell<Arc<Target>>,
 }
 
 impl Targets {
-    pub fn new(control: Client) -> Self {
+    pub fn new(control: Client, fence: Arc<Fence>, rules: TargetRules) -> Self {
         Self {
             control,
+            fence,
+            rules,
             remote: Mutex::new(HashMap::new()),
             local: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// Why `secret` may not be the target of a set in `namespace`, if it may not.
+    async fn refused(&self, namespace: &str, secret: &Secret) -> Result<Option<String>, String> {
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        let key = format!("{namespace}/{name}");
+        if self.rules.secrets.iter().any(|p| glob(p, &key)) {
+            return Ok(None);
+        }
+        let labelled = secret.labels().get(labels::KUBECONFIG).map(String::as_str) == Some("true");
+        let owner = secret
+            .owner_references()
+            .iter()
+            .find(|o| o.controller == Some(true) && o.kind == "RuntimeKubeconfig");
+        if let (true, Some(owner)) = (labelled, owner) {
+            let rkcs: Api<RuntimeKubeconfig> = Api::namespaced(self.control.clone(), namespace);
+            let rkc = rkcs
+                .get_opt(&owner.name)
+                .await
+                .map_err(|e| format!("RuntimeKubeconfig {namespace}/{}: {e}", owner.name))?;
+            if rkc.is_some_and(|k| k.uid().as_deref() == Some(owner.uid.as_str()) && k.spec.secret.name == name) {
+                return Ok(None);
+            }
+        }
+        Ok(Some(format!(
+            "Secret {key} is neither a kubeconfig Secret Tessera wrote for a Runtime of this namespace nor one the operator allows as a module target (--module-target)"
+        )))
     }
 
     /// The target of a ModuleSet in `namespace`; `Err` says why it cannot be reached.
@@ -40,6 +88,11 @@ impl Targets {
         spec: Option<&TargetSpec>,
     ) -> Result<Arc<Target>, String> {
         let Some(spec) = spec else {
+            if !self.rules.local_namespaces.iter().any(|p| glob(p, namespace)) {
+                return Err(format!(
+                    "spec.target is required: ModuleSets in namespace {namespace} may not install into the host's own cluster (the operator allows it per namespace with --local-modules)"
+                ));
+            }
             return self
                 .local
                 .get_or_try_init(|| async {
@@ -58,6 +111,9 @@ impl Targets {
             .await
             .map_err(|e| format!("Secret {namespace}/{name}: {e}"))?
             .ok_or_else(|| format!("Secret {namespace}/{name} does not exist"))?;
+        if let Some(why) = self.refused(namespace, &secret).await? {
+            return Err(format!("spec.target.secretName: {why}"));
+        }
         let version = secret.metadata.resource_version.clone().unwrap_or_default();
         let key = (namespace.to_string(), name.clone());
         if let Some((v, target)) = self.remote.lock().expect("targets lock").get(&key)
@@ -66,16 +122,12 @@ impl Targets {
             return Ok(target.clone());
         }
         let field = spec.key.as_deref().unwrap_or("config");
-        let bytes = secret
-            .data
-            .and_then(|d| d.get(field).cloned())
-            .ok_or_else(|| format!("Secret {namespace}/{name} has no key {field}"))?;
-        let text = String::from_utf8(bytes.0)
-            .map_err(|_| format!("Secret {namespace}/{name} key {field} is not UTF-8"))?;
-        let kubeconfig = Kubeconfig::from_yaml(&text).map_err(|e| {
-            format!("Secret {namespace}/{name} key {field}: invalid kubeconfig: {e}")
-        })?;
-        let (client, server) = connect_kubeconfig(Some(kubeconfig)).await?;
+        let (client, server) = self
+            .rules
+            .kubeconfigs
+            .client(&secret, field, &self.fence)
+            .await
+            .map_err(|e| e.to_string())?;
         let target = Target::connect(client, server, spec.provider.clone(), spec.region.clone())
             .await
             .map_err(|e| format!("cluster of Secret {namespace}/{name}: {e}"))?;

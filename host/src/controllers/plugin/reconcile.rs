@@ -30,6 +30,34 @@ fn kind_of(spec: &PluginSpec) -> Result<PluginKind, String> {
     }
 }
 
+/// What a version's pinned digest becomes when its tag resolved to another.
+#[derive(Debug, PartialEq, Eq)]
+enum Pin {
+    /// Nothing moved (or nothing was pinned yet: the first resolution pins).
+    Keep,
+    /// Follow the tag.
+    Move { from: String },
+    /// Keep running the pinned digest; the new one waits for approval.
+    Hold { pinned: String },
+}
+
+/// A moved tag is followed only when the Plugin opts into automatic updates or an operator
+/// approved exactly that digest; otherwise the fleet keeps what it runs.
+fn next_pin(pinned: Option<&str>, resolved: &str, automatic: bool, approved: Option<&str>) -> Pin {
+    match pinned {
+        None => Pin::Keep,
+        Some(p) if p == resolved => Pin::Keep,
+        Some(p) if automatic || approved == Some(resolved) => Pin::Move { from: p.to_string() },
+        Some(p) => Pin::Hold { pinned: p.to_string() },
+    }
+}
+
+/// The digest an operator approved for `version` (annotation `approve.tessera.dev/<version>`).
+fn approval(plugin: &Plugin, version: &str) -> Option<String> {
+    let key = format!("{}{version}", labels::APPROVE_PREFIX);
+    plugin.annotations().get(&key).cloned()
+}
+
 /// Problems in the spec itself, named by field.
 fn validate(spec: &PluginSpec) -> Result<PluginKind, String> {
     let kind = kind_of(spec)?;
@@ -181,6 +209,7 @@ pub async fn reconcile(plugin: Arc<Plugin>, ctx: Arc<Context>) -> Result<Action,
         .verification
         .as_ref()
         .is_some_and(|v| v.required);
+    let automatic = plugin.spec.update_policy == Some(UpdatePolicy::Automatic);
     let mut transient = false;
     // On this host's first pass, pinned digests whose bytes are in the store are used as
     // they are, so a restarted host serves at once; tags are re-resolved right after.
@@ -228,18 +257,27 @@ pub async fn reconcile(plugin: Arc<Plugin>, ctx: Arc<Context>) -> Result<Action,
                 }
             }
         };
-        if let Some(p) = &pinned
-            && *p != digest
-        {
-            events.push((
-                EventType::Normal,
-                "DigestChanged",
-                format!(
-                    "version {} ({}) moved from {p} to {digest}",
-                    v.version, v.reference
-                ),
-            ));
-        }
+        let approved = approval(&plugin, &v.version);
+        let digest = match next_pin(pinned.as_deref(), &digest, automatic, approved.as_deref()) {
+            Pin::Keep => digest,
+            Pin::Move { from } => {
+                let note = format!("version {} ({}) moved from {from} to {digest}", v.version, v.reference);
+                events.push((EventType::Normal, "DigestChanged", note));
+                digest
+            }
+            Pin::Hold { pinned } => {
+                let was_pending = old.versions.iter().any(|o| o.version == v.version && o.pending_digest.as_deref() == Some(digest.as_str()));
+                if !was_pending {
+                    let note = format!(
+                        "version {} ({}) moved to {digest}; still running {pinned} until an operator approves it (annotation {}{}: {digest}, or spec.updatePolicy: Automatic)",
+                        v.version, v.reference, labels::APPROVE_PREFIX, v.version
+                    );
+                    events.push((EventType::Warning, "DigestPending", note));
+                }
+                st.pending_digest = Some(digest);
+                pinned
+            }
+        };
         st.digest = Some(digest.clone());
         let reuse = previous
             .as_ref()
@@ -507,4 +545,32 @@ async fn write_status(
     )
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn moved_tags_wait_for_approval() {
+        assert_eq!(next_pin(None, "sha256:b", false, None), Pin::Keep);
+        assert_eq!(next_pin(Some("sha256:a"), "sha256:a", false, None), Pin::Keep);
+        assert_eq!(
+            next_pin(Some("sha256:a"), "sha256:b", false, None),
+            Pin::Hold { pinned: "sha256:a".into() }
+        );
+        // Approving another digest approves nothing.
+        assert_eq!(
+            next_pin(Some("sha256:a"), "sha256:b", false, Some("sha256:c")),
+            Pin::Hold { pinned: "sha256:a".into() }
+        );
+        assert_eq!(
+            next_pin(Some("sha256:a"), "sha256:b", false, Some("sha256:b")),
+            Pin::Move { from: "sha256:a".into() }
+        );
+        assert_eq!(
+            next_pin(Some("sha256:a"), "sha256:b", true, None),
+            Pin::Move { from: "sha256:a".into() }
+        );
+    }
 }

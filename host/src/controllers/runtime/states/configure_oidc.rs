@@ -35,7 +35,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     if configs.is_empty() && !had_any {
         return Ok(Transition::Next(Step::ApplyAdminBindings));
     }
-    let client = runtime_cluster::client(&m.ctx.client, &m.namespace(), &m.id()).await?;
+    let client = runtime_cluster::client(&m.ctx, &m.namespace(), &m.id()).await?;
     let api: Api<DynamicObject> = Api::all_with(client, &resource());
     let id = m.id();
     let existing = runtime_cluster::list_owned(&api, &id).await?;

@@ -10,12 +10,8 @@ use crate::controllers::{ReconcileError, labels};
 use crate::crd::{
     ConditionStatus, KubeconfigState, RuntimeKubeconfig, RuntimeKubeconfigSpec, SecretRef,
 };
+use crate::controllers::labels::kubeconfig_secret as secret_name;
 use crate::gardener::FIELD_MANAGER;
-
-/// The Secret that holds a Runtime's kubeconfig.
-pub fn secret_name(runtime_id: &str) -> String {
-    format!("kubeconfig-{runtime_id}")
-}
 
 pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let id = m.id();

@@ -1,0 +1,189 @@
+//! Kubeconfigs that come from Secrets are data, never programs. Whoever can write a Secret
+//! in a namespace the host reads could otherwise make the host run a command (`exec`, an
+//! auth provider), read its own files (`tokenFile`, certificate paths — its service account
+//! token among them) or reach anything through a proxy. One sanitizer, used everywhere a
+//! kubeconfig comes from a Secret: inline credentials only, unless the operator allows
+//! more; optionally only API servers the operator lists. Errors name the Secret and the
+//! field, never a value.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::client::ClientBuilder;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+use crate::fence::Fence;
+use crate::pattern::glob;
+
+/// What a kubeconfig from a Secret may use.
+#[derive(Debug, Clone, Default)]
+pub struct KubeconfigPolicy {
+    /// Allow `exec` credential plugins, auth providers, file paths and proxies (off: inline
+    /// credentials only).
+    pub allow_external: bool,
+    /// API server URLs (`*` matches any characters) kubeconfigs may point at; empty: any.
+    pub servers: Vec<String>,
+}
+
+/// A kubeconfig the host refuses or cannot use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{source_name}: {message}")]
+pub struct KubeconfigError {
+    /// `Secret <namespace>/<name> key <key>`.
+    pub source_name: String,
+    pub message: String,
+}
+
+
+const EXTERNAL: &str = "the host runs no programs, reads no files and uses no proxies for kubeconfigs from Secrets (an operator can allow it with --allow-external-kubeconfigs)";
+
+impl KubeconfigPolicy {
+    /// The fields of `kubeconfig` this policy refuses, in words (empty: usable).
+    pub fn refusals(&self, kubeconfig: &Kubeconfig) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, user) in kubeconfig.auth_infos.iter().enumerate() {
+            let Some(auth) = &user.auth_info else { continue };
+            let fields = [
+                ("exec", auth.exec.is_some()),
+                ("auth-provider", auth.auth_provider.is_some()),
+                ("tokenFile", auth.token_file.is_some()),
+                ("client-certificate", auth.client_certificate.is_some()),
+                ("client-key", auth.client_key.is_some()),
+            ];
+            for (field, set) in fields {
+                if set && !self.allow_external {
+                    out.push(format!("users[{i}].user.{field}"));
+                }
+            }
+        }
+        for (i, cluster) in kubeconfig.clusters.iter().enumerate() {
+            let Some(c) = &cluster.cluster else { continue };
+            let fields = [
+                ("certificate-authority", c.certificate_authority.is_some()),
+                ("proxy-url", c.proxy_url.is_some()),
+            ];
+            for (field, set) in fields {
+                if set && !self.allow_external {
+                    out.push(format!("clusters[{i}].cluster.{field}"));
+                }
+            }
+            let server = c.server.as_deref().unwrap_or_default();
+            if !self.servers.is_empty() && !self.servers.iter().any(|p| glob(p, server)) {
+                out.push(format!(
+                    "clusters[{i}].cluster.server (not among the API servers the operator allows)"
+                ));
+            }
+        }
+        out
+    }
+
+    /// Parse and check a kubeconfig read from `source_name`.
+    pub fn parse(&self, text: &str, source_name: &str) -> Result<Kubeconfig, KubeconfigError> {
+        let fail = |message: String| KubeconfigError {
+            source_name: source_name.to_string(),
+            message,
+        };
+        // The parser's own message may quote the document (and its credentials).
+        let kubeconfig = Kubeconfig::from_yaml(text)
+            .map_err(|_| fail("not a kubeconfig (YAML with clusters, users, contexts)".into()))?;
+        let refused = self.refusals(&kubeconfig);
+        if !refused.is_empty() {
+            return Err(fail(format!(
+                "refused: {} ({EXTERNAL})",
+                refused.join(", ")
+            )));
+        }
+        Ok(kubeconfig)
+    }
+
+    /// A client for the kubeconfig under `key` of `secret`, writing through `fence`, and
+    /// its server URL.
+    pub async fn client(
+        &self,
+        secret: &Secret,
+        key: &str,
+        fence: &Arc<Fence>,
+    ) -> Result<(Client, String), KubeconfigError> {
+        let source_name = format!(
+            "Secret {}/{} key {key}",
+            secret.metadata.namespace.as_deref().unwrap_or_default(),
+            secret.metadata.name.as_deref().unwrap_or_default()
+        );
+        let fail = |message: &str| KubeconfigError {
+            source_name: source_name.clone(),
+            message: message.to_string(),
+        };
+        let bytes = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(key))
+            .ok_or_else(|| fail("no such key"))?;
+        let text = std::str::from_utf8(&bytes.0).map_err(|_| fail("not UTF-8"))?;
+        let kubeconfig = self.parse(text, &source_name)?;
+        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(|_| fail("unusable kubeconfig: no current context, cluster or user it names"))?;
+        let server = config.cluster_url.to_string();
+        let client = ClientBuilder::try_from(config)
+            .map_err(|_| fail("cannot build a client from it (TLS settings)"))?
+            .with_layer(&fence.layer())
+            .build();
+        Ok((client, server))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INLINE: &str = "apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: 'https://10.0.0.1:6443', certificate-authority-data: Zm9v}}]
+users: [{name: u, user: {token: secret-token}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+";
+
+    #[test]
+    fn inline_credentials_pass() {
+        let policy = KubeconfigPolicy::default();
+        assert!(policy.parse(INLINE, "Secret a/b key config").is_ok());
+    }
+
+    #[test]
+    fn programs_files_and_proxies_are_refused_without_their_values() {
+        let policy = KubeconfigPolicy::default();
+        let exec = INLINE.replace(
+            "user: {token: secret-token}",
+            "user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: sh, args: ['-c', 'touch /tmp/pwned']}}",
+        );
+        let err = policy.parse(&exec, "Secret a/b key config").unwrap_err();
+        assert!(err.to_string().starts_with("Secret a/b key config: refused: users[0].user.exec"), "{err}");
+        assert!(!err.to_string().contains("pwned"), "{err}");
+        let files = INLINE
+            .replace("user: {token: secret-token}", "user: {tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token}")
+            .replace("certificate-authority-data: Zm9v", "certificate-authority: /etc/ca.crt, proxy-url: 'http://evil:3128'");
+        let err = policy.parse(&files, "s").unwrap_err().message;
+        for field in ["users[0].user.tokenFile", "clusters[0].cluster.certificate-authority", "clusters[0].cluster.proxy-url"] {
+            assert!(err.contains(field), "{err}");
+        }
+        assert!(!err.contains("serviceaccount"), "{err}");
+        let allowed = KubeconfigPolicy { allow_external: true, ..Default::default() };
+        assert!(allowed.parse(&exec, "s").is_ok());
+    }
+
+    #[test]
+    fn servers_can_be_limited_and_garbage_is_not_echoed() {
+        let policy = KubeconfigPolicy {
+            servers: vec!["https://*.shoots.example.com".into()],
+            ..Default::default()
+        };
+        let err = policy.parse(INLINE, "s").unwrap_err().message;
+        assert!(err.contains("clusters[0].cluster.server"), "{err}");
+        let ok = INLINE.replace("https://10.0.0.1:6443", "https://api.c1.shoots.example.com");
+        assert!(policy.parse(&ok, "s").is_ok());
+        let err = policy.parse("token: hunter2: [", "s").unwrap_err().message;
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+}
