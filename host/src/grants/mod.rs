@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 pub use objects::{Access, ObjectRef, ObjectRule, Refusal, Scope, is_system_namespace};
 pub use paths::{
-    IDENTITY_PATHS, PathError, PathPattern, Segment, changed_paths, display_path, touches,
+    IDENTITY_PATHS, PathError, PathPattern, Segment, display_path, first_change, touches,
 };
 
 

@@ -11,6 +11,7 @@
 //! within one segment, and a pattern covers everything below it.
 
 use std::fmt;
+use std::ops::ControlFlow;
 use std::str::FromStr;
 
 use serde_json::{Map, Value};
@@ -212,57 +213,130 @@ pub fn touches(path: &[Segment], pattern: &PathPattern) -> bool {
 }
 
 /// Every path at which `after` differs from `before`: added, removed and changed leaves.
-pub fn changed_paths(before: &Value, after: &Value) -> Vec<Vec<Segment>> {
+#[cfg(test)]
+fn changed_paths(before: &Value, after: &Value) -> Vec<Vec<Segment>> {
     let mut out = Vec::new();
-    let mut path = Vec::new();
-    walk(&mut path, Some(before), Some(after), &mut out);
+    let mut found = |path: &[Segment]| {
+        out.push(path.to_vec());
+        ControlFlow::Continue(())
+    };
+    let _ = Walk {
+        path: Vec::new(),
+        free: &|_| false,
+        found: &mut found,
+    }
+    .value(Some(before), Some(after));
     out
 }
 
-fn walk(
-    path: &mut Vec<Segment>,
-    a: Option<&Value>,
-    b: Option<&Value>,
-    out: &mut Vec<Vec<Segment>>,
-) {
-    if a == b {
-        return;
+/// The first path (in document order) at which `after` differs from `before`, leaving out
+/// the subtrees `free` says may change. Runs after every plugin call: skipping what is
+/// granted and stopping at the first refusal keeps it cheap.
+pub fn first_change(
+    before: &Value,
+    after: &Value,
+    free: &dyn Fn(&[Segment]) -> bool,
+) -> Option<Vec<Segment>> {
+    let mut first = None;
+    let mut found = |path: &[Segment]| {
+        first = Some(path.to_vec());
+        ControlFlow::Break(())
+    };
+    let _ = Walk {
+        path: Vec::new(),
+        free,
+        found: &mut found,
     }
-    match (a, b) {
-        (Some(Value::Object(x)), Some(Value::Object(y))) => walk_maps(path, Some(x), Some(y), out),
-        (None, Some(Value::Object(y))) => walk_maps(path, None, Some(y), out),
-        (Some(Value::Object(x)), None) => walk_maps(path, Some(x), None, out),
-        (Some(Value::Array(x)), Some(Value::Array(y))) => walk_arrays(path, x, y, out),
-        (None, Some(Value::Array(y))) => walk_arrays(path, &[], y, out),
-        (Some(Value::Array(x)), None) => walk_arrays(path, x, &[], out),
-        _ => out.push(path.clone()),
-    }
+    .value(Some(before), Some(after));
+    first
 }
 
-fn walk_maps(
-    path: &mut Vec<Segment>,
-    a: Option<&Map<String, Value>>,
-    b: Option<&Map<String, Value>>,
-    out: &mut Vec<Vec<Segment>>,
-) {
-    let keys = a.into_iter().flat_map(|m| m.keys());
-    let added = b
-        .into_iter()
-        .flat_map(|m| m.keys())
-        .filter(|k| a.is_none_or(|a| !a.contains_key(*k)));
-    for key in keys.chain(added) {
-        path.push(Segment::Key(key.clone()));
-        walk(
-            path,
-            a.and_then(|m| m.get(key)),
-            b.and_then(|m| m.get(key)),
-            out,
-        );
-        path.pop();
+/// One comparison of two documents; `found` hears of each changed path, in order.
+struct Walk<'f> {
+    path: Vec<Segment>,
+    free: &'f dyn Fn(&[Segment]) -> bool,
+    found: &'f mut dyn FnMut(&[Segment]) -> ControlFlow<()>,
+}
+
+impl Walk<'_> {
+    fn value(&mut self, a: Option<&Value>, b: Option<&Value>) -> ControlFlow<()> {
+        // Equal first: most subtrees did not change, and `free` matches patterns.
+        if a == b || (!self.path.is_empty() && (self.free)(&self.path)) {
+            return ControlFlow::Continue(());
+        }
+        match (a, b) {
+            (Some(Value::Object(x)), Some(Value::Object(y))) => self.maps(Some(x), Some(y)),
+            (None, Some(Value::Object(y))) => self.maps(None, Some(y)),
+            (Some(Value::Object(x)), None) => self.maps(Some(x), None),
+            (Some(Value::Array(x)), Some(Value::Array(y))) => self.arrays(x, y),
+            (None, Some(Value::Array(y))) => self.arrays(&[], y),
+            (Some(Value::Array(x)), None) => self.arrays(x, &[]),
+            _ => (self.found)(&self.path),
+        }
     }
-    if a.is_none_or(Map::is_empty) && b.is_none_or(Map::is_empty) {
-        // An empty object appeared or disappeared: no leaf below it says so.
-        out.push(path.clone());
+
+    fn maps(
+        &mut self,
+        a: Option<&Map<String, Value>>,
+        b: Option<&Map<String, Value>>,
+    ) -> ControlFlow<()> {
+        let keys = a.into_iter().flat_map(|m| m.keys());
+        let added = b
+            .into_iter()
+            .flat_map(|m| m.keys())
+            .filter(|k| a.is_none_or(|a| !a.contains_key(*k)));
+        for key in keys.chain(added) {
+            self.path.push(Segment::Key(key.clone()));
+            let flow = self.value(a.and_then(|m| m.get(key)), b.and_then(|m| m.get(key)));
+            self.path.pop();
+            flow?;
+        }
+        if a.is_none_or(Map::is_empty) && b.is_none_or(Map::is_empty) {
+            // An empty object appeared or disappeared: no leaf below it says so.
+            return (self.found)(&self.path);
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn arrays(&mut self, x: &[Value], y: &[Value]) -> ControlFlow<()> {
+        let Some(field) = item_key(x, y) else {
+            return (self.found)(&self.path);
+        };
+        let id = |v: &Value| v[field].as_str().unwrap_or_default().to_string();
+        let kept = |from: &[Value], other: &[Value]| -> Vec<String> {
+            from.iter()
+                .map(id)
+                .filter(|k| other.iter().any(|v| id(v) == *k))
+                .collect()
+        };
+        if kept(x, y) != kept(y, x) {
+            // Reordered: the order is the array's, not an element's.
+            return (self.found)(&self.path);
+        }
+        let ids: Vec<String> = x
+            .iter()
+            .map(id)
+            .chain(y.iter().map(id).filter(|k| !x.iter().any(|v| id(v) == *k)))
+            .collect();
+        for key in ids {
+            let before = x.iter().find(|v| id(v) == key);
+            let after = y.iter().find(|v| id(v) == key);
+            self.path.push(Segment::Item {
+                field: field.to_string(),
+                value: key,
+            });
+            let flow = if before.is_some() && after.is_some() {
+                self.value(before, after)
+            } else if (self.free)(&self.path) {
+                ControlFlow::Continue(())
+            } else {
+                // A whole element came or went: one change at the element.
+                (self.found)(&self.path)
+            };
+            self.path.pop();
+            flow?;
+        }
+        ControlFlow::Continue(())
     }
 }
 
@@ -277,49 +351,6 @@ fn item_key(x: &[Value], y: &[Value]) -> Option<&'static str> {
         };
         !(x.is_empty() && y.is_empty()) && unique(x) && unique(y)
     })
-}
-
-fn walk_arrays(path: &mut Vec<Segment>, x: &[Value], y: &[Value], out: &mut Vec<Vec<Segment>>) {
-    let Some(field) = item_key(x, y) else {
-        out.push(path.clone());
-        return;
-    };
-    let id = |v: &Value| v[field].as_str().unwrap_or_default().to_string();
-    let kept_x: Vec<String> = x
-        .iter()
-        .map(id)
-        .filter(|k| y.iter().any(|v| id(v) == *k))
-        .collect();
-    let kept_y: Vec<String> = y
-        .iter()
-        .map(id)
-        .filter(|k| x.iter().any(|v| id(v) == *k))
-        .collect();
-    if kept_x != kept_y {
-        // Reordered: the order is the array's, not an element's.
-        out.push(path.clone());
-        return;
-    }
-    let ids = x
-        .iter()
-        .map(id)
-        .chain(y.iter().map(id).filter(|k| !x.iter().any(|v| id(v) == *k)));
-    for key in ids.collect::<Vec<_>>() {
-        let before = x.iter().find(|v| id(v) == key);
-        let after = y.iter().find(|v| id(v) == key);
-        path.push(Segment::Item {
-            field: field.to_string(),
-            value: key,
-        });
-        let before_len = out.len();
-        walk(path, before, after, out);
-        if before.is_none() || after.is_none() {
-            // A whole element came or went: one change at the element.
-            out.truncate(before_len);
-            out.push(path.clone());
-        }
-        path.pop();
-    }
 }
 
 #[cfg(test)]
@@ -394,6 +425,23 @@ mod tests {
         );
         assert!("spec..x".parse::<PathPattern>().is_err());
         assert!("spec[x".parse::<PathPattern>().is_err());
+    }
+
+    #[test]
+    fn first_change_skips_what_is_free() {
+        let a = json!({"spec": {"provider": {"type": "aws"}, "region": "eu", "seedName": "s1"}});
+        let b = json!({"spec": {"provider": {"type": "gcp"}, "region": "eu", "seedName": "s2"}});
+        let provider = pattern("spec.provider");
+        let free = |p: &[Segment]| provider.covers(p);
+        let first = first_change(&a, &b, &free).map(|p| display_path(&p));
+        assert_eq!(first.as_deref(), Some("spec.seedName"));
+        let spec = pattern("spec");
+        let free = |p: &[Segment]| spec.covers(p);
+        assert_eq!(first_change(&a, &b, &free), None);
+        let nothing = |_: &[Segment]| false;
+        let first = first_change(&a, &b, &nothing).map(|p| display_path(&p));
+        assert_eq!(first.as_deref(), Some("spec.provider.type"));
+        assert_eq!(first_change(&a, &a, &nothing), None);
     }
 
     #[test]

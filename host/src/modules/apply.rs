@@ -5,7 +5,8 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use kube::api::{
-    Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy,
+    Api, DeleteParams, DynamicObject, GetParams, PartialObjectMeta, Patch, PatchParams,
+    Preconditions, PropagationPolicy,
 };
 use serde_json::Value;
 
@@ -132,7 +133,7 @@ pub async fn plan(
     for (key, _) in objects {
         lookups.push(look_up(target, key, record));
     }
-    let looked_up: Vec<Option<DynamicObject>> = futures::stream::iter(lookups)
+    let looked_up: Vec<Option<PartialObjectMeta<DynamicObject>>> = futures::stream::iter(lookups)
         .buffered(LOOKUPS)
         .try_collect()
         .await?;
@@ -163,13 +164,15 @@ pub async fn plan(
     Ok(Ok(plans))
 }
 
-/// The live object `key` names, unless the inventory knows its uid (no lookup needed) or
-/// the cluster does not serve its kind yet.
+/// The metadata of the live object `key` names, unless the inventory knows its uid (no
+/// lookup needed) or the cluster does not serve its kind yet. Read from the API server's
+/// watch cache: metadata is all ownership needs, and the cache spares etcd a read per object
+/// (an object created in between is refused by the apply's own conflict check).
 async fn look_up(
     target: &Target,
     key: &ObjectKey,
     record: &ModuleRecord,
-) -> Result<Option<DynamicObject>, ModuleError> {
+) -> Result<Option<PartialObjectMeta<DynamicObject>>, ModuleError> {
     if record.uid(key).is_some() {
         return Ok(None);
     }
@@ -177,7 +180,9 @@ async fn look_up(
         return Ok(None);
     };
     let api = target.api(&kind, key.namespace.as_deref());
-    Ok(api.get_opt(&key.name).await?)
+    Ok(api
+        .get_metadata_opt_with(&key.name, &GetParams::any())
+        .await?)
 }
 
 /// Server-side apply `objects` (already ordered, checked against the grants and planned)

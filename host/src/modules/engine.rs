@@ -376,46 +376,41 @@ impl ModuleRun<'_> {
     }
 
     /// Plan, record, apply and prune a checked answer; `Err(message)` when an object is
-    /// refused (nothing is written when the plan refuses it).
+    /// refused (nothing of the answer is applied when the plan refuses it).
     async fn install(
         &self,
         inventory: &mut Inventory,
         keep: &HashSet<ObjectKey>,
         prepared: Vec<(ObjectKey, Value)>,
     ) -> Result<Result<Vec<Applied>, String>, ModuleError> {
-        let previous = inventory
-            .modules
-            .get(self.module)
-            .cloned()
-            .unwrap_or_default();
+        let recorded = inventory.modules.get(self.module).cloned();
+        let previous = recorded.clone().unwrap_or_default();
         let applier = Applier {
             owner: self.owner(),
             adopt: self.adopt,
         };
-        let plans = match apply::plan(self.target, applier, &prepared, &previous).await? {
+        let new_keys: Vec<ObjectKey> = prepared.iter().map(|(k, _)| k.clone()).collect();
+        // Listed before they exist: a crash while applying leaves nothing unlisted. Written
+        // while the objects are looked up; a refused answer takes the listing back.
+        inventory.stage(
+            self.module,
+            Some(self.record(listed_with(&previous, &new_keys))),
+        );
+        let (plans, saved) = futures::join!(
+            apply::plan(self.target, applier, &prepared, &previous),
+            inventory.flush(self.target)
+        );
+        saved?;
+        let plans = match plans? {
             Ok(plans) => plans,
             Err(why) => {
+                inventory.save(self.target, self.module, recorded).await?;
                 let plugin = self.plugin();
                 return Ok(Err(format!(
                     "{plugin}: {why}; nothing of this answer was applied"
                 )));
             }
         };
-        let new_keys: Vec<ObjectKey> = prepared.iter().map(|(k, _)| k.clone()).collect();
-        // Listed before they exist: a crash while applying leaves nothing unlisted.
-        let mut union = previous.objects.clone();
-        union.extend(
-            new_keys
-                .iter()
-                .filter(|k| !previous.lists(k))
-                .map(|k| Entry {
-                    key: k.clone(),
-                    uid: None,
-                }),
-        );
-        inventory
-            .save(self.target, self.module, Some(self.record(union)))
-            .await?;
         let applied = match apply::apply(self.target, applier, prepared, plans).await {
             Ok(applied) => applied,
             Err(ModuleError::Object { object, message }) => {
@@ -436,9 +431,7 @@ impl ModuleRun<'_> {
                 uid: a.uid(),
             })
             .collect();
-        inventory
-            .save(self.target, self.module, Some(self.record(entries)))
-            .await?;
+        inventory.stage(self.module, Some(self.record(entries)));
         Ok(Ok(applied))
     }
 
@@ -625,6 +618,16 @@ pub async fn prune_inventory(
     }
     inventory.save(target, owner.module, None).await?;
     Ok(Reconciled::settled(State::Ready, None, 0))
+}
+
+/// `previous`'s objects and `keys` not among them yet (uid unknown until applied).
+fn listed_with(previous: &ModuleRecord, keys: &[ObjectKey]) -> Vec<Entry> {
+    let mut union = previous.objects.clone();
+    union.extend(keys.iter().filter(|k| !previous.lists(k)).map(|k| Entry {
+        key: k.clone(),
+        uid: None,
+    }));
+    union
 }
 
 #[cfg(test)]

@@ -2,13 +2,14 @@
 //! modules.<set namespace>.<set name>`, one key per module). It lives next to the objects
 //! it lists, so it survives host restarts and works the same with and without a control
 //! plane. Written before applying (old ∪ new) and after pruning (new), so a crash in
-//! between leaves nothing unlisted. Each entry records the uid the API server gave the
+//! between leaves nothing unlisted; the record after pruning is only staged and goes out
+//! with the next write (the next module's, or the end of the set's pass). Each entry records the uid the API server gave the
 //! object when this module created it. Anyone with access to the target can edit the
 //! ConfigMap, so it is a list of candidates, never a licence: the host deletes an object
 //! only after checking that it carries this set's and module's labels and, where one is
 //! recorded, the recorded uid.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -115,6 +116,8 @@ pub struct Inventory {
     /// `<namespace>/<name>` of the set.
     pub set: String,
     pub modules: BTreeMap<String, ModuleRecord>,
+    /// Modules whose record changed here but not yet on the target ([`Inventory::stage`]).
+    unsaved: BTreeSet<String>,
 }
 
 fn name_of(set: &str) -> String {
@@ -140,34 +143,56 @@ impl Inventory {
         Ok(Self {
             set: set.to_string(),
             modules,
+            unsaved: BTreeSet::new(),
         })
     }
 
-    /// Store `record` for `module` (`None`: forget the module).
+    /// Store `record` for `module` (`None`: forget the module), with whatever was staged.
     pub async fn save(
         &mut self,
         target: &Target,
         module: &str,
         record: Option<ModuleRecord>,
     ) -> Result<(), ModuleError> {
-        match &record {
-            Some(r) => {
-                if self.modules.get(module) == Some(r) {
-                    return Ok(());
-                }
-                self.modules.insert(module.to_string(), r.clone());
+        self.stage(module, record);
+        self.flush(target).await
+    }
+
+    /// Change `module`'s record here only; the next [`Inventory::save`] or
+    /// [`Inventory::flush`] writes it. For what only refines a record already written (the
+    /// uids of objects it lists): lost in a crash, it is found again by looking the objects
+    /// up, so it need not cost a write of its own.
+    pub fn stage(&mut self, module: &str, record: Option<ModuleRecord>) {
+        let changed = match record {
+            Some(r) if self.modules.get(module) != Some(&r) => {
+                self.modules.insert(module.to_string(), r);
+                true
             }
-            None => {
-                if self.modules.remove(module).is_none() {
-                    return Ok(());
-                }
-            }
+            Some(_) => false,
+            None => self.modules.remove(module).is_some(),
+        };
+        if changed {
+            self.unsaved.insert(module.to_string());
+        }
+    }
+
+    /// Write every staged record, in one request.
+    pub async fn flush(&mut self, target: &Target) -> Result<(), ModuleError> {
+        if self.unsaved.is_empty() {
+            return Ok(());
         }
         let api: Api<ConfigMap> = Api::namespaced(target.client.clone(), NAMESPACE);
-        let value = match record {
-            Some(r) => serde_json::Value::String(serde_json::to_string(&r).expect("a record")),
-            None => serde_json::Value::Null,
-        };
+        let data: serde_json::Map<String, serde_json::Value> = self
+            .unsaved
+            .iter()
+            .map(|module| {
+                let value = match self.modules.get(module) {
+                    Some(r) => serde_json::to_string(r).expect("a record").into(),
+                    None => serde_json::Value::Null,
+                };
+                (module.clone(), value)
+            })
+            .collect();
         let name = name_of(&self.set);
         let body = serde_json::json!({
             "apiVersion": "v1",
@@ -178,14 +203,17 @@ impl Inventory {
                 "annotations": {super::labels::SET: self.set},
                 "labels": {crate::controllers::labels::MANAGED_BY: crate::controllers::labels::MANAGED_BY_VALUE},
             },
-            "data": {module: value},
+            "data": data,
         });
-        // A merge patch touches only this module's key; create when missing.
+        // A merge patch touches only these modules' keys; create when missing.
         match api
             .patch(&name, &PatchParams::default(), &Patch::Merge(&body))
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                self.unsaved.clear();
+                Ok(())
+            }
             Err(kube::Error::Api(e)) if e.code == 404 => {
                 ensure_namespace(target).await?;
                 let mut create = body;
@@ -197,6 +225,7 @@ impl Inventory {
                 create["data"] = serde_json::to_value(data).expect("data");
                 let cm: ConfigMap = serde_json::from_value(create).expect("a ConfigMap");
                 api.create(&Default::default(), &cm).await?;
+                self.unsaved.clear();
                 Ok(())
             }
             Err(e) => Err(e.into()),

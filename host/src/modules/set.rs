@@ -604,6 +604,8 @@ pub async fn reconcile_set(
     if req.deleting && inventory.modules.is_empty() {
         Inventory::delete(target, &req.set).await?;
         out.deleted = true;
+    } else {
+        inventory.flush(target).await?;
     }
     // Status lists modules in the set's order, then those still being removed.
     let mut modules = Vec::new();

@@ -12,7 +12,7 @@ use tessera_sdk::glue::RawExtendInput;
 use super::catalog::first_party_requests;
 use super::config::{ChainConfig, PluginSettings};
 use super::identity::ShootIdentity;
-use crate::grants::{IDENTITY_PATHS, PathPattern, changed_paths, display_path, touches};
+use crate::grants::{IDENTITY_PATHS, PathPattern, Segment, display_path, first_change, touches};
 use crate::wasm::{CallContext, CallError, Failure, Limits, LoadError, LoadedPlugin, WasmRuntime};
 
 static IDENTITY: LazyLock<Vec<PathPattern>> = LazyLock::new(|| {
@@ -42,26 +42,28 @@ impl ChainStep {
     /// Refuse a draft that changes what this step was not granted, or the identity
     /// (public so that the benchmark can time it alone).
     pub fn check(&self, before: &Value, after: &Value) -> Result<(), CallError> {
-        for path in changed_paths(before, after) {
-            let cause = if IDENTITY.iter().any(|id| touches(&path, id)) {
-                Failure::Identity {
-                    path: display_path(&path),
-                }
-            } else if self.paths.iter().any(|p| p.covers(&path)) {
-                continue;
-            } else {
-                let path = display_path(&path);
-                Failure::NotGranted(format!(
-                    "not granted to set {path}; grant it with shootPaths: [{path:?}] (or a path above it)"
-                ))
-            };
-            return Err(CallError {
-                plugin: self.plugin.info.name.clone(),
-                version: self.plugin.info.version.clone(),
-                cause,
-            });
-        }
-        Ok(())
+        let free = |path: &[Segment]| {
+            self.paths.iter().any(|p| p.covers(path))
+                && !IDENTITY.iter().any(|id| touches(path, id))
+        };
+        let Some(path) = first_change(before, after, &free) else {
+            return Ok(());
+        };
+        let cause = if IDENTITY.iter().any(|id| touches(&path, id)) {
+            Failure::Identity {
+                path: display_path(&path),
+            }
+        } else {
+            let path = display_path(&path);
+            Failure::NotGranted(format!(
+                "not granted to set {path}; grant it with shootPaths: [{path:?}] (or a path above it)"
+            ))
+        };
+        Err(CallError {
+            plugin: self.plugin.info.name.clone(),
+            version: self.plugin.info.version.clone(),
+            cause,
+        })
     }
 }
 

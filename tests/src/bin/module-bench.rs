@@ -239,6 +239,8 @@ fn main() -> anyhow::Result<()> {
         let sets: Api<ModuleSet> = Api::namespaced(client.clone(), NS);
 
         // (1) One ModuleSet of 10 modules.
+        let target_client = client_for(&cp.runtime.kubeconfig).await;
+        let requests_before = request_counts(&target_client).await;
         let mut times = Vec::new();
         for r in 0..args.runs {
             let name = format!("ten-{r}");
@@ -270,6 +272,9 @@ fn main() -> anyhow::Result<()> {
                 times[0].as_secs_f64(),
                 times[times.len() - 1].as_secs_f64()
             );
+        }
+        if args.runs > 0 {
+            print_requests(&requests_before, &request_counts(&target_client).await, args.runs);
         }
         // Drift repair: a managed object deleted on the target, until it is back.
         if args.runs > 0 {
@@ -392,4 +397,35 @@ fn main() -> anyhow::Result<()> {
     })?;
     drop(registry);
     Ok(())
+}
+
+/// `apiserver_request_total` of an API server, summed per (verb, resource).
+async fn request_counts(client: &kube::Client) -> BTreeMap<(String, String), f64> {
+    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client.request_text(request).await.unwrap_or_default();
+    let mut counts = BTreeMap::new();
+    for line in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
+        let label = |name: &str| {
+            let start = line.find(&format!("{name}=\""))? + name.len() + 2;
+            line[start..].split('"').next().map(str::to_string)
+        };
+        let value: f64 = line.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or(0.0);
+        let key = (label("verb").unwrap_or_default(), label("resource").unwrap_or_default());
+        *counts.entry(key).or_insert(0.0) += value;
+    }
+    counts
+}
+
+/// What the target API server served per 10-module run, by verb and resource.
+fn print_requests(before: &BTreeMap<(String, String), f64>, after: &BTreeMap<(String, String), f64>, runs: usize) {
+    let mut lines = Vec::new();
+    let mut total = 0.0;
+    for (key, n) in after {
+        let per_run = (n - before.get(key).copied().unwrap_or(0.0)) / runs as f64;
+        if per_run >= 0.5 {
+            total += per_run;
+            lines.push(format!("{} {} {per_run:.1}", key.0, key.1));
+        }
+    }
+    println!("target API server requests per 10-module run: {total:.0} ({})", lines.join(", "));
 }
