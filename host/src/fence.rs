@@ -107,6 +107,7 @@ impl<S, B> Service<Request<B>> for FenceService<S>
 where
     S: Service<Request<B>>,
     S::Error: Into<BoxError>,
+    S::Response: Send + 'static,
     S::Future: Send + 'static,
 {
     type Response = S::Response;
@@ -168,11 +169,15 @@ mod tests {
         let mut service = fence.layer().layer(Sent);
         let get = Request::get("/api/v1/secrets").body(()).unwrap();
         assert_eq!(service.call(get).await.unwrap(), "sent");
-        let patch = Request::patch("/api/v1/namespaces/a/secrets/b").body(()).unwrap();
+        let patch = Request::patch("/api/v1/namespaces/a/secrets/b")
+            .body(())
+            .unwrap();
         let err = service.call(patch).await.unwrap_err();
         assert!(err.to_string().contains("leader lease"), "{err}");
         fence.hold_until(Instant::now() + Duration::from_secs(5));
-        let patch = Request::patch("/api/v1/namespaces/a/secrets/b").body(()).unwrap();
+        let patch = Request::patch("/api/v1/namespaces/a/secrets/b")
+            .body(())
+            .unwrap();
         assert_eq!(service.call(patch).await.unwrap(), "sent");
     }
 }

@@ -35,7 +35,6 @@ pub struct KubeconfigError {
     pub message: String,
 }
 
-
 const EXTERNAL: &str = "the host runs no programs, reads no files and uses no proxies for kubeconfigs from Secrets (an operator can allow it with --allow-external-kubeconfigs)";
 
 impl KubeconfigPolicy {
@@ -43,7 +42,9 @@ impl KubeconfigPolicy {
     pub fn refusals(&self, kubeconfig: &Kubeconfig) -> Vec<String> {
         let mut out = Vec::new();
         for (i, user) in kubeconfig.auth_infos.iter().enumerate() {
-            let Some(auth) = &user.auth_info else { continue };
+            let Some(auth) = &user.auth_info else {
+                continue;
+            };
             let fields = [
                 ("exec", auth.exec.is_some()),
                 ("auth-provider", auth.auth_provider.is_some()),
@@ -123,7 +124,9 @@ impl KubeconfigPolicy {
         let kubeconfig = self.parse(text, &source_name)?;
         let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
-            .map_err(|_| fail("unusable kubeconfig: no current context, cluster or user it names"))?;
+            .map_err(|_| {
+                fail("unusable kubeconfig: no current context, cluster or user it names")
+            })?;
         let server = config.cluster_url.to_string();
         let client = ClientBuilder::try_from(config)
             .map_err(|_| fail("cannot build a client from it (TLS settings)"))?
@@ -159,17 +162,34 @@ current-context: c
             "user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: sh, args: ['-c', 'touch /tmp/pwned']}}",
         );
         let err = policy.parse(&exec, "Secret a/b key config").unwrap_err();
-        assert!(err.to_string().starts_with("Secret a/b key config: refused: users[0].user.exec"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("Secret a/b key config: refused: users[0].user.exec"),
+            "{err}"
+        );
         assert!(!err.to_string().contains("pwned"), "{err}");
         let files = INLINE
-            .replace("user: {token: secret-token}", "user: {tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token}")
-            .replace("certificate-authority-data: Zm9v", "certificate-authority: /etc/ca.crt, proxy-url: 'http://evil:3128'");
+            .replace(
+                "user: {token: secret-token}",
+                "user: {tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token}",
+            )
+            .replace(
+                "certificate-authority-data: Zm9v",
+                "certificate-authority: /etc/ca.crt, proxy-url: 'http://evil:3128'",
+            );
         let err = policy.parse(&files, "s").unwrap_err().message;
-        for field in ["users[0].user.tokenFile", "clusters[0].cluster.certificate-authority", "clusters[0].cluster.proxy-url"] {
+        for field in [
+            "users[0].user.tokenFile",
+            "clusters[0].cluster.certificate-authority",
+            "clusters[0].cluster.proxy-url",
+        ] {
             assert!(err.contains(field), "{err}");
         }
         assert!(!err.contains("serviceaccount"), "{err}");
-        let allowed = KubeconfigPolicy { allow_external: true, ..Default::default() };
+        let allowed = KubeconfigPolicy {
+            allow_external: true,
+            ..Default::default()
+        };
         assert!(allowed.parse(&exec, "s").is_ok());
     }
 

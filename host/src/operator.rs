@@ -63,13 +63,20 @@ pub enum OperatorError {
 
 /// Build a client from a kubeconfig file, or from the environment; its writes pass the
 /// leader `fence` when one is given.
-pub async fn client(path: Option<&PathBuf>, fence: Option<&Arc<Fence>>) -> Result<Client, OperatorError> {
+pub async fn client(
+    path: Option<&PathBuf>,
+    fence: Option<&Arc<Fence>>,
+) -> Result<Client, OperatorError> {
     let fail = |message: String| OperatorError::Kubeconfig {
-        path: path.map_or("(in-cluster or $KUBECONFIG)".into(), |p| p.display().to_string()),
+        path: path.map_or("(in-cluster or $KUBECONFIG)".into(), |p| {
+            p.display().to_string()
+        }),
         message,
     };
     let config = match path {
-        None => kube::Config::infer().await.map_err(|e| fail(e.to_string()))?,
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| fail(e.to_string()))?,
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path).map_err(|e| fail(e.to_string()))?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
@@ -110,7 +117,9 @@ async fn hold_fence(
                     fence.hold_until(sent + left);
                 }
             }
-            Err(e) => tracing::warn!(error = %e, lease = %election.lease_name, "cannot read the leader lease; writes stop when the fence closes"),
+            Err(e) => {
+                tracing::warn!(error = %e, lease = %election.lease_name, "cannot read the leader lease; writes stop when the fence closes")
+            }
         }
         tokio::time::sleep(duration / 4).await;
     }
@@ -235,7 +244,10 @@ async fn prepare(ctx: &Arc<Context>, control: &Client) {
     if let Some(selector) = &ctx.config.plugin_selector {
         params = params.labels(selector);
     }
-    match Api::<Plugin>::all(control.clone()).list_metadata(&params).await {
+    match Api::<Plugin>::all(control.clone())
+        .list_metadata(&params)
+        .await
+    {
         Ok(plugins) => ctx
             .initial_sync
             .expect(plugins.items.into_iter().filter_map(|p| p.metadata.name)),

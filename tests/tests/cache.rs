@@ -5,7 +5,13 @@ use tessera::wasm::{EngineOptions, WasmRuntime};
 use tessera_tests::plugin_dir;
 
 fn runtime(dir: &std::path::Path) -> WasmRuntime {
-    keyed(dir, &dir.parent().unwrap().join(format!("{}.key", dir.file_name().unwrap().to_string_lossy())))
+    keyed(
+        dir,
+        &dir.parent().unwrap().join(format!(
+            "{}.key",
+            dir.file_name().unwrap().to_string_lossy()
+        )),
+    )
 }
 
 /// A runtime whose cache at `dir` is signed with the key in `key`.
@@ -98,11 +104,19 @@ fn artifacts_written_by_someone_else_are_recompiled_not_loaded() {
     let labels = std::fs::read(plugin_dir().join("labels.wasm")).unwrap();
     let theirs = keyed(&cache, &keys.path().join("theirs.key"));
     assert!(!theirs.load(&labels, "labels.wasm").unwrap().from_cache);
-    assert!(keyed(&cache, &keys.path().join("theirs.key")).load(&labels, "labels.wasm").unwrap().from_cache);
+    assert!(
+        keyed(&cache, &keys.path().join("theirs.key"))
+            .load(&labels, "labels.wasm")
+            .unwrap()
+            .from_cache
+    );
     let ours = keyed(&cache, &keys.path().join("ours.key"))
         .load(&labels, "labels.wasm")
         .unwrap();
-    assert!(!ours.from_cache, "an artifact signed with another key must not be deserialized");
+    assert!(
+        !ours.from_cache,
+        "an artifact signed with another key must not be deserialized"
+    );
     assert_eq!(ours.name(), "labels");
     // A key file inside the cache directory is refused outright.
     let inside = WasmRuntime::new(EngineOptions {
@@ -113,4 +127,3 @@ fn artifacts_written_by_someone_else_are_recompiled_not_loaded() {
     });
     assert!(inside.is_err());
 }
-

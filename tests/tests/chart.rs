@@ -54,7 +54,11 @@ fn documents(rendered: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
-fn find<'a>(docs: &'a [serde_json::Value], kind: &str, name: &str) -> Option<&'a serde_json::Value> {
+fn find<'a>(
+    docs: &'a [serde_json::Value],
+    kind: &str,
+    name: &str,
+) -> Option<&'a serde_json::Value> {
     docs.iter()
         .find(|d| d["kind"] == kind && d["metadata"]["name"].as_str() == Some(name))
 }
@@ -119,23 +123,39 @@ fn chart_runs_least_privileged() {
     let deployment = find(&docs, "Deployment", "tessera-tessera").expect("Deployment");
     let pod = &deployment["spec"]["template"]["spec"];
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
-    assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
     let container = &pod["containers"][0]["securityContext"];
     assert_eq!(container["readOnlyRootFilesystem"], true);
     assert_eq!(container["allowPrivilegeEscalation"], false);
     assert_eq!(container["capabilities"]["drop"][0], "ALL");
     // Secrets only in the managed namespace; nothing cluster-wide grants them.
     let cluster_role = find(&docs, "ClusterRole", "tessera-tessera").expect("ClusterRole");
-    assert!(!cluster_role.to_string().contains("secrets"), "{cluster_role}");
+    assert!(
+        !cluster_role.to_string().contains("secrets"),
+        "{cluster_role}"
+    );
     let role = find(&docs, "Role", "tessera-tessera-secrets").expect("a Role for Secrets");
     assert_eq!(role["metadata"]["namespace"], "default");
     let shoots = find(&docs, "Role", "tessera-tessera-shoots").expect("a Role for Shoots");
     assert_eq!(shoots["metadata"]["namespace"], "garden-kyma-dev");
     let policy = find(&docs, "NetworkPolicy", "tessera-tessera").expect("NetworkPolicy");
-    assert_eq!(policy["spec"]["ingress"], serde_json::json!([]), "metrics closed by default");
+    assert_eq!(
+        policy["spec"]["ingress"],
+        serde_json::json!([]),
+        "metrics closed by default"
+    );
     let args = container_args(&template(&[]));
-    assert!(args.contains(&"--namespace=default".to_string()), "{args:?}");
-    assert!(args.contains(&"--cache-key-file=/etc/tessera-cache-key/key".to_string()), "{args:?}");
+    assert!(
+        args.contains(&"--namespace=default".to_string()),
+        "{args:?}"
+    );
+    assert!(
+        args.contains(&"--cache-key-file=/etc/tessera-cache-key/key".to_string()),
+        "{args:?}"
+    );
 }
 
 #[test]

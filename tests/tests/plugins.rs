@@ -460,7 +460,13 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
     // The signature names the repository it was made in: at the copy it verifies only
     // where the operator says that repository is the copy's origin.
     let elsewhere = cli(
-        &["plugin", "verify", &moved, "--key", &public.display().to_string()],
+        &[
+            "plugin",
+            "verify",
+            &moved,
+            "--key",
+            &public.display().to_string(),
+        ],
         &[],
     )
     .err()
@@ -942,7 +948,10 @@ async fn supply_chain_fails_closed(cp: &ControlPlane) -> Result {
     let (key, public) = keygen(s.dir(), "acme")?;
     let acme = format!("{}/p-chain/acme", s.registry.host());
     let policy = s.dir().join("trust.yaml");
-    let text = format!("keys:\n  - prefix: {acme}\n    publicKeyFile: {}\n", public.display());
+    let text = format!(
+        "keys:\n  - prefix: {acme}\n    publicKeyFile: {}\n",
+        public.display()
+    );
     std::fs::write(&policy, text).unwrap();
     let spec = |reference: String, required: bool| {
         json!({
@@ -955,7 +964,8 @@ async fn supply_chain_fails_closed(cp: &ControlPlane) -> Result {
     // Under a prefix with a key, unsigned is refused even when the Plugin asks nothing.
     let unsigned = format!("{acme}/stamp:unsigned");
     push(s.dir(), &stamp_variant(&v1, "u"), &unsigned, "1.0.0")?;
-    s.apply_plugin("p-chain-unsigned", spec(unsigned, false)).await?;
+    s.apply_plugin("p-chain-unsigned", spec(unsigned, false))
+        .await?;
     // `acme` does not cover `acme-evil`, even signed with acme's key.
     let evil = format!("{}/p-chain/acme-evil/stamp:1.0.0", s.registry.host());
     push(s.dir(), &stamp_variant(&v1, "e"), &evil, "1.0.0")?;
@@ -971,24 +981,58 @@ async fn supply_chain_fails_closed(cp: &ControlPlane) -> Result {
     let private_ref = format!("{}/p-chain/stamp:1.0.0", private.host());
     let file = s.dir().join("stamp.wasm");
     std::fs::write(&file, &v1).map_err(|e| e.to_string())?;
-    cli(&["plugin", "push", &file.display().to_string(), &private_ref,
-        "--registry-username", "tessera", "--registry-password", "s3cret"], &[])?;
-    s.apply_plugin("p-chain-private", spec(private_ref, false)).await?;
+    cli(
+        &[
+            "plugin",
+            "push",
+            &file.display().to_string(),
+            &private_ref,
+            "--registry-username",
+            "tessera",
+            "--registry-password",
+            "s3cret",
+        ],
+        &[],
+    )?;
+    s.apply_plugin("p-chain-private", spec(private_ref, false))
+        .await?;
     let trust = policy.display().to_string();
     let other = "registry.invalid:5000";
-    let host = s.host("a", "p-chain-unsigned", &[
-        "--trust-policy", &trust, "--max-plugin-size", "1KiB",
-        "--registry-username", "tessera", "--registry-password", "s3cret", "--registry-host", other,
-    ]);
-    s.plugin_error("p-chain-unsigned", "is not signed", &host).await?;
-    s.plugin_error("p-chain-evil", "no public key is configured", &host).await?;
-    s.plugin_error("p-chain-big", "more than the 1024 bytes", &host).await?;
+    let host = s.host(
+        "a",
+        "p-chain-unsigned",
+        &[
+            "--trust-policy",
+            &trust,
+            "--max-plugin-size",
+            "1KiB",
+            "--registry-username",
+            "tessera",
+            "--registry-password",
+            "s3cret",
+            "--registry-host",
+            other,
+        ],
+    );
+    s.plugin_error("p-chain-unsigned", "is not signed", &host)
+        .await?;
+    s.plugin_error("p-chain-evil", "no public key is configured", &host)
+        .await?;
+    s.plugin_error("p-chain-big", "more than the 1024 bytes", &host)
+        .await?;
     // The flag credentials are for another registry: had they reached this one, which
     // accepts them, the version would have resolved.
-    s.plugin_error("p-chain-private", &private.host(), &host).await?;
+    s.plugin_error("p-chain-private", &private.host(), &host)
+        .await?;
     // And a host refuses unscoped credentials outright.
     let refused = std::process::Command::new(tessera_tests::env::tessera_bin())
-        .args(["run", "--registry-username", "u", "--registry-password", "p"])
+        .args([
+            "run",
+            "--registry-username",
+            "u",
+            "--registry-password",
+            "p",
+        ])
         .output()
         .map_err(|e| e.to_string())?;
     let stderr = String::from_utf8_lossy(&refused.stderr);

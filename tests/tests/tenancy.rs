@@ -12,9 +12,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, PostParams};
-use tessera::gardener::shoot_resource;
 use serde_json::{Value, json};
 use tessera::crd::{ModuleSet, Runtime, RuntimeKubeconfig, RuntimeState};
+use tessera::gardener::shoot_resource;
 use tessera_tests::env::{ControlPlane, Host};
 use tessera_tests::gardener_sim::Script;
 use tessera_tests::modules::{Fixture, LIMIT};
@@ -50,7 +50,8 @@ async fn secret(f: &Fixture<'_>, name: &str, data: &[(&str, &str)]) -> Result {
 /// The set's `TargetReachable` condition message once it is False.
 async fn unreachable(f: &Fixture<'_>, set: &str, host: &Host) -> Result<String> {
     let target = json!({"secretName": set});
-    f.apply_set(set, json!({"target": target, "modules": []})).await?;
+    f.apply_set(set, json!({"target": target, "modules": []}))
+        .await?;
     let s = f
         .wait_set(set, host, "target refused", |s: &ModuleSet| {
             target_condition(s).is_some_and(|(ok, _)| !ok)
@@ -66,7 +67,10 @@ fn target_condition(s: &ModuleSet) -> Option<(bool, String)> {
         .conditions
         .iter()
         .find(|c| c.type_ == "TargetReachable")?;
-    Some((c.status == tessera::crd::ConditionStatus::True, c.message.clone()))
+    Some((
+        c.status == tessera::crd::ConditionStatus::True,
+        c.message.clone(),
+    ))
 }
 
 /// An `exec` kubeconfig never runs, nor do file paths or proxies get used; the refusal
@@ -111,7 +115,10 @@ async fn module_targets_are_bound_to_their_namespace(cp: &ControlPlane) -> Resul
     }
     // Another namespace's Secret cannot even be named.
     let cross = json!({"secretName": "ten-kube/exec-target"});
-    match f.apply_set("cross", json!({"target": cross, "modules": []})).await {
+    match f
+        .apply_set("cross", json!({"target": cross, "modules": []}))
+        .await
+    {
         Err(e) if e.contains("spec.target.secretName") => {}
         other => return Err(format!("a cross-namespace target was accepted: {other:?}")),
     }
@@ -123,16 +130,23 @@ async fn module_targets_are_bound_to_their_namespace(cp: &ControlPlane) -> Resul
     // The kubeconfig Secret of a Runtime of this namespace is a target.
     let runtimes: Api<Runtime> = Api::namespaced(f.client.clone(), &f.ns);
     runtimes
-        .create(&PostParams::default(), &runtime_doc(&f.ns, "rt-bind", "s-bind"))
+        .create(
+            &PostParams::default(),
+            &runtime_doc(&f.ns, "rt-bind", "s-bind"),
+        )
         .await
         .map_err(|e| e.to_string())?;
     runtime_in(&runtimes, "rt-bind", RuntimeState::Ready, &host).await?;
     shoot_stays_put(&f, &runtimes, &host).await?;
     let target = json!({"secretName": "kubeconfig-rt-bind"});
-    f.apply_set("own", json!({"target": target, "modules": []})).await?;
-    f.wait_set("own", &host, "the Runtime's kubeconfig as target", |s: &ModuleSet| {
-        target_condition(s).is_some_and(|(ok, _)| ok)
-    })
+    f.apply_set("own", json!({"target": target, "modules": []}))
+        .await?;
+    f.wait_set(
+        "own",
+        &host,
+        "the Runtime's kubeconfig as target",
+        |s: &ModuleSet| target_condition(s).is_some_and(|(ok, _)| ok),
+    )
     .await?;
     Ok(())
 }
@@ -143,12 +157,19 @@ async fn shoot_stays_put(f: &Fixture<'_>, runtimes: &Api<Runtime>, host: &Host) 
     let rename = |shoot: &str| json!({"spec": {"shoot": {"name": shoot}}});
     let params = kube::api::PatchParams::default();
     runtimes
-        .patch("rt-bind", &params, &kube::api::Patch::Merge(rename("s-bind-moved")))
+        .patch(
+            "rt-bind",
+            &params,
+            &kube::api::Patch::Merge(rename("s-bind-moved")),
+        )
         .await
         .map_err(|e| e.to_string())?;
     let rt = runtime_in(runtimes, "rt-bind", RuntimeState::Failed, host).await?;
     let reason = rt.status.as_ref().and_then(|s| {
-        s.conditions.iter().find(|c| c.type_ == "Provisioned").map(|c| c.reason.clone())
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == "Provisioned")
+            .map(|c| c.reason.clone())
     });
     if reason.as_deref() != Some("ShootIdentityChanged") {
         return Err(format!("renamed Runtime: reason {reason:?}"));
@@ -167,7 +188,11 @@ async fn shoot_stays_put(f: &Fixture<'_>, runtimes: &Api<Runtime>, host: &Host) 
         return Err(format!("Shoots after the rename: {shoots:?}"));
     }
     runtimes
-        .patch("rt-bind", &params, &kube::api::Patch::Merge(rename("s-bind")))
+        .patch(
+            "rt-bind",
+            &params,
+            &kube::api::Patch::Merge(rename("s-bind")),
+        )
         .await
         .map_err(|e| e.to_string())?;
     runtime_in(runtimes, "rt-bind", RuntimeState::Ready, host).await?;
@@ -198,17 +223,36 @@ async fn runtime_in(
 }
 
 /// Wait until RuntimeKubeconfig `name` says `reason`, and return its message.
-async fn rkc_refused(api: &Api<RuntimeKubeconfig>, name: &str, reason: &str, host: &Host) -> Result<String> {
-    eventually(&format!("RuntimeKubeconfig {name} {reason}"), LIMIT, || async {
-        let k = api.get(name).await.ok()?;
-        let c = k.status?.conditions.into_iter().find(|c| c.type_ == "Ready")?;
-        (c.reason == reason).then_some(c.message)
-    })
+async fn rkc_refused(
+    api: &Api<RuntimeKubeconfig>,
+    name: &str,
+    reason: &str,
+    host: &Host,
+) -> Result<String> {
+    eventually(
+        &format!("RuntimeKubeconfig {name} {reason}"),
+        LIMIT,
+        || async {
+            let k = api.get(name).await.ok()?;
+            let c = k
+                .status?
+                .conditions
+                .into_iter()
+                .find(|c| c.type_ == "Ready")?;
+            (c.reason == reason).then_some(c.message)
+        },
+    )
     .await
     .map_err(|e| format!("{e}\nhost log tail:\n{}", tail(&host.logs(), 30)))
 }
 
-fn rkc_doc(ns: &str, name: &str, owner: Option<&Runtime>, shoot: (&str, &str), secret: &str) -> RuntimeKubeconfig {
+fn rkc_doc(
+    ns: &str,
+    name: &str,
+    owner: Option<&Runtime>,
+    shoot: (&str, &str),
+    secret: &str,
+) -> RuntimeKubeconfig {
     let owners = owner.map(|rt| {
         json!([{"apiVersion": "tessera.dev/v1alpha1", "kind": "Runtime", "name": rt.metadata.name,
             "uid": rt.metadata.uid, "controller": true}])
@@ -223,8 +267,18 @@ fn rkc_doc(ns: &str, name: &str, owner: Option<&Runtime>, shoot: (&str, &str), s
     .unwrap()
 }
 
+/// What the simulator counted for `key` (`shoot/<name>`, `namespace/<ns>`): other tests
+/// run at the same time, so each counts only its own objects.
+fn counted(cp: &ControlPlane, key: &str, what: &str) -> u64 {
+    cp.sim_stats()["byObject"][key][what].as_u64().unwrap_or(0)
+}
+
+/// Admin kubeconfigs requested for the Shoots this test names.
 fn admin_kubeconfigs(cp: &ControlPlane) -> u64 {
-    cp.sim_stats()["adminKubeconfigs"].as_u64().unwrap_or(0)
+    ["s-other-tenant", "s-rkc-own", "s-rkc-squat"]
+        .iter()
+        .map(|shoot| counted(cp, &format!("shoot/{shoot}"), "adminKubeconfigs"))
+        .sum()
 }
 
 /// Hand-made RuntimeKubeconfigs fetch nothing and write nothing; a foreign Secret is never
@@ -236,19 +290,45 @@ async fn runtime_kubeconfigs_act_only_for_their_runtime(cp: &ControlPlane) -> Re
     let host = f.bare_host("a", &[]);
     let runtimes: Api<Runtime> = Api::namespaced(f.client.clone(), &f.ns);
     runtimes
-        .create(&PostParams::default(), &runtime_doc(&f.ns, "rt-own", "s-rkc-own"))
+        .create(
+            &PostParams::default(),
+            &runtime_doc(&f.ns, "rt-own", "s-rkc-own"),
+        )
         .await
         .map_err(|e| e.to_string())?;
     let owner = runtime_in(&runtimes, "rt-own", RuntimeState::Ready, &host).await?;
     let fetched = admin_kubeconfigs(cp);
     let rkcs: Api<RuntimeKubeconfig> = Api::namespaced(f.client.clone(), &f.ns);
     let hostile = [
-        rkc_doc(&f.ns, "stray", None, ("garden-kyma-dev", "s-other-tenant"), "db-password"),
-        rkc_doc(&f.ns, "steal", Some(&owner), ("garden-kyma-dev", "s-other-tenant"), "kubeconfig-rt-own"),
-        rkc_doc(&f.ns, "overwrite", Some(&owner), ("garden-kyma-dev", "s-rkc-own"), "db-password"),
+        rkc_doc(
+            &f.ns,
+            "stray",
+            None,
+            ("garden-kyma-dev", "s-other-tenant"),
+            "db-password",
+        ),
+        rkc_doc(
+            &f.ns,
+            "steal",
+            Some(&owner),
+            ("garden-kyma-dev", "s-other-tenant"),
+            "kubeconfig-rt-own",
+        ),
+        rkc_doc(
+            &f.ns,
+            "overwrite",
+            Some(&owner),
+            ("garden-kyma-dev", "s-rkc-own"),
+            "db-password",
+        ),
     ];
-    for (doc, needle) in hostile.iter().zip(["no controller owner", "spec.shoot", "spec.secret"]) {
-        rkcs.create(&PostParams::default(), doc).await.map_err(|e| e.to_string())?;
+    for (doc, needle) in hostile
+        .iter()
+        .zip(["no controller owner", "spec.shoot", "spec.secret"])
+    {
+        rkcs.create(&PostParams::default(), doc)
+            .await
+            .map_err(|e| e.to_string())?;
         let name = doc.metadata.name.clone().unwrap_or_default();
         let message = rkc_refused(&rkcs, &name, "NotBound", &host).await?;
         if !message.contains(needle) {
@@ -257,25 +337,41 @@ async fn runtime_kubeconfigs_act_only_for_their_runtime(cp: &ControlPlane) -> Re
     }
     // A Runtime whose kubeconfig Secret name is taken by someone else's Secret.
     runtimes
-        .create(&PostParams::default(), &runtime_doc(&f.ns, "rt-squat", "s-rkc-squat"))
+        .create(
+            &PostParams::default(),
+            &runtime_doc(&f.ns, "rt-squat", "s-rkc-squat"),
+        )
         .await
         .map_err(|e| e.to_string())?;
     rkc_refused(&rkcs, "rt-squat", "SecretNotOwned", &host).await?;
     // Deleting the stray one deletes nothing either.
-    rkcs.delete("stray", &Default::default()).await.map_err(|e| e.to_string())?;
+    rkcs.delete("stray", &Default::default())
+        .await
+        .map_err(|e| e.to_string())?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let secrets: Api<Secret> = Api::namespaced(f.client.clone(), &f.ns);
-    for (name, value) in [("db-password", "hunter2"), ("kubeconfig-rt-squat", "not ours")] {
-        let s = secrets.get(name).await.map_err(|e| format!("Secret {name}: {e}"))?;
+    for (name, value) in [
+        ("db-password", "hunter2"),
+        ("kubeconfig-rt-squat", "not ours"),
+    ] {
+        let s = secrets
+            .get(name)
+            .await
+            .map_err(|e| format!("Secret {name}: {e}"))?;
         let data = s.data.unwrap_or_default();
-        if data.get("config").map(|b| b.0.as_slice()) != Some(value.as_bytes()) || s.metadata.labels.is_some() {
+        if data.get("config").map(|b| b.0.as_slice()) != Some(value.as_bytes())
+            || s.metadata.labels.is_some()
+        {
             return Err(format!("Secret {name} was changed"));
         }
     }
     // Only rt-squat's own (refused) kubeconfig was ever asked for: none of the hostile ones.
     let now = admin_kubeconfigs(cp);
     if now != fetched {
-        return Err(format!("{} admin kubeconfigs were requested for hand-made RuntimeKubeconfigs", now - fetched));
+        return Err(format!(
+            "{} admin kubeconfigs were requested for hand-made RuntimeKubeconfigs",
+            now - fetched
+        ));
     }
     Ok(())
 }
@@ -286,14 +382,21 @@ fn signal(host: &Host, signal: &str) {
         .status();
 }
 
-fn writes(cp: &ControlPlane) -> u64 {
-    cp.sim_stats()["writes"].as_u64().unwrap_or(0)
+/// Writes in the test's namespace and to its Shoots.
+fn writes(cp: &ControlPlane, ns: &str) -> u64 {
+    let shoots: u64 = ["s-lease-1", "s-lease-2"]
+        .iter()
+        .map(|shoot| counted(cp, &format!("shoot/{shoot}"), "writes"))
+        .sum();
+    counted(cp, &format!("namespace/{ns}"), "writes") + shoots
 }
 
 async fn logged(host: &Host, needle: &str, limit: Duration) -> Result {
-    eventually(needle, limit, || async { host.logs().contains(needle).then_some(()) })
-        .await
-        .map_err(|e| format!("{e}\nlog tail:\n{}", tail(&host.logs(), 20)))
+    eventually(needle, limit, || async {
+        host.logs().contains(needle).then_some(())
+    })
+    .await
+    .map_err(|e| format!("{e}\nlog tail:\n{}", tail(&host.logs(), 20)))
 }
 
 /// A leader frozen past its lease while a standby takes over writes nothing after it
@@ -306,26 +409,37 @@ async fn frozen_leader_writes_nothing(cp: &ControlPlane) -> Result {
     logged(&b, "waiting for the leader lease", LIMIT).await?;
     let runtimes: Api<Runtime> = Api::namespaced(f.client.clone(), &f.ns);
     runtimes
-        .create(&PostParams::default(), &runtime_doc(&f.ns, "rt-lease-1", "s-lease-1"))
+        .create(
+            &PostParams::default(),
+            &runtime_doc(&f.ns, "rt-lease-1", "s-lease-1"),
+        )
         .await
         .map_err(|e| e.to_string())?;
     runtime_in(&runtimes, "rt-lease-1", RuntimeState::Ready, &a).await?;
     signal(&a, "STOP");
     logged(&b, "became leader", Duration::from_secs(30)).await?;
     b.kill();
-    let before = writes(cp);
+    let before = writes(cp, &f.ns);
     // Work for the frozen host: it sees this the moment it resumes.
     runtimes
-        .create(&PostParams::default(), &runtime_doc(&f.ns, "rt-lease-2", "s-lease-2"))
+        .create(
+            &PostParams::default(),
+            &runtime_doc(&f.ns, "rt-lease-2", "s-lease-2"),
+        )
         .await
         .map_err(|e| e.to_string())?;
     signal(&a, "CONT");
-    eventually("the resumed host exits", Duration::from_secs(20), || async {
-        (!a.is_running()).then_some(())
-    })
-    .await
-    .map_err(|e| format!("{e}\nlog tail:\n{}", tail(&a.logs(), 20)))?;
-    let after = writes(cp);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while a.is_running() {
+        if std::time::Instant::now() > deadline {
+            return Err(format!(
+                "the resumed host still runs:\n{}",
+                tail(&a.logs(), 20)
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = writes(cp, &f.ns);
     if after != before {
         return Err(format!(
             "the resumed host wrote {} times after losing its lease:\n{}",
@@ -348,10 +462,18 @@ fn main() {
         &sim,
         &script,
         vec![
-            ("kubeconfigs_from_secrets_are_data", |cp| Box::pin(kubeconfigs_from_secrets_are_data(cp))),
-            ("module_targets_are_bound_to_their_namespace", |cp| Box::pin(module_targets_are_bound_to_their_namespace(cp))),
-            ("runtime_kubeconfigs_act_only_for_their_runtime", |cp| Box::pin(runtime_kubeconfigs_act_only_for_their_runtime(cp))),
-            ("frozen_leader_writes_nothing", |cp| Box::pin(frozen_leader_writes_nothing(cp))),
+            ("kubeconfigs_from_secrets_are_data", |cp| {
+                Box::pin(kubeconfigs_from_secrets_are_data(cp))
+            }),
+            ("module_targets_are_bound_to_their_namespace", |cp| {
+                Box::pin(module_targets_are_bound_to_their_namespace(cp))
+            }),
+            ("runtime_kubeconfigs_act_only_for_their_runtime", |cp| {
+                Box::pin(runtime_kubeconfigs_act_only_for_their_runtime(cp))
+            }),
+            ("frozen_leader_writes_nothing", |cp| {
+                Box::pin(frozen_leader_writes_nothing(cp))
+            }),
         ],
     )
 }

@@ -9,7 +9,11 @@ use super::{Context, ReconcileError};
 /// A client for the cluster of `runtime_id`, from Secret `kubeconfig-<id>` key `config`:
 /// the Secret lives in the tenant's namespace, so its kubeconfig is checked like any other
 /// (see `crate::kubeconfig`), and the client writes through the leader fence.
-pub async fn client(ctx: &Context, namespace: &str, runtime_id: &str) -> Result<Client, ReconcileError> {
+pub async fn client(
+    ctx: &Context,
+    namespace: &str,
+    runtime_id: &str,
+) -> Result<Client, ReconcileError> {
     let fail = |message: String| ReconcileError::RuntimeCluster {
         runtime: runtime_id.to_string(),
         message,

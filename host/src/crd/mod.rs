@@ -38,8 +38,7 @@ pub(crate) const DNS_SUBDOMAIN: &str =
 /// A Secret data key.
 pub(crate) const SECRET_KEY: &str = r"^[-._a-zA-Z0-9]+$";
 /// A semantic version, optionally with a leading `v`.
-pub(crate) const SEMVER: &str =
-    r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$";
+pub(crate) const SEMVER: &str = r"^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$";
 
 /// Every CRD with the file name it is written to.
 pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {

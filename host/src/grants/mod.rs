@@ -11,8 +11,6 @@
 mod objects;
 mod paths;
 
-use crate::pattern::glob;
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -20,7 +18,6 @@ pub use objects::{Access, ObjectRef, ObjectRule, Refusal, Scope, is_system_names
 pub use paths::{
     IDENTITY_PATHS, PathError, PathPattern, Segment, display_path, first_change, touches,
 };
-
 
 /// Everything granted to one plugin.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

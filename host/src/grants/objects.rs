@@ -483,5 +483,4 @@ mod tests {
                 .is_err()
         );
     }
-
 }

@@ -17,7 +17,9 @@ pub enum OciError {
         expected: String,
         actual: String,
     },
-    #[error("{reference}: {size} bytes, more than the {limit} bytes a plugin may take (--max-plugin-size)")]
+    #[error(
+        "{reference}: {size} bytes, more than the {limit} bytes a plugin may take (--max-plugin-size)"
+    )]
     TooLarge {
         reference: String,
         size: u64,

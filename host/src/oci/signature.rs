@@ -222,8 +222,8 @@ impl TrustPolicy {
                 ) {
                     Ok(()) => match payload_claims(&sig.payload) {
                         Some((signed, identity)) if signed == digest => {
-                            let accepted = identity == repository
-                                || rule.signed_as.iter().any(|r| *r == identity);
+                            let accepted =
+                                identity == repository || rule.signed_as.contains(&identity);
                             if accepted {
                                 return Ok(VerifyOutcome {
                                     key: id.clone(),
@@ -281,7 +281,9 @@ fn payload_claims(payload: &[u8]) -> Option<(String, String)> {
     if critical.pointer("/type")?.as_str()? != "cosign container image signature" {
         return None;
     }
-    let digest = critical.pointer("/image/docker-manifest-digest")?.as_str()?;
+    let digest = critical
+        .pointer("/image/docker-manifest-digest")?
+        .as_str()?;
     let identity = critical.pointer("/identity/docker-reference")?.as_str()?;
     Some((digest.to_string(), identity.to_string()))
 }
@@ -518,10 +520,18 @@ mod tests {
         let digest = sha256_digest(b"manifest");
         let elsewhere = signed_as(&signer, "ghcr.io/acme/other", &digest);
         let err = policy
-            .verify("ghcr.io/acme/dns", &digest, std::slice::from_ref(&elsewhere))
+            .verify(
+                "ghcr.io/acme/dns",
+                &digest,
+                std::slice::from_ref(&elsewhere),
+            )
             .unwrap_err();
         assert!(err.contains("another repository"), "{err}");
         policy.rules[0].signed_as.push("ghcr.io/acme/other".into());
-        assert!(policy.verify("ghcr.io/acme/dns", &digest, &[elsewhere]).is_ok());
+        assert!(
+            policy
+                .verify("ghcr.io/acme/dns", &digest, &[elsewhere])
+                .is_ok()
+        );
     }
 }

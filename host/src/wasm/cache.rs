@@ -34,7 +34,10 @@ impl CacheKey {
     /// A key from secret bytes (at least 32).
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
         if bytes.len() < 32 {
-            return Err(format!("a cache key needs 32 bytes or more, got {}", bytes.len()));
+            return Err(format!(
+                "a cache key needs 32 bytes or more, got {}",
+                bytes.len()
+            ));
         }
         Ok(Self(hmac::Key::new(hmac::HMAC_SHA256, bytes)))
     }
@@ -61,26 +64,35 @@ impl CacheKey {
     }
 
     fn create(path: &Path) -> Result<Self, String> {
-        let fail = |e: &dyn std::fmt::Display| format!("cannot create the cache key {}: {e}", path.display());
+        let fail = |e: &dyn std::fmt::Display| {
+            format!("cannot create the cache key {}: {e}", path.display())
+        };
         let mut bytes = [0u8; 32];
         ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
             .map_err(|_| fail(&"no system randomness"))?;
         if let Some(dir) = path.parent() {
             fs::create_dir_all(dir).map_err(|e| fail(&e))?;
         }
+        // Written whole under a private name, then linked into place: a host starting at the
+        // same moment reads either no key or a complete one, never a half-written file.
+        let temp = path.with_extension(format!("tmp.{}", std::process::id()));
         let mut options = fs::OpenOptions::new();
-        options.write(true).create_new(true);
+        options.write(true).create(true).truncate(true);
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        match options.open(path) {
-            Ok(mut file) => file.write_all(&bytes).map_err(|e| fail(&e))?,
+        let written = options
+            .open(&temp)
+            .and_then(|mut file| file.write_all(&bytes))
+            .and_then(|()| fs::hard_link(&temp, path));
+        let _ = fs::remove_file(&temp);
+        match written {
+            Ok(()) => Self::from_bytes(&bytes),
             // Another process created it first: use theirs.
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Self::from_bytes(&fs::read(path).map_err(|e| fail(&e))?);
+                Self::from_bytes(&fs::read(path).map_err(|e| fail(&e))?)
             }
-            Err(e) => return Err(fail(&e)),
+            Err(e) => Err(fail(&e)),
         }
-        Self::from_bytes(&bytes)
     }
 
     fn tag(&self, digest: &[u8], artifact: &[u8]) -> hmac::Tag {
@@ -223,9 +235,17 @@ mod tests {
         file.extend(b"artifact");
         assert_eq!(verify(&key, &file, &digest), Some(&b"artifact"[..]));
         let other_key = CacheKey::from_bytes(&[8u8; 32]).unwrap();
-        assert_eq!(verify(&other_key, &file, &digest), None, "written under another key");
+        assert_eq!(
+            verify(&other_key, &file, &digest),
+            None,
+            "written under another key"
+        );
         let other = hex::encode(Sha256::digest(b"other"));
-        assert_eq!(verify(&key, &file, &other), None, "bound to another component");
+        assert_eq!(
+            verify(&key, &file, &other),
+            None,
+            "bound to another component"
+        );
         let last = file.len() - 1;
         file[last] ^= 1;
         assert_eq!(verify(&key, &file, &digest), None, "payload changed");

@@ -98,7 +98,11 @@ impl WasmRuntime {
                     .cache_key_file
                     .clone()
                     .or_else(super::cache::default_key_file)
-                    .ok_or_else(|| LoadError::Engine("no home directory for the cache key: pass --cache-key-file".into()))?;
+                    .ok_or_else(|| {
+                        LoadError::Engine(
+                            "no home directory for the cache key: pass --cache-key-file".into(),
+                        )
+                    })?;
                 let key = CacheKey::load_or_create(&key_file, dir).map_err(LoadError::Engine)?;
                 Some(PrecompiledCache::open(dir, &engine, key).map_err(LoadError::Engine)?)
             }

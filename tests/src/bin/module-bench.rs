@@ -404,20 +404,34 @@ async fn request_counts(client: &kube::Client) -> BTreeMap<(String, String), f64
     let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
     let text = client.request_text(request).await.unwrap_or_default();
     let mut counts = BTreeMap::new();
-    for line in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+    {
         let label = |name: &str| {
             let start = line.find(&format!("{name}=\""))? + name.len() + 2;
             line[start..].split('"').next().map(str::to_string)
         };
-        let value: f64 = line.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or(0.0);
-        let key = (label("verb").unwrap_or_default(), label("resource").unwrap_or_default());
+        let value: f64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        let key = (
+            label("verb").unwrap_or_default(),
+            label("resource").unwrap_or_default(),
+        );
         *counts.entry(key).or_insert(0.0) += value;
     }
     counts
 }
 
 /// What the target API server served per 10-module run, by verb and resource.
-fn print_requests(before: &BTreeMap<(String, String), f64>, after: &BTreeMap<(String, String), f64>, runs: usize) {
+fn print_requests(
+    before: &BTreeMap<(String, String), f64>,
+    after: &BTreeMap<(String, String), f64>,
+    runs: usize,
+) {
     let mut lines = Vec::new();
     let mut total = 0.0;
     for (key, n) in after {
@@ -427,5 +441,8 @@ fn print_requests(before: &BTreeMap<(String, String), f64>, after: &BTreeMap<(St
             lines.push(format!("{} {} {per_run:.1}", key.0, key.1));
         }
     }
-    println!("target API server requests per 10-module run: {total:.0} ({})", lines.join(", "));
+    println!(
+        "target API server requests per 10-module run: {total:.0} ({})",
+        lines.join(", ")
+    );
 }

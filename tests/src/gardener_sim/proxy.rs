@@ -61,6 +61,7 @@ async fn handle(State(sim): State<Arc<Sim>>, request: Request) -> Response {
             "leaseRequests": s.lease_requests.load(Ordering::Relaxed),
             "watches": s.watches.load(Ordering::Relaxed),
             "adminKubeconfigs": s.admin_kubeconfigs.load(Ordering::Relaxed),
+            "byObject": *s.by_object.lock().expect("stats lock"),
         });
         return ([("content-type", "application/json")], body.to_string()).into_response();
     }
@@ -68,6 +69,7 @@ async fn handle(State(sim): State<Arc<Sim>>, request: Request) -> Response {
     if let Some((ns, name, sub)) = shoot_path(&path) {
         if request.method() == Method::POST && sub == Some("adminkubeconfig") {
             sim.stats.admin_kubeconfigs.fetch_add(1, Ordering::Relaxed);
+            tally(&sim.stats, &format!("shoot/{name}"), "adminKubeconfigs");
             let body = axum::body::to_bytes(request.into_body(), 1 << 20)
                 .await
                 .unwrap_or_default();
@@ -118,7 +120,25 @@ fn count(sim: &Sim, request: &Request) {
         Method::GET | Method::HEAD | Method::OPTIONS
     ) {
         s.writes.fetch_add(1, Ordering::Relaxed);
+        let path = request.uri().path();
+        let key = match shoot_path(path) {
+            Some((_, name, _)) => Some(format!("shoot/{name}")),
+            None => path
+                .split_once("/namespaces/")
+                .and_then(|(_, rest)| rest.split('/').next())
+                .map(|ns| format!("namespace/{ns}")),
+        };
+        if let Some(key) = key {
+            tally(s, &key, "writes");
+        }
     }
+}
+
+/// Count one `what` for `key` in `Stats::by_object`.
+fn tally(s: &super::Stats, key: &str, what: &str) {
+    let mut by = s.by_object.lock().expect("stats lock");
+    let entry = by.entry(key.to_string()).or_insert_with(|| json!({}));
+    entry[what] = json!(entry[what].as_u64().unwrap_or(0) + 1);
 }
 
 async fn admin_kubeconfig(sim: &Sim, ns: &str, name: &str, body: &[u8]) -> Response {

@@ -21,16 +21,25 @@ pub fn unbound(rkc: &RuntimeKubeconfig, runtime: Option<&Runtime>) -> Option<Str
         .iter()
         .find(|o| o.controller == Some(true))
     else {
-        return Some("it has no controller owner: only the host creates RuntimeKubeconfigs, for Runtimes".into());
+        return Some(
+            "it has no controller owner: only the host creates RuntimeKubeconfigs, for Runtimes"
+                .into(),
+        );
     };
-    if owner.kind != "Runtime" || owner.api_version != Runtime::api_version(&()).as_ref() || owner.name != spec.runtime {
+    if owner.kind != "Runtime"
+        || owner.api_version != Runtime::api_version(&()).as_ref()
+        || owner.name != spec.runtime
+    {
         return Some(format!(
             "its controller is {} {}, not the Runtime {} it names (field spec.runtime)",
             owner.kind, owner.name, spec.runtime
         ));
     }
     let Some(runtime) = runtime else {
-        return Some(format!("Runtime {namespace}/{} does not exist", spec.runtime));
+        return Some(format!(
+            "Runtime {namespace}/{} does not exist",
+            spec.runtime
+        ));
     };
     if runtime.uid().as_deref() != Some(owner.uid.as_str()) {
         return Some(format!(
@@ -111,7 +120,11 @@ mod tests {
         assert!(why.contains("uid"), "{why}");
         let why = unbound(&rkc(Some("u1"), "someone-elses", own), Some(&rt)).unwrap();
         assert!(why.contains("spec.shoot"), "{why}");
-        let why = unbound(&rkc(Some("u1"), "s1", ("team-b", "kubeconfig-rt")), Some(&rt)).unwrap();
+        let why = unbound(
+            &rkc(Some("u1"), "s1", ("team-b", "kubeconfig-rt")),
+            Some(&rt),
+        )
+        .unwrap();
         assert!(why.contains("spec.secret"), "{why}");
         let why = unbound(&rkc(Some("u1"), "s1", ("team-a", "db-password")), Some(&rt)).unwrap();
         assert!(why.contains("spec.secret"), "{why}");
@@ -122,7 +135,8 @@ mod tests {
     fn only_its_own_secret_is_written() {
         let k = rkc(Some("u1"), "s1", ("team-a", "kubeconfig-rt"));
         let secret = |owner_uid: &str, labelled: bool| -> Secret {
-            let labels = labelled.then(|| json!({"tessera.dev/kubeconfig": "true", "tessera.dev/runtime": "rt"}));
+            let labels = labelled
+                .then(|| json!({"tessera.dev/kubeconfig": "true", "tessera.dev/runtime": "rt"}));
             serde_json::from_value(json!({"metadata": {"name": "kubeconfig-rt", "labels": labels,
                 "ownerReferences": [{"apiVersion": "tessera.dev/v1alpha1", "kind": "RuntimeKubeconfig",
                     "name": "rt", "uid": owner_uid, "controller": true}]}}))

@@ -9,8 +9,8 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use crate::controllers::{Context, ReconcileError, labels};
 use super::binding;
+use crate::controllers::{Context, ReconcileError, labels};
 use crate::crd::{
     ConditionStatus, KubeconfigState, Runtime, RuntimeKubeconfig, RuntimeKubeconfigStatus,
     set_condition,
@@ -85,7 +85,13 @@ async fn reconcile_inner(rkc: &RuntimeKubeconfig, ctx: &Context) -> Result<Actio
     let runtimes: Api<Runtime> = Api::namespaced(ctx.client.clone(), &namespace);
     let runtime = runtimes.get_opt(&rkc.spec.runtime).await?;
     if let Some(why) = binding::unbound(rkc, runtime.as_ref()) {
-        return refuse(&api, rkc, "NotBound", format!("refused: {why}; nothing is fetched or written")).await;
+        return refuse(
+            &api,
+            rkc,
+            "NotBound",
+            format!("refused: {why}; nothing is fetched or written"),
+        )
+        .await;
     }
     let expiration = ctx.config.kubeconfig_expiration;
     let rotate_after = expiration.mul_f64(ctx.config.rotation_fraction.clamp(0.01, 1.0));
@@ -208,7 +214,10 @@ async fn reconcile_inner(rkc: &RuntimeKubeconfig, ctx: &Context) -> Result<Actio
 }
 
 /// Delete the kubeconfig Secret if it is the one `rkc` created (uid precondition).
-async fn delete_own_secret(rkc: &RuntimeKubeconfig, secrets: &Api<Secret>) -> Result<(), ReconcileError> {
+async fn delete_own_secret(
+    rkc: &RuntimeKubeconfig,
+    secrets: &Api<Secret>,
+) -> Result<(), ReconcileError> {
     let name = &rkc.spec.secret.name;
     let Some(secret) = secrets.get_opt(name).await? else {
         return Ok(());

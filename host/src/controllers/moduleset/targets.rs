@@ -72,7 +72,9 @@ impl Targets {
                 .get_opt(&owner.name)
                 .await
                 .map_err(|e| format!("RuntimeKubeconfig {namespace}/{}: {e}", owner.name))?;
-            if rkc.is_some_and(|k| k.uid().as_deref() == Some(owner.uid.as_str()) && k.spec.secret.name == name) {
+            if rkc.is_some_and(|k| {
+                k.uid().as_deref() == Some(owner.uid.as_str()) && k.spec.secret.name == name
+            }) {
                 return Ok(None);
             }
         }
@@ -88,7 +90,12 @@ impl Targets {
         spec: Option<&TargetSpec>,
     ) -> Result<Arc<Target>, String> {
         let Some(spec) = spec else {
-            if !self.rules.local_namespaces.iter().any(|p| glob(p, namespace)) {
+            if !self
+                .rules
+                .local_namespaces
+                .iter()
+                .any(|p| glob(p, namespace))
+            {
                 return Err(format!(
                     "spec.target is required: ModuleSets in namespace {namespace} may not install into the host's own cluster (the operator allows it per namespace with --local-modules)"
                 ));

@@ -14,7 +14,7 @@ use serde_json::json;
 use crate::controllers::{Context, ReconcileError, labels};
 use crate::crd::{
     ChannelStatus, ConditionStatus, GrantStatus, Plugin, PluginSpec, PluginStatus, ResolvedVersion,
-    set_condition,
+    UpdatePolicy, set_condition,
 };
 use crate::grants::Grants;
 use crate::plugins::{ChannelEntry, PluginEntry, Resolved};
@@ -47,8 +47,12 @@ fn next_pin(pinned: Option<&str>, resolved: &str, automatic: bool, approved: Opt
     match pinned {
         None => Pin::Keep,
         Some(p) if p == resolved => Pin::Keep,
-        Some(p) if automatic || approved == Some(resolved) => Pin::Move { from: p.to_string() },
-        Some(p) => Pin::Hold { pinned: p.to_string() },
+        Some(p) if automatic || approved == Some(resolved) => Pin::Move {
+            from: p.to_string(),
+        },
+        Some(p) => Pin::Hold {
+            pinned: p.to_string(),
+        },
     }
 }
 
@@ -261,16 +265,24 @@ pub async fn reconcile(plugin: Arc<Plugin>, ctx: Arc<Context>) -> Result<Action,
         let digest = match next_pin(pinned.as_deref(), &digest, automatic, approved.as_deref()) {
             Pin::Keep => digest,
             Pin::Move { from } => {
-                let note = format!("version {} ({}) moved from {from} to {digest}", v.version, v.reference);
+                let note = format!(
+                    "version {} ({}) moved from {from} to {digest}",
+                    v.version, v.reference
+                );
                 events.push((EventType::Normal, "DigestChanged", note));
                 digest
             }
             Pin::Hold { pinned } => {
-                let was_pending = old.versions.iter().any(|o| o.version == v.version && o.pending_digest.as_deref() == Some(digest.as_str()));
+                let was_pending = old.versions.iter().any(|o| {
+                    o.version == v.version && o.pending_digest.as_deref() == Some(digest.as_str())
+                });
                 if !was_pending {
                     let note = format!(
                         "version {} ({}) moved to {digest}; still running {pinned} until an operator approves it (annotation {}{}: {digest}, or spec.updatePolicy: Automatic)",
-                        v.version, v.reference, labels::APPROVE_PREFIX, v.version
+                        v.version,
+                        v.reference,
+                        labels::APPROVE_PREFIX,
+                        v.version
                     );
                     events.push((EventType::Warning, "DigestPending", note));
                 }
@@ -554,23 +566,34 @@ mod tests {
     #[test]
     fn moved_tags_wait_for_approval() {
         assert_eq!(next_pin(None, "sha256:b", false, None), Pin::Keep);
-        assert_eq!(next_pin(Some("sha256:a"), "sha256:a", false, None), Pin::Keep);
+        assert_eq!(
+            next_pin(Some("sha256:a"), "sha256:a", false, None),
+            Pin::Keep
+        );
         assert_eq!(
             next_pin(Some("sha256:a"), "sha256:b", false, None),
-            Pin::Hold { pinned: "sha256:a".into() }
+            Pin::Hold {
+                pinned: "sha256:a".into()
+            }
         );
         // Approving another digest approves nothing.
         assert_eq!(
             next_pin(Some("sha256:a"), "sha256:b", false, Some("sha256:c")),
-            Pin::Hold { pinned: "sha256:a".into() }
+            Pin::Hold {
+                pinned: "sha256:a".into()
+            }
         );
         assert_eq!(
             next_pin(Some("sha256:a"), "sha256:b", false, Some("sha256:b")),
-            Pin::Move { from: "sha256:a".into() }
+            Pin::Move {
+                from: "sha256:a".into()
+            }
         );
         assert_eq!(
             next_pin(Some("sha256:a"), "sha256:b", true, None),
-            Pin::Move { from: "sha256:a".into() }
+            Pin::Move {
+                from: "sha256:a".into()
+            }
         );
     }
 }

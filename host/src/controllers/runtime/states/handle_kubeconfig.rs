@@ -6,11 +6,11 @@ use kube::runtime::controller::Action;
 use serde_json::json;
 
 use super::super::machine::{Machine, Step, Transition};
+use crate::controllers::labels::kubeconfig_secret as secret_name;
 use crate::controllers::{ReconcileError, labels};
 use crate::crd::{
     ConditionStatus, KubeconfigState, RuntimeKubeconfig, RuntimeKubeconfigSpec, SecretRef,
 };
-use crate::controllers::labels::kubeconfig_secret as secret_name;
 use crate::gardener::FIELD_MANAGER;
 
 pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
