@@ -91,37 +91,49 @@ pub async fn client(
     })
 }
 
-/// Keep the fence open while the Lease names this host as holder and was renewed recently;
-/// returns when another host holds it. A reading that fails leaves the fence to close by
-/// itself.
+/// Read the Lease once: while it names this host, hold the fence open until half a lease
+/// duration after its last renewal; `Err` when another host holds it. A reading that fails
+/// leaves the fence to close by itself.
+async fn confirm_lease(
+    leases: &Api<Lease>,
+    election: &LeaderElection,
+    fence: &Fence,
+) -> Result<(), OperatorError> {
+    let duration = std::time::Duration::from_secs(election.duration);
+    let sent = std::time::Instant::now();
+    match leases.get(&election.lease_name).await {
+        Ok(lease) => {
+            let spec = lease.spec.unwrap_or_default();
+            if spec.holder_identity.as_deref() != Some(election.identity.as_str()) {
+                return Err(OperatorError::LostLease);
+            }
+            let age = spec
+                .renew_time
+                .map(|t| jiff::Timestamp::now().duration_since(t.0).unsigned_abs())
+                .unwrap_or(duration);
+            if let Some(left) = crate::fence::hold_for(duration).checked_sub(age) {
+                fence.hold_until(sent + left);
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, lease = %election.lease_name, "cannot read the leader lease; writes stop when the fence closes")
+        }
+    }
+    Ok(())
+}
+
+/// Keep confirming the lease every quarter of its duration; returns when another host
+/// holds it.
 async fn hold_fence(
     leases: Api<Lease>,
     election: LeaderElection,
     fence: Arc<Fence>,
 ) -> OperatorError {
-    let duration = std::time::Duration::from_secs(election.duration);
-    let hold = crate::fence::hold_for(duration);
     loop {
-        let sent = std::time::Instant::now();
-        match leases.get(&election.lease_name).await {
-            Ok(lease) => {
-                let spec = lease.spec.unwrap_or_default();
-                if spec.holder_identity.as_deref() != Some(election.identity.as_str()) {
-                    return OperatorError::LostLease;
-                }
-                let age = spec
-                    .renew_time
-                    .map(|t| jiff::Timestamp::now().duration_since(t.0).unsigned_abs())
-                    .unwrap_or(duration);
-                if let Some(left) = hold.checked_sub(age) {
-                    fence.hold_until(sent + left);
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, lease = %election.lease_name, "cannot read the leader lease; writes stop when the fence closes")
-            }
+        if let Err(lost) = confirm_lease(&leases, &election, &fence).await {
+            return lost;
         }
-        tokio::time::sleep(duration / 4).await;
+        tokio::time::sleep(std::time::Duration::from_secs(election.duration) / 4).await;
     }
 }
 
@@ -219,6 +231,8 @@ async fn lead(
     }
     tracing::info!(identity = %election.identity, "became leader");
     let leases: Api<Lease> = Api::namespaced(client, &election.namespace);
+    // Open the fence before anything else runs: start-up work writes too.
+    confirm_lease(&leases, &election, &fence).await?;
     Ok(async move {
         tokio::select! {
             error = hold_fence(leases, election, fence) => error,

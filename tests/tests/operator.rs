@@ -440,12 +440,23 @@ async fn deleted_while_host_down(cp: &ControlPlane) -> Result {
     }
     // A kubeconfig Secret whose owner vanished while no host ran (finalizer removed by hand).
     let orphan: Secret = serde_json::from_value(json!({
-        "metadata": { "name": "kubeconfig-ghost", "labels": { "tessera.dev/kubeconfig": "true" } },
+        "metadata": { "name": "kubeconfig-ghost", "labels": { "tessera.dev/kubeconfig": "true" },
+            "ownerReferences": [{ "apiVersion": "tessera.dev/v1alpha1", "kind": "RuntimeKubeconfig",
+                "name": "ghost", "uid": "00000000-0000-0000-0000-000000000000", "controller": true }] },
         "data": { "config": "Z2hvc3Q=" },
     }))
     .unwrap();
     s.secrets()
         .create(&PostParams::default(), &orphan)
+        .await
+        .map_err(|e| e.to_string())?;
+    // One that only carries the label was made by someone else: it stays.
+    let foreign: Secret = serde_json::from_value(json!({
+        "metadata": { "name": "kubeconfig-foreign", "labels": { "tessera.dev/kubeconfig": "true" } },
+    }))
+    .unwrap();
+    s.secrets()
+        .create(&PostParams::default(), &foreign)
         .await
         .map_err(|e| e.to_string())?;
     let host = s.host("b", &[]);
@@ -458,7 +469,13 @@ async fn deleted_while_host_down(cp: &ControlPlane) -> Result {
             .is_none()
             .then_some(())
     })
-    .await
+    .await?;
+    match s.secrets().get_opt("kubeconfig-foreign").await {
+        Ok(Some(_)) => Ok(()),
+        other => Err(format!(
+            "a labelled Secret Tessera did not make was deleted: {other:?}"
+        )),
+    }
 }
 
 async fn force_rotation(cp: &ControlPlane) -> Result {

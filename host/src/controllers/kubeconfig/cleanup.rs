@@ -1,5 +1,6 @@
 //! Secrets whose RuntimeKubeconfig is gone (deleted while no host ran, finalizer removed by
-//! hand) are deleted at start-up.
+//! hand) are deleted at start-up. Only Secrets a RuntimeKubeconfig controlled: a Secret
+//! that merely carries the label is someone else's, and stays.
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, ListParams};
@@ -8,7 +9,7 @@ use kube::{Client, ResourceExt};
 use crate::controllers::labels;
 use crate::crd::RuntimeKubeconfig;
 
-/// Delete kubeconfig Secrets without an owning RuntimeKubeconfig; returns how many.
+/// Delete kubeconfig Secrets whose controlling RuntimeKubeconfig is gone; returns how many.
 pub async fn remove_orphaned_secrets(
     client: &Client,
     namespace: Option<&str>,
@@ -24,19 +25,18 @@ pub async fn remove_orphaned_secrets(
         .await?
     {
         let ns = secret.namespace().unwrap_or_default();
-        let owner = secret
+        let Some(owner) = secret
             .owner_references()
             .iter()
-            .find(|o| o.kind == "RuntimeKubeconfig")
-            .map(|o| (o.name.clone(), o.uid.clone()));
-        let kubeconfigs: Api<RuntimeKubeconfig> = Api::namespaced(client.clone(), &ns);
-        let alive = match &owner {
-            Some((name, uid)) => kubeconfigs
-                .get_opt(name)
-                .await?
-                .is_some_and(|k| k.uid().as_deref() == Some(uid.as_str())),
-            None => false,
+            .find(|o| o.controller == Some(true) && o.kind == "RuntimeKubeconfig")
+        else {
+            continue;
         };
+        let kubeconfigs: Api<RuntimeKubeconfig> = Api::namespaced(client.clone(), &ns);
+        let alive = kubeconfigs
+            .get_opt(&owner.name)
+            .await?
+            .is_some_and(|k| k.uid().as_deref() == Some(owner.uid.as_str()));
         if !alive {
             let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
             match api
