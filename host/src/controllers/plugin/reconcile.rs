@@ -13,8 +13,8 @@ use serde_json::json;
 
 use crate::controllers::{Context, ReconcileError, labels};
 use crate::crd::{
-    ChannelStatus, ConditionStatus, GrantStatus, Plugin, PluginSpec, PluginStatus, ResolvedVersion,
-    UpdatePolicy, set_condition,
+    ChannelStatus, ConditionStatus, GrantStatus, Plugin, PluginSpec, PluginStatus, PluginVersion,
+    ResolvedVersion, UpdatePolicy, set_condition,
 };
 use crate::grants::Grants;
 use crate::plugins::{ChannelEntry, PluginEntry, Resolved};
@@ -53,6 +53,50 @@ fn next_pin(pinned: Option<&str>, resolved: &str, automatic: bool, approved: Opt
         Some(p) => Pin::Hold {
             pinned: p.to_string(),
         },
+    }
+}
+
+/// The digest version `v` runs: the resolved one, unless the tag moved under a pinned
+/// digest that nobody approved (and the Plugin does not update automatically); then the
+/// pinned one, with the new one pending in `st`.
+fn pin_digest(
+    plugin: &Plugin,
+    old: &PluginStatus,
+    v: &PluginVersion,
+    pinned: Option<&str>,
+    resolved: String,
+    st: &mut ResolvedVersion,
+    events: &mut Vec<(EventType, &'static str, String)>,
+) -> String {
+    let automatic = plugin.spec.update_policy == Some(UpdatePolicy::Automatic);
+    let approved = approval(plugin, &v.version);
+    match next_pin(pinned, &resolved, automatic, approved.as_deref()) {
+        Pin::Keep => resolved,
+        Pin::Move { from } => {
+            let note = format!(
+                "version {} ({}) moved from {from} to {resolved}",
+                v.version, v.reference
+            );
+            events.push((EventType::Normal, "DigestChanged", note));
+            resolved
+        }
+        Pin::Hold { pinned } => {
+            let was_pending = old.versions.iter().any(|o| {
+                o.version == v.version && o.pending_digest.as_deref() == Some(resolved.as_str())
+            });
+            if !was_pending {
+                let note = format!(
+                    "version {} ({}) moved to {resolved}; still running {pinned} until an operator approves it (annotation {}{}: {resolved}, or spec.updatePolicy: Automatic)",
+                    v.version,
+                    v.reference,
+                    labels::APPROVE_PREFIX,
+                    v.version
+                );
+                events.push((EventType::Warning, "DigestPending", note));
+            }
+            st.pending_digest = Some(resolved);
+            pinned
+        }
     }
 }
 
@@ -213,7 +257,6 @@ pub async fn reconcile(plugin: Arc<Plugin>, ctx: Arc<Context>) -> Result<Action,
         .verification
         .as_ref()
         .is_some_and(|v| v.required);
-    let automatic = plugin.spec.update_policy == Some(UpdatePolicy::Automatic);
     let mut transient = false;
     // On this host's first pass, pinned digests whose bytes are in the store are used as
     // they are, so a restarted host serves at once; tags are re-resolved right after.
@@ -261,35 +304,15 @@ pub async fn reconcile(plugin: Arc<Plugin>, ctx: Arc<Context>) -> Result<Action,
                 }
             }
         };
-        let approved = approval(&plugin, &v.version);
-        let digest = match next_pin(pinned.as_deref(), &digest, automatic, approved.as_deref()) {
-            Pin::Keep => digest,
-            Pin::Move { from } => {
-                let note = format!(
-                    "version {} ({}) moved from {from} to {digest}",
-                    v.version, v.reference
-                );
-                events.push((EventType::Normal, "DigestChanged", note));
-                digest
-            }
-            Pin::Hold { pinned } => {
-                let was_pending = old.versions.iter().any(|o| {
-                    o.version == v.version && o.pending_digest.as_deref() == Some(digest.as_str())
-                });
-                if !was_pending {
-                    let note = format!(
-                        "version {} ({}) moved to {digest}; still running {pinned} until an operator approves it (annotation {}{}: {digest}, or spec.updatePolicy: Automatic)",
-                        v.version,
-                        v.reference,
-                        labels::APPROVE_PREFIX,
-                        v.version
-                    );
-                    events.push((EventType::Warning, "DigestPending", note));
-                }
-                st.pending_digest = Some(digest);
-                pinned
-            }
-        };
+        let digest = pin_digest(
+            &plugin,
+            &old,
+            v,
+            pinned.as_deref(),
+            digest,
+            &mut st,
+            &mut events,
+        );
         st.digest = Some(digest.clone());
         let reuse = previous
             .as_ref()
