@@ -16,6 +16,17 @@ use crate::gardener_sim::Script;
 pub type Scenario =
     for<'a> fn(&'a ControlPlane) -> Pin<Box<dyn Future<Output = Result<(), String>> + 'a>>;
 
+/// `scenario!(f)`: the async function `f` as a named [`Scenario`].
+#[macro_export]
+macro_rules! scenario {
+    ($f:ident) => {
+        (
+            stringify!($f),
+            (|cp| Box::pin($f(cp))) as $crate::scenarios::Scenario,
+        )
+    };
+}
+
 /// Start one control plane (simulator binary `sim`, `script`), run `scenarios` on it, and
 /// exit with the outcome.
 pub fn run(sim: &Path, script: &Script, scenarios: Vec<(&'static str, Scenario)>) -> ! {

@@ -5,7 +5,6 @@
 //! missing grant, the target cluster and the Shoot stay unchanged, and the other modules
 //! and Runtimes carry on. Granting the missing permission makes the same plugin work.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use kube::ResourceExt;
@@ -18,7 +17,7 @@ use tessera_tests::env::{ControlPlane, Host};
 use tessera_tests::gardener_sim::Script;
 use tessera_tests::modules::{Fixture, LIMIT, kubectl_ok, module, target_get};
 use tessera_tests::probe::{eventually, tail};
-use tessera_tests::scenarios;
+use tessera_tests::{scenario, scenarios};
 
 type Result<T = ()> = std::result::Result<T, String>;
 
@@ -778,28 +777,14 @@ async fn shoot_extensions_set_only_granted_paths(cp: &ControlPlane) -> Result {
 
 fn main() {
     let sim = PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
-    let script = Script {
-        create_ms: 500,
-        reconcile_ms: 300,
-        delete_ms: 300,
-        shoots: BTreeMap::new(),
-    };
     scenarios::run(
         &sim,
-        &script,
+        &Script::quick(),
         vec![
-            ("module_answers_are_checked_against_grants", |cp| {
-                Box::pin(module_answers_are_checked_against_grants(cp))
-            }),
-            ("granting_makes_the_same_plugin_work", |cp| {
-                Box::pin(granting_makes_the_same_plugin_work(cp))
-            }),
-            ("tampered_inventory_deletes_nothing_foreign", |cp| {
-                Box::pin(tampered_inventory_deletes_nothing_foreign(cp))
-            }),
-            ("shoot_extensions_set_only_granted_paths", |cp| {
-                Box::pin(shoot_extensions_set_only_granted_paths(cp))
-            }),
+            scenario!(module_answers_are_checked_against_grants),
+            scenario!(granting_makes_the_same_plugin_work),
+            scenario!(tampered_inventory_deletes_nothing_foreign),
+            scenario!(shoot_extensions_set_only_granted_paths),
         ],
     )
 }

@@ -49,6 +49,19 @@ fn cli(args: &[&str], env: &[(&str, &str)]) -> Result<String> {
     Ok(stdout)
 }
 
+/// `tessera plugin push` with the user and password of `TestRegistry::start_with_auth`.
+fn push_with_password(file: &str, reference: &str) -> Result<String> {
+    let credentials = [
+        "--registry-username",
+        "tessera",
+        "--registry-password",
+        "s3cret",
+    ];
+    let mut args = vec!["plugin", "push", file, reference];
+    args.extend(credentials);
+    cli(&args, &[])
+}
+
 /// `tessera plugin push` of `bytes`; returns the manifest digest.
 fn push(dir: &Path, bytes: &[u8], reference: &str, version: &str) -> Result<String> {
     let file = dir.join(format!("push-{}.wasm", reference.replace(['/', ':'], "_")));
@@ -503,19 +516,7 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
     if !anonymous.contains(&private.host()) {
         return Err(format!("anonymous push: {anonymous}"));
     }
-    cli(
-        &[
-            "plugin",
-            "push",
-            &file,
-            &private_ref,
-            "--registry-username",
-            "tessera",
-            "--registry-password",
-            "s3cret",
-        ],
-        &[],
-    )?;
+    push_with_password(&file, &private_ref)?;
     let docker = s.dir().join("docker");
     std::fs::create_dir_all(&docker).map_err(|e| e.to_string())?;
     let auth = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "tessera:s3cret");
@@ -981,19 +982,7 @@ async fn supply_chain_fails_closed(cp: &ControlPlane) -> Result {
     let private_ref = format!("{}/p-chain/stamp:1.0.0", private.host());
     let file = s.dir().join("stamp.wasm");
     std::fs::write(&file, &v1).map_err(|e| e.to_string())?;
-    cli(
-        &[
-            "plugin",
-            "push",
-            &file.display().to_string(),
-            &private_ref,
-            "--registry-username",
-            "tessera",
-            "--registry-password",
-            "s3cret",
-        ],
-        &[],
-    )?;
+    push_with_password(&file.display().to_string(), &private_ref)?;
     s.apply_plugin("p-chain-private", spec(private_ref, false))
         .await?;
     let trust = policy.display().to_string();

@@ -19,7 +19,7 @@ use tessera_tests::env::{ControlPlane, Host};
 use tessera_tests::gardener_sim::Script;
 use tessera_tests::modules::{Fixture, LIMIT};
 use tessera_tests::probe::{eventually, tail};
-use tessera_tests::scenarios;
+use tessera_tests::{scenario, scenarios};
 
 type Result<T = ()> = std::result::Result<T, String>;
 
@@ -452,28 +452,14 @@ async fn frozen_leader_writes_nothing(cp: &ControlPlane) -> Result {
 
 fn main() {
     let sim = PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
-    let script = Script {
-        create_ms: 500,
-        reconcile_ms: 300,
-        delete_ms: 300,
-        shoots: BTreeMap::new(),
-    };
     scenarios::run(
         &sim,
-        &script,
+        &Script::quick(),
         vec![
-            ("kubeconfigs_from_secrets_are_data", |cp| {
-                Box::pin(kubeconfigs_from_secrets_are_data(cp))
-            }),
-            ("module_targets_are_bound_to_their_namespace", |cp| {
-                Box::pin(module_targets_are_bound_to_their_namespace(cp))
-            }),
-            ("runtime_kubeconfigs_act_only_for_their_runtime", |cp| {
-                Box::pin(runtime_kubeconfigs_act_only_for_their_runtime(cp))
-            }),
-            ("frozen_leader_writes_nothing", |cp| {
-                Box::pin(frozen_leader_writes_nothing(cp))
-            }),
+            scenario!(kubeconfigs_from_secrets_are_data),
+            scenario!(module_targets_are_bound_to_their_namespace),
+            scenario!(runtime_kubeconfigs_act_only_for_their_runtime),
+            scenario!(frozen_leader_writes_nothing),
         ],
     )
 }

@@ -463,12 +463,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn verifies_only_the_named_digest_with_the_right_key() {
+    /// A fresh P-256 signer and its public key (PEM).
+    fn signer_and_key() -> (sigstore::crypto::SigStoreSigner, String) {
         let signer = SigningScheme::ECDSA_P256_SHA256_ASN1
-            .create_signer()
-            .unwrap();
-        let other = SigningScheme::ECDSA_P256_SHA256_ASN1
             .create_signer()
             .unwrap();
         let pem = signer
@@ -476,6 +473,13 @@ mod tests {
             .unwrap()
             .public_key_to_pem()
             .unwrap();
+        (signer, pem)
+    }
+
+    #[test]
+    fn verifies_only_the_named_digest_with_the_right_key() {
+        let (signer, pem) = signer_and_key();
+        let (other, _) = signer_and_key();
         let mut policy = TrustPolicy::default();
         policy.add_key("r/", &pem).unwrap();
         let digest = sha256_digest(b"manifest");
@@ -501,14 +505,7 @@ mod tests {
 
     #[test]
     fn prefixes_end_at_path_boundaries_and_keys_require_signatures() {
-        let signer = SigningScheme::ECDSA_P256_SHA256_ASN1
-            .create_signer()
-            .unwrap();
-        let pem = signer
-            .to_sigstore_keypair()
-            .unwrap()
-            .public_key_to_pem()
-            .unwrap();
+        let (signer, pem) = signer_and_key();
         let mut policy = TrustPolicy::default();
         policy.add_key("ghcr.io/acme", &pem).unwrap();
         assert!(policy.rule_for("ghcr.io/acme").is_some());

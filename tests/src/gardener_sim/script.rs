@@ -15,6 +15,18 @@ pub struct Script {
     pub shoots: BTreeMap<String, ShootScript>,
 }
 
+impl Script {
+    /// Short delays and no failures: the scenarios that are not about Gardener's timing.
+    pub fn quick() -> Self {
+        Self {
+            create_ms: 500,
+            reconcile_ms: 300,
+            delete_ms: 300,
+            shoots: BTreeMap::new(),
+        }
+    }
+}
+
 /// Failures for one Shoot, consumed in order, one per operation attempt.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
