@@ -7,6 +7,7 @@ pub mod gardener_sim;
 pub mod modules;
 pub mod probe;
 pub mod registry;
+pub mod runtimes;
 pub mod scenarios;
 
 use std::path::PathBuf;

@@ -17,6 +17,7 @@ use tessera_tests::env::{ControlPlane, Host};
 use tessera_tests::gardener_sim::Script;
 use tessera_tests::modules::{Fixture, LIMIT, kubectl_ok, module, target_get};
 use tessera_tests::probe::{eventually, tail};
+use tessera_tests::runtimes::{runtime_doc, runtime_in};
 use tessera_tests::{scenario, scenarios};
 
 type Result<T = ()> = std::result::Result<T, String>;
@@ -547,41 +548,6 @@ async fn tampered_inventory_deletes_nothing_foreign(cp: &ControlPlane) -> Result
     })
     .await?;
     foreign_objects_survive(cp, &host)
-}
-
-/// A Runtime in `ns` whose Shoot is named `shoot`, from `examples/runtime-aws.yaml`.
-fn runtime_doc(ns: &str, id: &str, shoot: &str) -> Runtime {
-    let text =
-        std::fs::read_to_string(tessera_tests::workspace().join("examples/runtime-aws.yaml"))
-            .unwrap();
-    let mut doc: Value = serde_saphyr::from_str(&text).unwrap();
-    doc["metadata"] = json!({"name": id, "namespace": ns, "labels": doc["metadata"]["labels"]});
-    doc["spec"]["shoot"]["name"] = shoot.into();
-    serde_json::from_value(doc).unwrap()
-}
-
-/// Wait until Runtime `id` is in `state`, and return it.
-async fn runtime_in(
-    api: &Api<Runtime>,
-    id: &str,
-    state: RuntimeState,
-    host: &Host,
-) -> Result<Runtime> {
-    eventually(&format!("Runtime {id} {state:?}"), LIMIT, || async {
-        let rt = api.get(id).await.ok()?;
-        (rt.status.as_ref()?.state == Some(state)).then_some(rt)
-    })
-    .await
-    .map_err(|e| {
-        let status = futures::executor::block_on(api.get(id))
-            .ok()
-            .and_then(|r| serde_json::to_string_pretty(&r.status).ok());
-        format!(
-            "{e}\nstatus: {}\nhost log tail:\n{}",
-            status.unwrap_or_default(),
-            tail(&host.logs(), 30)
-        )
-    })
 }
 
 /// The message of the Runtime's condition with reason `reason`.

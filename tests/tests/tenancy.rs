@@ -19,6 +19,7 @@ use tessera_tests::env::{ControlPlane, Host};
 use tessera_tests::gardener_sim::Script;
 use tessera_tests::modules::{Fixture, LIMIT};
 use tessera_tests::probe::{eventually, tail};
+use tessera_tests::runtimes::{runtime_doc, runtime_in};
 use tessera_tests::{scenario, scenarios};
 
 type Result<T = ()> = std::result::Result<T, String>;
@@ -197,29 +198,6 @@ async fn shoot_stays_put(f: &Fixture<'_>, runtimes: &Api<Runtime>, host: &Host) 
         .map_err(|e| e.to_string())?;
     runtime_in(runtimes, "rt-bind", RuntimeState::Ready, host).await?;
     Ok(())
-}
-
-/// A Runtime in `ns` whose Shoot is named `shoot`, from `examples/runtime-aws.yaml`.
-fn runtime_doc(ns: &str, id: &str, shoot: &str) -> Runtime {
-    let path = tessera_tests::workspace().join("examples/runtime-aws.yaml");
-    let mut doc: Value = serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    doc["metadata"] = json!({"name": id, "namespace": ns, "labels": doc["metadata"]["labels"]});
-    doc["spec"]["shoot"]["name"] = shoot.into();
-    serde_json::from_value(doc).unwrap()
-}
-
-async fn runtime_in(
-    api: &Api<Runtime>,
-    id: &str,
-    state: RuntimeState,
-    host: &Host,
-) -> Result<Runtime> {
-    eventually(&format!("Runtime {id} {state:?}"), LIMIT, || async {
-        let rt = api.get(id).await.ok()?;
-        (rt.status.as_ref()?.state == Some(state)).then_some(rt)
-    })
-    .await
-    .map_err(|e| format!("{e}\nhost log tail:\n{}", tail(&host.logs(), 30)))
 }
 
 /// Wait until RuntimeKubeconfig `name` says `reason`, and return its message.

@@ -118,15 +118,16 @@ impl Targets {
             .await
             .map_err(|e| format!("Secret {namespace}/{name}: {e}"))?
             .ok_or_else(|| format!("Secret {namespace}/{name} does not exist"))?;
-        if let Some(why) = self.refused(namespace, &secret).await? {
-            return Err(format!("spec.target.secretName: {why}"));
-        }
         let version = secret.metadata.resource_version.clone().unwrap_or_default();
         let key = (namespace.to_string(), name.clone());
+        // Cached only once accepted; the Secret's owner and labels are part of its version.
         if let Some((v, target)) = self.remote.lock().expect("targets lock").get(&key)
             && *v == version
         {
             return Ok(target.clone());
+        }
+        if let Some(why) = self.refused(namespace, &secret).await? {
+            return Err(format!("spec.target.secretName: {why}"));
         }
         let field = spec.key.as_deref().unwrap_or("config");
         let (client, server) = self
