@@ -67,9 +67,14 @@ pub struct RunArgs {
     /// Wait after asking Gardener to retry a failed operation.
     #[arg(long, default_value = "30s", value_parser = duration)]
     requeue_retry: Duration,
-    /// Wait after an unexpected error.
-    #[arg(long, default_value = "10s", value_parser = duration)]
+    /// First retry after an error or a retryable wait (a plugin timed out, Gardener or a
+    /// target is unreachable); each further failure of the same object doubles it, with up
+    /// to 100 % random jitter, until --requeue-error-max.
+    #[arg(long, default_value = "5s", value_parser = duration)]
     requeue_error: Duration,
+    /// Longest wait between retries of a failing object.
+    #[arg(long, default_value = "5m", value_parser = duration)]
+    requeue_error_max: Duration,
     /// Re-check Ready Runtimes this often [default: only when something changes].
     #[arg(long, value_parser = duration)]
     requeue_ready: Option<Duration>,
@@ -169,6 +174,7 @@ pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
                 pending: args.requeue_pending,
                 retry: args.requeue_retry,
                 error: args.requeue_error,
+                error_max: args.requeue_error_max,
                 ready: args.requeue_ready,
             },
             kubeconfig_expiration: args.kubeconfig_expiration,

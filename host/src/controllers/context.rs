@@ -4,7 +4,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
-use kube::runtime::events::{Recorder, Reporter};
 
 use crate::fence::Fence;
 use crate::gardener::ShootClient;
@@ -22,8 +21,10 @@ pub struct Requeue {
     pub pending: Duration,
     /// After asking Gardener to retry a failed operation.
     pub retry: Duration,
-    /// After an unexpected error.
+    /// First retry after an error or a retryable wait; doubles (with jitter) per failure.
     pub error: Duration,
+    /// Longest wait between retries.
+    pub error_max: Duration,
     /// Re-check Ready Runtimes this often (`None`: only on change).
     pub ready: Option<Duration>,
 }
@@ -33,7 +34,8 @@ impl Default for Requeue {
         Self {
             pending: Duration::from_secs(60),
             retry: Duration::from_secs(30),
-            error: Duration::from_secs(10),
+            error: Duration::from_secs(5),
+            error_max: Duration::from_secs(300),
             ready: None,
         }
     }
@@ -148,7 +150,10 @@ pub struct Context {
     pub renderer: Renderer,
     pub config: OperatorConfig,
     pub metrics: Metrics,
-    pub recorder: Recorder,
+    /// The one Event sink.
+    pub events: super::kit::EventSink,
+    /// Retry state of every object (backoff with jitter, log cap).
+    pub retries: super::kit::Retries,
     /// Pulls registry plugins (`None`: the Plugin controller does not run).
     pub fetcher: Option<Arc<Fetcher>>,
     /// The first resolution of the Plugins present at start-up.
@@ -206,13 +211,8 @@ impl Context {
         instance: String,
         fetcher: Option<Arc<Fetcher>>,
     ) -> Arc<Self> {
-        let recorder = Recorder::new(
-            clients.control.clone(),
-            Reporter {
-                controller: "tessera".into(),
-                instance: Some(instance),
-            },
-        );
+        let events = super::kit::EventSink::new(clients.control.clone(), instance);
+        let retries = super::kit::Retries::new(config.requeue.error, config.requeue.error_max);
         Arc::new(Self {
             client: clients.control,
             fence: clients.fence,
@@ -220,7 +220,8 @@ impl Context {
             renderer,
             config,
             metrics,
-            recorder,
+            events,
+            retries,
             fetcher,
             initial_sync: InitialSync::default(),
         })

@@ -2,6 +2,7 @@
 //! per state in `runtime/states/`.
 
 pub mod context;
+pub mod kit;
 pub mod kubeconfig;
 pub mod labels;
 pub mod moduleset;

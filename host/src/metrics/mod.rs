@@ -20,6 +20,8 @@ pub struct Metrics {
     pub kubeconfig_expiry: IntGaugeVec,
     /// Reconciles that ended with an error instead of a planned transition.
     pub unexpected_stops: IntCounterVec,
+    /// Reconciles by controller and outcome.
+    pub reconciles: IntCounterVec,
     pub reconcile_duration: HistogramVec,
     pub plugin_call_duration: HistogramVec,
     /// 1 while this process holds the leader lease.
@@ -32,6 +34,8 @@ pub struct Metrics {
     pub moduleset_state: IntGaugeVec,
     /// Changes to managed objects on targets made by someone else, by kind.
     pub module_drift: IntCounterVec,
+    /// 1 while a dependency (Gardener, a registry, a target cluster) answers.
+    pub dependency_up: IntGaugeVec,
 }
 
 impl Default for Metrics {
@@ -43,115 +47,89 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let registry = Registry::new();
-        let runtime_state = IntGaugeVec::new(
-            Opts::new(
+        let r = &registry;
+        Self {
+            runtime_state: gauges(
+                r,
                 "tessera_runtime_state",
                 "1 for the state each Runtime is in (labels: namespace, runtime, state)",
+                &["namespace", "runtime", "state"],
             ),
-            &["namespace", "runtime", "state"],
-        )
-        .expect("metric");
-        let kubeconfig_expiry = IntGaugeVec::new(
-            Opts::new(
+            kubeconfig_expiry: gauges(
+                r,
                 "tessera_kubeconfig_expiration_timestamp_seconds",
                 "When the kubeconfig of each Runtime expires (Unix seconds)",
+                &["namespace", "runtime"],
             ),
-            &["namespace", "runtime"],
-        )
-        .expect("metric");
-        let unexpected_stops = IntCounterVec::new(
-            Opts::new(
+            unexpected_stops: counters(
+                r,
                 "tessera_state_machine_unexpected_stops_total",
                 "Reconciles that stopped on an error instead of a planned transition",
+                &["controller", "step", "reason"],
             ),
-            &["controller", "step", "reason"],
-        )
-        .expect("metric");
-        let reconcile_duration = HistogramVec::new(
-            HistogramOpts::new(
+            reconciles: counters(
+                r,
+                "tessera_reconciles_total",
+                "Reconciles by controller and outcome (ok|conflict|error)",
+                &["controller", "result"],
+            ),
+            reconcile_duration: histograms(
+                r,
                 "tessera_reconcile_duration_seconds",
-                "Time spent in each state-machine step",
-            )
-            .buckets(vec![
-                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-            ]),
-            &["controller", "step"],
-        )
-        .expect("metric");
-        let plugin_call_duration = HistogramVec::new(
-            HistogramOpts::new(
+                "Time spent in a reconcile (step Reconcile) and in each state-machine step",
+                &["controller", "step"],
+                vec![
+                    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+                ],
+            ),
+            plugin_call_duration: histograms(
+                r,
                 "tessera_plugin_call_duration_seconds",
                 "Duration of one plugin call, sandbox set-up included",
-            )
-            .buckets(vec![
-                0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0,
-            ]),
-            &["plugin"],
-        )
-        .expect("metric");
-        let leader = IntGauge::new(
-            "tessera_leader",
-            "1 while this process holds the leader lease",
-        )
-        .expect("metric");
-        let shadow_renders = IntCounterVec::new(
-            Opts::new(
+                &["plugin"],
+                vec![
+                    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0,
+                ],
+            ),
+            leader: register(
+                r,
+                IntGauge::new(
+                    "tessera_leader",
+                    "1 while this process holds the leader lease",
+                )
+                .expect("metric"),
+            ),
+            shadow_renders: counters(
+                r,
                 "tessera_shadow_renders_total",
                 "Renders with a shadow version, by plugin, shadow version and result (same|differs|failed)",
+                &["plugin", "version", "result"],
             ),
-            &["plugin", "version", "result"],
-        )
-        .expect("metric");
-        let plugin_channel_ready = IntGaugeVec::new(
-            Opts::new(
+            plugin_channel_ready: gauges(
+                r,
                 "tessera_plugin_channel_ready",
                 "1 when the channel of a Plugin has a runnable version",
+                &["plugin", "channel"],
             ),
-            &["plugin", "channel"],
-        )
-        .expect("metric");
-        let moduleset_state = IntGaugeVec::new(
-            Opts::new(
+            moduleset_state: gauges(
+                r,
                 "tessera_moduleset_state",
                 "1 for the state each ModuleSet is in (labels: namespace, name, state)",
+                &["namespace", "name", "state"],
             ),
-            &["namespace", "name", "state"],
-        )
-        .expect("metric");
-        let module_drift = IntCounterVec::new(
-            Opts::new(
+            module_drift: counters(
+                r,
                 "tessera_module_object_events_total",
                 "Changes to module-managed objects on targets not made by the host (edits, deletions, status updates), by kind",
+                &["kind"],
             ),
-            &["kind"],
-        )
-        .expect("metric");
-        for collector in [
-            Box::new(runtime_state.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(kubeconfig_expiry.clone()),
-            Box::new(unexpected_stops.clone()),
-            Box::new(reconcile_duration.clone()),
-            Box::new(plugin_call_duration.clone()),
-            Box::new(leader.clone()),
-            Box::new(shadow_renders.clone()),
-            Box::new(plugin_channel_ready.clone()),
-            Box::new(moduleset_state.clone()),
-            Box::new(module_drift.clone()),
-        ] {
-            registry.register(collector).expect("unique metric names");
-        }
-        Self {
+            dependency_up: gauges(
+                r,
+                "tessera_dependency_up",
+                "1 while a dependency answers (gardener: the Shoot API; registry; target:<namespace>/<secret>), 0 while it fails",
+                &["dependency"],
+            ),
             registry,
-            runtime_state,
-            kubeconfig_expiry,
-            unexpected_stops,
-            reconcile_duration,
-            plugin_call_duration,
-            leader,
-            shadow_renders,
-            plugin_channel_ready,
-            moduleset_state,
-            module_drift,
         }
     }
 
@@ -177,6 +155,38 @@ impl Metrics {
             .encode_to_string(&self.registry.gather())
             .unwrap_or_default()
     }
+}
+
+fn register<M: prometheus::core::Collector + Clone + 'static>(registry: &Registry, m: M) -> M {
+    registry
+        .register(Box::new(m.clone()))
+        .expect("unique metric names");
+    m
+}
+
+fn gauges(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    register(
+        registry,
+        IntGaugeVec::new(Opts::new(name, help), labels).expect("metric"),
+    )
+}
+
+fn counters(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    register(
+        registry,
+        IntCounterVec::new(Opts::new(name, help), labels).expect("metric"),
+    )
+}
+
+fn histograms(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+    buckets: Vec<f64>,
+) -> HistogramVec {
+    let opts = HistogramOpts::new(name, help).buckets(buckets);
+    register(registry, HistogramVec::new(opts, labels).expect("metric"))
 }
 
 #[cfg(test)]

@@ -1,5 +1,4 @@
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
@@ -8,6 +7,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 
 use super::reconcile::reconcile;
+use crate::controllers::kit;
 use crate::controllers::{Context, ReconcileError, labels};
 use crate::crd::RuntimeKubeconfig;
 
@@ -40,16 +40,10 @@ fn error_policy(
     error: &ReconcileError,
     ctx: Arc<Context>,
 ) -> Action {
-    let name = kubeconfig.metadata.name.as_deref().unwrap_or_default();
-    if error.is_conflict() {
-        // Expected with concurrent writers; not worth an error log (KIM users asked).
-        tracing::debug!(runtime = name, "kubeconfig update conflict, retrying");
-        return Action::requeue(Duration::from_millis(500));
-    }
-    ctx.metrics
-        .unexpected_stops
-        .with_label_values(&["kubeconfig", "Reconcile", error.reason()])
-        .inc();
-    tracing::warn!(runtime = name, error = %error, "kubeconfig reconcile failed, will retry");
-    Action::requeue(ctx.config.requeue.error)
+    kit::error_policy(
+        kit::Controller::Kubeconfig,
+        kubeconfig.as_ref(),
+        error,
+        &ctx,
+    )
 }

@@ -1,6 +1,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -10,6 +10,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::binding;
+use crate::controllers::kit::{self, Controller, finalizer};
 use crate::controllers::{Context, ReconcileError, labels};
 use crate::crd::{
     ConditionStatus, KubeconfigState, Runtime, RuntimeKubeconfig, RuntimeKubeconfigStatus,
@@ -22,19 +23,13 @@ pub async fn reconcile(
     rkc: Arc<RuntimeKubeconfig>,
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
-    let started = Instant::now();
-    let result = reconcile_inner(&rkc, &ctx).await;
-    ctx.metrics
-        .reconcile_duration
-        .with_label_values(&["kubeconfig", "Reconcile"])
-        .observe(started.elapsed().as_secs_f64());
-    result
-}
-
-fn has_finalizer(rkc: &RuntimeKubeconfig) -> bool {
-    rkc.finalizers()
-        .iter()
-        .any(|f| f == labels::KUBECONFIG_FINALIZER)
+    kit::guarded(
+        Controller::Kubeconfig,
+        rkc.as_ref(),
+        &ctx,
+        reconcile_inner(&rkc, &ctx),
+    )
+    .await
 }
 
 async fn reconcile_inner(rkc: &RuntimeKubeconfig, ctx: &Context) -> Result<Action, ReconcileError> {
@@ -45,25 +40,9 @@ async fn reconcile_inner(rkc: &RuntimeKubeconfig, ctx: &Context) -> Result<Actio
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &secret_ref.namespace);
 
     if rkc.metadata.deletion_timestamp.is_some() {
-        if has_finalizer(rkc) {
+        if finalizer::has(rkc, labels::KUBECONFIG_FINALIZER) {
             delete_own_secret(rkc, &secrets).await?;
-            let finalizers: Vec<&String> = rkc
-                .finalizers()
-                .iter()
-                .filter(|f| *f != labels::KUBECONFIG_FINALIZER)
-                .collect();
-            let patch = json!({ "metadata": {
-                "finalizers": finalizers,
-                "resourceVersion": rkc.metadata.resource_version,
-            }});
-            match api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(e) => return Err(e.into()),
-            }
+            finalizer::remove(&api, rkc, labels::KUBECONFIG_FINALIZER).await?;
         }
         let _ = ctx
             .metrics
@@ -71,16 +50,7 @@ async fn reconcile_inner(rkc: &RuntimeKubeconfig, ctx: &Context) -> Result<Actio
             .remove_label_values(&[&namespace, &rkc.spec.runtime]);
         return Ok(Action::await_change());
     }
-    if !has_finalizer(rkc) {
-        let mut finalizers = rkc.finalizers().to_vec();
-        finalizers.push(labels::KUBECONFIG_FINALIZER.into());
-        let patch = json!({ "metadata": {
-            "finalizers": finalizers,
-            "resourceVersion": rkc.metadata.resource_version,
-        }});
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
-    }
+    finalizer::add(&api, rkc, labels::KUBECONFIG_FINALIZER).await?;
 
     let runtimes: Api<Runtime> = Api::namespaced(ctx.client.clone(), &namespace);
     let runtime = runtimes.get_opt(&rkc.spec.runtime).await?;

@@ -1,5 +1,4 @@
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::Api;
@@ -9,6 +8,7 @@ use kube::runtime::watcher;
 use super::drift::Drift;
 use super::reconcile::{ModuleContext, reconcile};
 use super::targets::{TargetRules, Targets};
+use crate::controllers::kit;
 use crate::controllers::runtime::tokio_stream_of;
 use crate::controllers::{Context, ReconcileError};
 use crate::crd::ModuleSet;
@@ -51,13 +51,5 @@ pub async fn run(ctx: Arc<Context>) {
 }
 
 fn error_policy(set: Arc<ModuleSet>, error: &ReconcileError, ctx: Arc<ModuleContext>) -> Action {
-    if error.is_conflict() {
-        return Action::requeue(Duration::from_millis(500));
-    }
-    tracing::warn!(
-        moduleset = %format!("{}/{}", set.metadata.namespace.as_deref().unwrap_or_default(), set.metadata.name.as_deref().unwrap_or_default()),
-        error = %error,
-        "moduleset reconcile failed, will retry"
-    );
-    Action::requeue(ctx.ctx.config.requeue.error)
+    kit::error_policy(kit::Controller::ModuleSet, set.as_ref(), error, &ctx.ctx)
 }

@@ -1,16 +1,16 @@
 //! One pass over a ModuleSet: finalizer, target, the modules pass, status and Events.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
-use serde_json::json;
 
 use super::drift::Drift;
 use super::targets::Targets;
+use crate::controllers::kit::{self, Controller, Note, finalizer};
 use crate::controllers::labels::{self, is_true};
 use crate::controllers::{Context, ReconcileError};
 use crate::crd::{ConditionStatus, ModuleSet, ModuleSetStatus, patch_status, set_condition};
@@ -63,25 +63,24 @@ pub async fn reconcile(
     set: Arc<ModuleSet>,
     mctx: Arc<ModuleContext>,
 ) -> Result<Action, ReconcileError> {
+    let pass = reconcile_set_object(set.clone(), mctx.clone());
+    kit::guarded(Controller::ModuleSet, set.as_ref(), &mctx.ctx, pass).await
+}
+
+async fn reconcile_set_object(
+    set: Arc<ModuleSet>,
+    mctx: Arc<ModuleContext>,
+) -> Result<Action, ReconcileError> {
     let ctx = &mctx.ctx;
-    let started = Instant::now();
     let name = set.name_any();
     let ns = set.namespace().unwrap_or_default();
     let api: Api<ModuleSet> = Api::namespaced(ctx.client.clone(), &ns);
-    let has_finalizer = set
-        .finalizers()
-        .iter()
-        .any(|f| f == labels::MODULESET_FINALIZER);
     let deleting = set.metadata.deletion_timestamp.is_some();
-    if deleting && !has_finalizer {
+    if deleting && !finalizer::has(set.as_ref(), labels::MODULESET_FINALIZER) {
         return Ok(Action::await_change());
     }
-    if !deleting && !has_finalizer {
-        let mut finalizers = set.finalizers().to_vec();
-        finalizers.push(labels::MODULESET_FINALIZER.to_string());
-        let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": set.resource_version() } });
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
+    if !deleting {
+        finalizer::add(&api, set.as_ref(), labels::MODULESET_FINALIZER).await?;
     }
     // Until the Plugins present at start-up are resolved, "no such Plugin" would be a lie.
     if !ctx.initial_sync.is_done() {
@@ -119,9 +118,17 @@ pub async fn reconcile(
             }
             write(&api, &name, &old, &status).await?;
             if old.conditions != status.conditions {
-                event(ctx, &set, EventType::Warning, "TargetUnreachable", message).await;
+                event(
+                    ctx,
+                    &set,
+                    EventType::Warning,
+                    "TargetUnreachable",
+                    message.clone(),
+                )
+                .await;
             }
-            return Ok(Action::requeue(ctx.config.requeue.error));
+            let delay = kit::retry_later(ctx, &kit::key(set.as_ref()), &message);
+            return Ok(Action::requeue(delay));
         }
     };
     set_condition(
@@ -166,15 +173,11 @@ pub async fn reconcile(
                 State::Error
             });
             write(&api, &name, &old, &status).await?;
-            tracing::warn!(moduleset = %format!("{ns}/{name}"), error = %message, "modules pass failed");
-            return Ok(Action::requeue(ctx.config.requeue.error));
+            let delay = kit::retry_later(ctx, &kit::key(set.as_ref()), &message);
+            return Ok(Action::requeue(delay));
         }
     };
     mctx.drift.track(&target, &outcome.applied).await;
-    ctx.metrics
-        .reconcile_duration
-        .with_label_values(&["moduleset", "reconcile"])
-        .observe(started.elapsed().as_secs_f64());
 
     if deleting && outcome.deleted {
         set_state_metric(ctx, &ns, &name, None);
@@ -186,14 +189,7 @@ pub async fn reconcile(
             "every module was removed from the target".into(),
         )
         .await;
-        let rest: Vec<&String> = set
-            .finalizers()
-            .iter()
-            .filter(|f| *f != labels::MODULESET_FINALIZER)
-            .collect();
-        let patch = json!({ "metadata": { "finalizers": rest, "resourceVersion": set.resource_version() } });
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
+        finalizer::remove(&api, set.as_ref(), labels::MODULESET_FINALIZER).await?;
         return Ok(Action::await_change());
     }
 
@@ -338,8 +334,10 @@ pub async fn reconcile(
     set_state_metric(ctx, &ns, &name, Some(state));
     let mut requeue = outcome.requeue.unwrap_or(RESYNC).min(RESYNC);
     if state == State::Error {
-        // Failures are often transient on the target (an admission webhook, a quota).
-        requeue = requeue.min(ctx.config.requeue.error);
+        // Failures are often transient on the target (an admission webhook, a quota): retry
+        // with backoff, one log line per distinct failure.
+        let message = status.summary.clone().unwrap_or_default();
+        requeue = requeue.min(kit::retry_later(ctx, &kit::key(set.as_ref()), &message));
     }
     Ok(Action::requeue(requeue))
 }
@@ -356,15 +354,18 @@ async fn write(
     Ok(())
 }
 
-async fn event(ctx: &Context, set: &ModuleSet, type_: EventType, reason: &str, note: String) {
-    let event = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note.chars().take(1024).collect()),
-        action: "Reconcile".into(),
-        secondary: None,
+async fn event(
+    ctx: &Context,
+    set: &ModuleSet,
+    type_: EventType,
+    reason: &'static str,
+    note: String,
+) {
+    let note = match type_ {
+        EventType::Warning => Note::warning(reason, note),
+        EventType::Normal => Note::normal(reason, note),
     };
-    if let Err(e) = ctx.recorder.publish(&event, &set.object_ref(&())).await {
-        tracing::debug!(error = %e, "event not published");
-    }
+    ctx.events
+        .publish(&set.object_ref(&()), "Reconcile", vec![note])
+        .await;
 }

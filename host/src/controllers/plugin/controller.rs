@@ -1,12 +1,12 @@
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 
-use super::reconcile::reconcile;
+use super::reconcile::reconcile_plugin;
+use crate::controllers::kit;
 use crate::controllers::{Context, ReconcileError};
 use crate::crd::Plugin;
 
@@ -26,10 +26,10 @@ pub async fn run(ctx: Arc<Context>) {
 }
 
 fn error_policy(plugin: Arc<Plugin>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
-    let name = plugin.metadata.name.as_deref().unwrap_or_default();
-    if error.is_conflict() {
-        return Action::requeue(Duration::from_millis(500));
-    }
-    tracing::warn!(plugin = name, error = %error, "plugin reconcile failed, will retry");
-    Action::requeue(ctx.config.requeue.error)
+    kit::error_policy(kit::Controller::Plugin, plugin.as_ref(), error, &ctx)
+}
+
+async fn reconcile(plugin: Arc<Plugin>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    let reconcile = reconcile_plugin(plugin.clone(), ctx.clone());
+    kit::guarded(kit::Controller::Plugin, plugin.as_ref(), &ctx, reconcile).await
 }

@@ -5,12 +5,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
-use serde_json::json;
 
+use crate::controllers::kit::{self, Note, finalizer};
 use crate::controllers::{Context, ReconcileError, labels};
 use crate::crd::{
     ChannelStatus, ConditionStatus, GrantStatus, Plugin, PluginSpec, PluginStatus, PluginVersion,
@@ -66,7 +65,7 @@ fn pin_digest(
     pinned: Option<&str>,
     resolved: String,
     st: &mut ResolvedVersion,
-    events: &mut Vec<(EventType, &'static str, String)>,
+    events: &mut Vec<Note>,
 ) -> String {
     let automatic = plugin.spec.update_policy == Some(UpdatePolicy::Automatic);
     let approved = approval(plugin, &v.version);
@@ -77,7 +76,7 @@ fn pin_digest(
                 "version {} ({}) moved from {from} to {resolved}",
                 v.version, v.reference
             );
-            events.push((EventType::Normal, "DigestChanged", note));
+            events.push(Note::normal("DigestChanged", note));
             resolved
         }
         Pin::Hold { pinned } => {
@@ -92,7 +91,7 @@ fn pin_digest(
                     labels::APPROVE_PREFIX,
                     v.version
                 );
-                events.push((EventType::Warning, "DigestPending", note));
+                events.push(Note::warning("DigestPending", note));
             }
             st.pending_digest = Some(resolved);
             pinned
@@ -186,14 +185,13 @@ fn grant_status(spec: &PluginSpec, channels: &BTreeMap<String, ChannelEntry>) ->
     }
 }
 
-pub async fn reconcile(plugin: Arc<Plugin>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+pub async fn reconcile_plugin(
+    plugin: Arc<Plugin>,
+    ctx: Arc<Context>,
+) -> Result<Action, ReconcileError> {
     let name = plugin.name_any();
     let api: Api<Plugin> = Api::all(ctx.client.clone());
     let catalog = ctx.renderer.resolver.catalog.clone();
-    let has_finalizer = plugin
-        .finalizers()
-        .iter()
-        .any(|f| f == labels::PLUGIN_FINALIZER);
     if plugin.metadata.deletion_timestamp.is_some() {
         catalog.remove(&name);
         for c in &plugin.spec.channels {
@@ -202,26 +200,11 @@ pub async fn reconcile(plugin: Arc<Plugin>, ctx: Arc<Context>) -> Result<Action,
                 .plugin_channel_ready
                 .remove_label_values(&[name.as_str(), c.name.as_str()]);
         }
-        if has_finalizer {
-            let rest: Vec<&String> = plugin
-                .finalizers()
-                .iter()
-                .filter(|f| *f != labels::PLUGIN_FINALIZER)
-                .collect();
-            let patch = json!({ "metadata": { "finalizers": rest, "resourceVersion": plugin.resource_version() } });
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
-        }
+        finalizer::remove(&api, plugin.as_ref(), labels::PLUGIN_FINALIZER).await?;
         tracing::info!(plugin = %name, "plugin removed");
         return Ok(Action::await_change());
     }
-    if !has_finalizer {
-        let mut finalizers = plugin.finalizers().to_vec();
-        finalizers.push(labels::PLUGIN_FINALIZER.to_string());
-        let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": plugin.resource_version() } });
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
-    }
+    finalizer::add(&api, plugin.as_ref(), labels::PLUGIN_FINALIZER).await?;
     let Some(fetcher) = ctx.fetcher.clone() else {
         return Ok(Action::await_change());
     };
@@ -518,38 +501,19 @@ pub async fn reconcile(plugin: Arc<Plugin>, ctx: Arc<Context>) -> Result<Action,
     if old.last_error != status.last_error
         && let Some(error) = &status.last_error
     {
-        events.push((EventType::Warning, "PluginError", error.clone()));
+        events.push(Note::warning("PluginError", error.clone()));
     }
     write_status(&api, &name, &old, &status).await?;
-    let reference = plugin.object_ref(&());
-    for (type_, reason, note) in events {
-        let event = Event {
-            type_,
-            reason: reason.into(),
-            note: Some(note.chars().take(1024).collect()),
-            action: "Resolve".into(),
-            secondary: None,
-        };
-        let published = match ctx.recorder.publish(&event, &reference).await {
-            // API servers before 1.22 refuse events about cluster-scoped objects unless the
-            // reference carries the event's namespace.
-            Err(kube::Error::Api(e)) if e.code == 422 => {
-                let mut in_default = reference.clone();
-                in_default.namespace = Some("default".into());
-                ctx.recorder.publish(&event, &in_default).await
-            }
-            other => other,
-        };
-        if let Err(e) = published {
-            tracing::debug!(plugin = %name, error = %e, "event not published");
-        }
-    }
+    ctx.events
+        .publish(&plugin.object_ref(&()), "Resolve", events)
+        .await;
     ctx.initial_sync.done(&name);
     if deferred {
         return Ok(Action::requeue(std::time::Duration::from_millis(500)));
     }
     Ok(Action::requeue(if transient || reason != "Resolved" {
-        ctx.config.requeue.error
+        let why = status.last_error.clone().unwrap_or_default();
+        kit::retry_later(&ctx, &kit::key(plugin.as_ref()), &why)
     } else {
         ctx.config.plugin_resync
     }))

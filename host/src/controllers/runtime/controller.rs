@@ -1,5 +1,4 @@
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
@@ -8,6 +7,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
 use super::machine::Machine;
+use crate::controllers::kit;
 use crate::controllers::{Context, ReconcileError, labels};
 use crate::crd::{Runtime, RuntimeKubeconfig};
 use crate::gardener::shoot_resource;
@@ -62,16 +62,16 @@ pub fn tokio_stream_of(
 }
 
 async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
-    Machine::new(runtime, ctx).run().await
+    let machine = Machine::new(runtime.clone(), ctx.clone());
+    kit::guarded(
+        kit::Controller::Runtime,
+        runtime.as_ref(),
+        &ctx,
+        machine.run(),
+    )
+    .await
 }
 
 fn error_policy(runtime: Arc<Runtime>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
-    let id = runtime.metadata.name.as_deref().unwrap_or_default();
-    if error.is_conflict() {
-        // Someone wrote the object first; the next attempt sees their change.
-        tracing::debug!(runtime = id, "conflict, retrying");
-        return Action::requeue(Duration::from_millis(500));
-    }
-    tracing::warn!(runtime = id, error = %error, "reconcile failed, will retry");
-    Action::requeue(ctx.config.requeue.error)
+    kit::error_policy(kit::Controller::Runtime, runtime.as_ref(), error, &ctx)
 }

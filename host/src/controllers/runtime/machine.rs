@@ -6,10 +6,11 @@ use std::time::Instant;
 
 use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 
 use super::states;
+use crate::controllers::kit::{self, Controller, Note};
 use crate::controllers::{Context, ReconcileError, labels};
 use crate::crd::{ConditionStatus, Runtime, RuntimeState, RuntimeStatus, set_condition};
 
@@ -71,7 +72,7 @@ pub struct Machine {
     pub status: RuntimeStatus,
     /// The Shoot as last read or written in this reconcile.
     pub shoot: Option<DynamicObject>,
-    events: Vec<(EventType, &'static str, String)>,
+    events: Vec<Note>,
     /// Set by `RemoveFinalizer`.
     pub finalizer_removed: bool,
     /// The Runtime's chain, once resolved in this reconcile.
@@ -154,7 +155,10 @@ impl Machine {
 
     /// Queue an Event, published after the status is written.
     pub fn event(&mut self, type_: EventType, reason: &'static str, note: String) {
-        self.events.push((type_, reason, note));
+        self.events.push(match type_ {
+            EventType::Warning => Note::warning(reason, note),
+            EventType::Normal => Note::normal(reason, note),
+        });
     }
 
     /// Ready for this generation with the cluster prepared: nothing to do.
@@ -192,11 +196,7 @@ impl Machine {
         for _ in 0..MAX_STEPS {
             let started = Instant::now();
             let result = states::run(step, &mut self).await;
-            self.ctx
-                .metrics
-                .reconcile_duration
-                .with_label_values(&["runtime", step.name()])
-                .observe(started.elapsed().as_secs_f64());
+            kit::observe(&self.ctx, Controller::Runtime, step.name(), started);
             match result {
                 Ok(Transition::Next(next)) => {
                     tracing::info!(runtime = %id, from = step.name(), to = next.name(), "transition");
@@ -266,22 +266,14 @@ impl Machine {
                 .metrics
                 .set_runtime_state(&ns, &id, self.status.state);
         }
-        let reference = self.runtime.object_ref(&());
         if self.finalizer_removed {
             self.events.clear();
         }
-        for (type_, reason, note) in self.events.drain(..) {
-            let event = Event {
-                type_,
-                reason: reason.into(),
-                note: Some(note),
-                action: "Reconcile".into(),
-                secondary: None,
-            };
-            if let Err(e) = self.ctx.recorder.publish(&event, &reference).await {
-                tracing::debug!(runtime = %id, error = %e, "event not published");
-            }
-        }
+        let notes = std::mem::take(&mut self.events);
+        self.ctx
+            .events
+            .publish(&self.runtime.object_ref(&()), "Reconcile", notes)
+            .await;
         Ok(())
     }
 }

@@ -1,20 +1,14 @@
 //! Finalizer, deletion branch, and the Shoot snapshot every later step reads.
 
-use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
-use serde_json::json;
 
 use super::super::machine::{Machine, Step, Transition};
+use crate::controllers::kit::finalizer;
 use crate::controllers::{ReconcileError, labels};
 use crate::crd::RuntimeState;
 
 pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
-    let has_finalizer = m
-        .runtime
-        .metadata
-        .finalizers
-        .as_ref()
-        .is_some_and(|f| f.iter().any(|f| f == labels::RUNTIME_FINALIZER));
+    let has_finalizer = finalizer::has(m.runtime.as_ref(), labels::RUNTIME_FINALIZER);
     if m.runtime.metadata.deletion_timestamp.is_some() {
         if !has_finalizer {
             return Ok(Transition::Stop(Action::await_change()));
@@ -29,17 +23,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     {
         return Ok(Transition::Stop(Action::await_change()));
     }
-    if !has_finalizer {
-        let mut finalizers = m.runtime.metadata.finalizers.clone().unwrap_or_default();
-        finalizers.push(labels::RUNTIME_FINALIZER.to_string());
-        let patch = json!({ "metadata": {
-            "finalizers": finalizers,
-            "resourceVersion": m.runtime.metadata.resource_version,
-        }});
-        m.runtimes()
-            .patch(&m.id(), &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
-    }
+    finalizer::add(&m.runtimes(), m.runtime.as_ref(), labels::RUNTIME_FINALIZER).await?;
     if m.status.state.is_none() {
         m.set_state(RuntimeState::Pending);
     }

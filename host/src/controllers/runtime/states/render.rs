@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::super::machine::{Machine, Transition};
 use super::super::shoot_doc;
+use crate::controllers::kit;
 use crate::controllers::{ReconcileError, labels};
 use crate::crd::{ConditionStatus, PluginStamp, ShadowResult};
 use crate::plugins::{ChainOutput, ChannelChoice, ResolvedChain, Unavailable};
@@ -112,8 +113,9 @@ pub fn resolve(m: &mut Machine) -> Result<Arc<ResolvedChain>, Unavailable> {
 
 /// Stop and come back later: a registry plugin of the chain is not available yet.
 pub fn wait_for_plugins(m: &Machine, err: &Unavailable) -> Transition {
-    tracing::info!(runtime = %m.id(), plugin = %err.plugin, reason = %err.message, "waiting for a plugin");
-    Transition::Stop(Action::requeue(m.ctx.config.requeue.error))
+    let why = format!("waiting for plugin {}: {}", err.plugin, err.message);
+    let delay = kit::retry_later(&m.ctx, &kit::key(m.runtime.as_ref()), &why);
+    Transition::Stop(Action::requeue(delay))
 }
 
 /// The Shoot to apply and the chain output it came from, or the transition to take

@@ -1,0 +1,147 @@
+//! What every controller shares, so that all four are written one way: the finalizer
+//! helper, the Event sink, the error policy (backoff with jitter per object, a cap on
+//! repeated log lines) and the reconcile guard (a span per reconcile, duration and outcome
+//! per controller).
+
+pub mod finalizer;
+
+mod events;
+mod retries;
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use kube::Resource;
+use kube::runtime::controller::Action;
+use tracing::Instrument;
+
+pub use events::{EventSink, Note};
+pub use retries::{LogLine, Retries, Retry};
+
+use crate::controllers::{Context, ReconcileError};
+
+/// The controllers, as metric labels and span fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Controller {
+    Runtime,
+    Plugin,
+    Kubeconfig,
+    ModuleSet,
+}
+
+impl Controller {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Runtime => "runtime",
+            Self::Plugin => "plugin",
+            Self::Kubeconfig => "kubeconfig",
+            Self::ModuleSet => "moduleset",
+        }
+    }
+}
+
+/// `Kind/namespace/name` (or `Kind/name`): the key of an object's retry state and the
+/// identity its reconcile span carries.
+pub fn key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
+    let meta = obj.meta();
+    let name = meta.name.as_deref().unwrap_or_default();
+    match meta.namespace.as_deref() {
+        Some(ns) => format!("{}/{ns}/{name}", K::kind(&())),
+        None => format!("{}/{name}", K::kind(&())),
+    }
+}
+
+/// Run one reconcile of `obj` inside a span naming it; record its duration and outcome,
+/// and forget its failures once it succeeds.
+pub async fn guarded<K, F>(
+    controller: Controller,
+    obj: &K,
+    ctx: &Context,
+    reconcile: F,
+) -> Result<Action, ReconcileError>
+where
+    K: Resource<DynamicType = ()>,
+    F: Future<Output = Result<Action, ReconcileError>>,
+{
+    let key = key(obj);
+    let span = tracing::info_span!("reconcile", controller = controller.as_str(), object = %key);
+    let started = Instant::now();
+    let result = reconcile.instrument(span).await;
+    observe(ctx, controller, "Reconcile", started);
+    let outcome = match &result {
+        Ok(_) => {
+            ctx.retries.succeeded(&key, started);
+            "ok"
+        }
+        Err(e) if e.is_conflict() => "conflict",
+        Err(_) => "error",
+    };
+    ctx.metrics
+        .reconciles
+        .with_label_values(&[controller.as_str(), outcome])
+        .inc();
+    result
+}
+
+/// Record how long `step` of a reconcile took.
+pub fn observe(ctx: &Context, controller: Controller, step: &str, started: Instant) {
+    ctx.metrics
+        .reconcile_duration
+        .with_label_values(&[controller.as_str(), step])
+        .observe(started.elapsed().as_secs_f64());
+}
+
+/// The one error policy: conflicts retry at once (quietly), everything else backs off
+/// exponentially with jitter per object, logging the same failure once per quiet period.
+pub fn error_policy<K: Resource<DynamicType = ()>>(
+    controller: Controller,
+    obj: &K,
+    error: &ReconcileError,
+    ctx: &Context,
+) -> Action {
+    let key = key(obj);
+    if error.is_conflict() {
+        // Someone wrote first; the next attempt sees their change.
+        tracing::debug!(object = %key, "conflict, retrying");
+        return Action::requeue(Duration::from_millis(200 + fastrand_ms(300)));
+    }
+    if controller != Controller::Runtime {
+        // The Runtime state machine counts its own, per step.
+        ctx.metrics
+            .unexpected_stops
+            .with_label_values(&[controller.as_str(), "Reconcile", error.reason()])
+            .inc();
+    }
+    let retry = ctx.retries.fail(&key, &error.to_string());
+    log_retry(&key, &error.to_string(), &retry);
+    Action::requeue(retry.delay)
+}
+
+/// A retryable wait decided by a reconcile (a plugin timed out, Gardener is down): the same
+/// backoff and log cap as errors, without failing the reconcile.
+pub fn retry_later(ctx: &Context, key: &str, message: &str) -> Duration {
+    let retry = ctx.retries.fail(key, message);
+    log_retry(key, message, &retry);
+    retry.delay
+}
+
+fn log_retry(key: &str, message: &str, retry: &Retry) {
+    let delay_s = retry.delay.as_secs_f64();
+    match retry.log {
+        LogLine::Write => {
+            tracing::warn!(object = %key, error = %message, attempt = retry.attempt, retry_in_s = delay_s, "will retry")
+        }
+        LogLine::Repeat { suppressed } => {
+            tracing::warn!(object = %key, error = %message, attempt = retry.attempt, retry_in_s = delay_s, suppressed, "still failing, will retry")
+        }
+        LogLine::Quiet => {
+            tracing::debug!(object = %key, error = %message, attempt = retry.attempt, "still failing")
+        }
+    }
+}
+
+/// A few random milliseconds, so that conflicting writers do not retry in lockstep.
+fn fastrand_ms(max: u64) -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(Instant::now()) % max.max(1)
+}
