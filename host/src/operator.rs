@@ -67,6 +67,14 @@ pub async fn client(
     path: Option<&PathBuf>,
     fence: Option<&Arc<Fence>>,
 ) -> Result<Client, OperatorError> {
+    Ok(client_with_url(path, fence).await?.0)
+}
+
+/// A client as [`client`] builds it, and the API server URL it talks to (for messages).
+async fn client_with_url(
+    path: Option<&PathBuf>,
+    fence: Option<&Arc<Fence>>,
+) -> Result<(Client, String), OperatorError> {
     let fail = |message: String| OperatorError::Kubeconfig {
         path: path.map_or("(in-cluster or $KUBECONFIG)".into(), |p| {
             p.display().to_string()
@@ -84,11 +92,13 @@ pub async fn client(
                 .map_err(|e| fail(e.to_string()))?
         }
     };
+    let url = config.cluster_url.to_string();
     let builder = ClientBuilder::try_from(config).map_err(|e| fail(e.to_string()))?;
-    Ok(match fence {
+    let client = match fence {
         Some(fence) => builder.with_layer(&fence.layer()).build(),
         None => builder.build(),
-    })
+    };
+    Ok((client, url))
 }
 
 /// Read the Lease once: while it names this host, hold the fence open until half a lease
@@ -145,10 +155,10 @@ pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
         None => Fence::open(),
     };
     let lease_client = client(options.kubeconfig.as_ref(), None).await?;
-    let control = client(options.kubeconfig.as_ref(), Some(&fence)).await?;
-    let gardener = match &options.gardener_kubeconfig {
-        Some(path) => client(Some(path), Some(&fence)).await?,
-        None => control.clone(),
+    let (control, control_url) = client_with_url(options.kubeconfig.as_ref(), Some(&fence)).await?;
+    let (gardener, gardener_url) = match &options.gardener_kubeconfig {
+        Some(path) => client_with_url(Some(path), Some(&fence)).await?,
+        None => (control.clone(), control_url),
     };
     let version = control.apiserver_version().await?;
     tracing::info!(server = %version.git_version, "connected to the control plane");
@@ -162,6 +172,7 @@ pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
     let clients = Clients {
         control: control.clone(),
         gardener,
+        gardener_url,
         fence: fence.clone(),
     };
     let ctx = Context::new(

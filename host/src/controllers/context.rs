@@ -134,6 +134,8 @@ pub struct Clients {
     pub control: Client,
     /// Gardener: Shoots and admin kubeconfigs.
     pub gardener: Client,
+    /// The API server `gardener` talks to, for messages.
+    pub gardener_url: String,
     /// Closed when this host may no longer be the leader; clients built later (target and
     /// runtime clusters) pass it too.
     pub fence: Arc<Fence>,
@@ -216,7 +218,7 @@ impl Context {
         Arc::new(Self {
             client: clients.control,
             fence: clients.fence,
-            shoots: ShootClient::new(clients.gardener),
+            shoots: ShootClient::new(clients.gardener, clients.gardener_url),
             renderer,
             config,
             metrics,

@@ -23,21 +23,41 @@ pub enum ReconcileError {
     Join(String),
     #[error("{0}")]
     ShootIdentity(String),
+    /// The Gardener side failed: the Runtime waits with a condition, retrying with backoff.
+    #[error("Gardener Shoot API: {}", describe_kube_error(.0))]
+    Gardener(kube::Error),
+}
+
+/// A Kubernetes client error in words: the status and message the API server gave, or
+/// why it could not be reached.
+pub fn describe_kube_error(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if s.message.is_empty() => format!("HTTP {} {}", s.code, s.reason),
+        kube::Error::Api(s) => format!("HTTP {} {}: {}", s.code, s.reason, s.message),
+        kube::Error::HyperError(e) => format!("cannot connect: {e}"),
+        kube::Error::Service(e) => format!("cannot connect: {e}"),
+        other => other.to_string(),
+    }
 }
 
 impl From<crate::gardener::ShootError> for ReconcileError {
     fn from(e: crate::gardener::ShootError) -> Self {
         match e {
             crate::gardener::ShootError::Identity(message) => Self::ShootIdentity(message),
-            crate::gardener::ShootError::Kube(e) => Self::Kube(e),
+            crate::gardener::ShootError::Kube(e) if is_conflict(&e) => Self::Kube(e),
+            crate::gardener::ShootError::Kube(e) => Self::Gardener(e),
         }
     }
+}
+
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
 impl ReconcileError {
     /// An optimistic-concurrency conflict: someone else wrote first, try again soon.
     pub fn is_conflict(&self) -> bool {
-        matches!(self, Self::Kube(kube::Error::Api(e)) if e.code == 409)
+        matches!(self, Self::Kube(e) if is_conflict(e))
     }
 
     /// A short machine-readable reason for metrics.
@@ -50,6 +70,7 @@ impl ReconcileError {
             Self::RuntimeCluster { .. } => "RuntimeClusterError",
             Self::Join(_) => "RenderTaskFailed",
             Self::ShootIdentity(_) => "ShootIdentity",
+            Self::Gardener(_) => "GardenerUnavailable",
         }
     }
 }

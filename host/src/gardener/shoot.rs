@@ -114,11 +114,17 @@ fn name_of(shoot: &DynamicObject) -> (&str, &str) {
 #[derive(Clone)]
 pub struct ShootClient {
     client: Client,
+    url: String,
 }
 
 impl ShootClient {
-    pub fn new(client: Client) -> Self {
-        Self { client }
+    pub fn new(client: Client, url: String) -> Self {
+        Self { client, url }
+    }
+
+    /// The Gardener API server, for messages.
+    pub fn url(&self) -> &str {
+        &self.url
     }
 
     pub fn client(&self) -> &Client {

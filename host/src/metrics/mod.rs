@@ -36,6 +36,62 @@ pub struct Metrics {
     pub module_drift: IntCounterVec,
     /// 1 while a dependency (Gardener, a registry, a target cluster) answers.
     pub dependency_up: IntGaugeVec,
+    /// What is down and why, for `/readyz`.
+    pub dependencies: std::sync::Arc<Dependencies>,
+}
+
+/// What the host depends on, as `/readyz` and `tessera_dependency_up` name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Dependency {
+    /// The Shoot API: without it no Runtime makes progress.
+    Gardener,
+}
+
+impl Dependency {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Gardener => "gardener",
+        }
+    }
+}
+
+/// Dependencies that failed last time they were used, with the failure.
+#[derive(Debug, Default)]
+pub struct Dependencies {
+    down: std::sync::Mutex<std::collections::BTreeMap<Dependency, String>>,
+    gauge: std::sync::OnceLock<IntGaugeVec>,
+}
+
+impl Dependencies {
+    /// `dependency` failed with `message`.
+    pub fn down(&self, dependency: Dependency, message: &str) {
+        self.set(dependency, 0);
+        let mut down = self.down.lock().expect("dependencies lock");
+        down.insert(dependency, message.to_string());
+    }
+
+    /// `dependency` answered.
+    pub fn up(&self, dependency: Dependency) {
+        self.set(dependency, 1);
+        self.down
+            .lock()
+            .expect("dependencies lock")
+            .remove(&dependency);
+    }
+
+    /// One line per dependency that is down.
+    pub fn problems(&self) -> Vec<String> {
+        let down = self.down.lock().expect("dependencies lock");
+        down.iter()
+            .map(|(d, m)| format!("{}: {m}", d.as_str()))
+            .collect()
+    }
+
+    fn set(&self, dependency: Dependency, value: i64) {
+        if let Some(gauge) = self.gauge.get() {
+            gauge.with_label_values(&[dependency.as_str()]).set(value);
+        }
+    }
 }
 
 impl Default for Metrics {
@@ -129,8 +185,15 @@ impl Metrics {
                 "1 while a dependency answers (gardener: the Shoot API; registry; target:<namespace>/<secret>), 0 while it fails",
                 &["dependency"],
             ),
+            dependencies: std::sync::Arc::default(),
             registry,
         }
+        .with_dependency_gauge()
+    }
+
+    fn with_dependency_gauge(self) -> Self {
+        let _ = self.dependencies.gauge.set(self.dependency_up.clone());
+        self
     }
 
     /// Record the Runtime's state (or forget it, with `None`, once the Runtime is gone).

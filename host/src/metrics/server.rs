@@ -58,10 +58,20 @@ async fn metrics_handler(State(state): State<AppState>) -> String {
     state.metrics.render()
 }
 
-async fn ready_handler(State(state): State<AppState>) -> (StatusCode, &'static str) {
-    if state.health.is_ready() {
-        (StatusCode::OK, "ok")
+/// Ready when connected and no dependency the host cannot work without is down; the body
+/// names what is missing.
+async fn ready_handler(State(state): State<AppState>) -> (StatusCode, String) {
+    if !state.health.is_ready() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: starting".into(),
+        );
+    }
+    let problems = state.metrics.dependencies.problems();
+    if problems.is_empty() {
+        (StatusCode::OK, "ok".into())
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+        let body = format!("not ready: {}\n", problems.join("\n"));
+        (StatusCode::SERVICE_UNAVAILABLE, body)
     }
 }

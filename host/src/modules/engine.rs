@@ -29,6 +29,15 @@ pub const MAX_ROUNDS: usize = 5;
 /// Look again this soon while objects roll out.
 const ROLLOUT_REQUEUE: Duration = Duration::from_secs(5);
 
+/// The shortest requeue a plugin may ask for: a plugin answering 0 s would otherwise spin
+/// its ModuleSet in a hot loop.
+pub(crate) const MIN_PLUGIN_REQUEUE: Duration = Duration::from_secs(5);
+
+/// A plugin's requested requeue, raised to [`MIN_PLUGIN_REQUEUE`].
+pub(crate) fn plugin_requeue(seconds: Option<u32>) -> Option<Duration> {
+    seconds.map(|s| Duration::from_secs(s.into()).max(MIN_PLUGIN_REQUEUE))
+}
+
 /// What happens to the custom resources of a module's CRDs when it is removed.
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
@@ -529,9 +538,7 @@ fn judge(
 ) -> Reconciled {
     let mut state = state_of(out.state);
     let mut message = out.message;
-    let mut requeue = out
-        .requeue_after_seconds
-        .map(|s| Duration::from_secs(s.into()));
+    let mut requeue = plugin_requeue(out.requeue_after_seconds);
     if state == State::Ready
         && let Some(reason) = applied.iter().find_map(|a| not_ready(&a.object))
     {
@@ -634,6 +641,14 @@ fn listed_with(previous: &ModuleRecord, keys: &[ObjectKey]) -> Vec<Entry> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_plugin_requeue_of_zero_is_raised_to_the_floor() {
+        assert_eq!(plugin_requeue(Some(0)), Some(MIN_PLUGIN_REQUEUE));
+        assert_eq!(plugin_requeue(Some(1)), Some(MIN_PLUGIN_REQUEUE));
+        assert_eq!(plugin_requeue(Some(60)), Some(Duration::from_secs(60)));
+        assert_eq!(plugin_requeue(None), None);
+    }
 
     #[test]
     fn scope_of_kinds_a_crd_of_the_same_answer_defines() {

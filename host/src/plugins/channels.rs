@@ -115,7 +115,12 @@ pub struct Catalog {
     plugins: RwLock<HashMap<String, Arc<PluginEntry>>>,
     /// Why a plugin has no entry at all (never resolved, invalid spec).
     errors: RwLock<HashMap<String, String>>,
+    /// Configurations a plugin refused while rendering: plugin → (the configuration, why).
+    /// Reported on the Plugin; forgotten once its configuration changes.
+    refused_configs: RwLock<HashMap<String, (String, String)>>,
     changed: tokio::sync::watch::Sender<u64>,
+    /// Ticks when a plugin refused its configuration (wakes the Plugin controller).
+    refused: tokio::sync::watch::Sender<u64>,
 }
 
 impl Default for Catalog {
@@ -123,7 +128,9 @@ impl Default for Catalog {
         Self {
             plugins: RwLock::default(),
             errors: RwLock::default(),
+            refused_configs: RwLock::default(),
             changed: tokio::sync::watch::Sender::new(0),
+            refused: tokio::sync::watch::Sender::new(0),
         }
     }
 }
@@ -168,6 +175,47 @@ impl Catalog {
             .write()
             .expect("catalog lock")
             .insert(name.to_string(), error);
+    }
+
+    /// Plugin `name` refused its own configuration while rendering: the fault is the
+    /// Plugin's, so it is reported there (once per configuration).
+    pub fn refuse_config(&self, name: &str, why: &str) {
+        let Some(config) = self.config_text(name) else {
+            return;
+        };
+        let entry = (config, why.to_string());
+        let mut refused = self.refused_configs.write().expect("catalog lock");
+        if refused.get(name) != Some(&entry) {
+            refused.insert(name.to_string(), entry);
+            self.refused.send_modify(|g| *g += 1);
+        }
+    }
+
+    /// Why plugin `name` refused the configuration it has now, if it did.
+    pub fn refused_config(&self, name: &str) -> Option<String> {
+        let config = self.config_text(name)?;
+        let refused = self.refused_configs.read().expect("catalog lock");
+        refused
+            .get(name)
+            .filter(|(c, _)| *c == config)
+            .map(|(_, why)| why.clone())
+    }
+
+    /// Ticks whenever a plugin refused its configuration.
+    pub fn subscribe_refusals(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.refused.subscribe()
+    }
+
+    fn config_text(&self, name: &str) -> Option<String> {
+        let plugins = self.plugins.read().expect("catalog lock");
+        let entry = plugins.get(name)?;
+        Some(
+            entry
+                .config
+                .as_ref()
+                .map(|c| c.to_string())
+                .unwrap_or_default(),
+        )
     }
 
     /// Forget plugin `name` (its resource is gone).

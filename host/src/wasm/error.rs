@@ -58,8 +58,11 @@ pub enum LoadError {
 /// How one plugin call failed.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Failure {
-    #[error("timed out: exceeded its time budget of {budget:?}")]
+    #[error("timed out: exceeded its time budget of {} ms", budget.as_millis())]
     Timeout { budget: Duration },
+    /// Every instance slot of the pooling allocator is in use: the host is busy.
+    #[error("not started, every sandbox slot is busy ({detail})")]
+    Busy { detail: String },
     #[error("memory limit: exceeded its limit of {limit_mib} MiB")]
     MemoryLimit { limit_mib: u64 },
     #[error("trapped: {message}{}", panic.as_ref().map(|p| format!(" (plugin panicked: {p})")).unwrap_or_default())]
@@ -95,7 +98,45 @@ pub struct CallError {
     pub cause: Failure,
 }
 
+/// Who has to act before the same call can succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The input (the Runtime, the module's configuration) is wrong.
+    Input,
+    /// The plugin's own configuration (`Plugin.spec.config` or the chain's) is wrong.
+    Config,
+    /// The output does something the plugin was not granted.
+    Grant,
+    /// The plugin itself (a trap, a bug, bad output): waits for a new plugin version.
+    Plugin,
+    /// Nobody: the host was busy or slow; retrying heals it.
+    Transient,
+}
+
 impl CallError {
+    /// Classify the failure: deterministic ones fail the object, the others wait and retry.
+    pub fn fault(&self) -> Fault {
+        use tessera_sdk::ErrorKind;
+        match &self.cause {
+            Failure::Timeout { .. } | Failure::Busy { .. } => Fault::Transient,
+            Failure::Plugin(_) if self.config_field().is_some() => Fault::Config,
+            Failure::Plugin(e) if e.kind == ErrorKind::Internal => Fault::Plugin,
+            Failure::Plugin(_) => Fault::Input,
+            Failure::NotGranted(_) | Failure::Identity { .. } => Fault::Grant,
+            Failure::MemoryLimit { .. }
+            | Failure::Trap { .. }
+            | Failure::CapabilityDenied { .. }
+            | Failure::InvalidOutput(_)
+            | Failure::OutputTooLarge { .. } => Fault::Plugin,
+        }
+    }
+
+    /// The field of the plugin's own configuration at fault (`config`, `config.x`).
+    pub fn config_field(&self) -> Option<&str> {
+        self.field()
+            .filter(|f| *f == "config" || f.starts_with("config.") || f.starts_with("config["))
+    }
+
     /// The Runtime field at fault, when the plugin named one.
     pub fn field(&self) -> Option<&str> {
         match &self.cause {

@@ -18,7 +18,7 @@ pub mod text;
 
 pub use bindings::module_api;
 pub use engine::{EngineOptions, WasmRuntime};
-pub use error::{CallError, Failure, LoadError};
+pub use error::{CallError, Failure, Fault, LoadError};
 pub use limits::{Limits, LimitsOverride};
 pub use module::LoadedModule;
 pub use plugin::{CallContext, LoadedPlugin, PluginKind};

@@ -460,6 +460,11 @@ pub(crate) fn classify(
             limit_mib: limits.memory_mib,
         };
     }
+    if let Some(busy) = err.downcast_ref::<wasmtime::PoolConcurrencyLimitError>() {
+        return Failure::Busy {
+            detail: busy.to_string(),
+        };
+    }
     if let Some(denied) = err.downcast_ref::<Denied>() {
         return Failure::CapabilityDenied {
             capability: denied.capability.to_string(),

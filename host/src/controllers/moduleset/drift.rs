@@ -4,27 +4,44 @@
 //! whose next pass applies its objects again. The periodic resync is the safety net.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::mpsc;
 
+use crate::controllers::runtime::describe_watch_error;
 use crate::crd::ModuleSet;
 use crate::metrics::Metrics;
 use crate::modules::Target;
 use crate::modules::apply::Applied;
 use crate::modules::labels;
 
+/// A drift watch and the target (credentials) it was started with.
+struct Watch {
+    target: Weak<Target>,
+    task: tokio::task::AbortHandle,
+}
+
+/// (cluster, apiVersion, kind) of a watch.
+type WatchKey = (String, String, String);
+
+/// How often a watch checks that some ModuleSet still uses its target.
+const IN_USE_CHECK: Duration = Duration::from_secs(60);
+
 /// The watches and what the host itself last wrote.
 pub struct Drift {
     tx: mpsc::UnboundedSender<ObjectRef<ModuleSet>>,
     metrics: Metrics,
-    watched: Mutex<HashSet<(String, String, String)>>,
+    watched: Mutex<HashMap<WatchKey, Watch>>,
     /// (cluster, uid) → resourceVersion our last apply produced.
     own: Mutex<HashMap<(String, String), String>>,
+    /// cluster → the ModuleSets (`namespace/name`) with objects there.
+    sets: Mutex<HashMap<String, HashSet<String>>>,
 }
 
 impl Drift {
@@ -34,62 +51,115 @@ impl Drift {
             Arc::new(Self {
                 tx,
                 metrics,
-                watched: Mutex::new(HashSet::new()),
+                watched: Mutex::new(HashMap::new()),
                 own: Mutex::new(HashMap::new()),
+                sets: Mutex::new(HashMap::new()),
             }),
             rx,
         )
     }
 
-    /// Remember what we applied and make sure its kinds are watched on `target`.
+    /// Remember what we applied and make sure its kinds are watched on `target` with the
+    /// target's current credentials (a watch started with older ones is replaced).
     pub async fn track(self: &Arc<Self>, target: &Arc<Target>, applied: &[Applied]) {
-        let mut kinds = Vec::new();
-        {
-            let mut own = self.own.lock().expect("drift lock");
-            for a in applied {
-                let meta = &a.object["metadata"];
-                if let (Some(uid), Some(rv)) =
-                    (meta["uid"].as_str(), meta["resourceVersion"].as_str())
-                {
-                    own.insert((target.server.clone(), uid.to_string()), rv.to_string());
-                }
-                kinds.push((a.key.api_version.clone(), a.key.kind.clone()));
-            }
-        }
-        kinds.sort();
-        kinds.dedup();
+        let kinds = self.remember(target, applied);
         for (api_version, kind) in kinds {
             let key = (target.server.clone(), api_version.clone(), kind.clone());
-            if !self.watched.lock().expect("drift lock").insert(key) {
+            if self.is_watched(&key, target) {
                 continue;
             }
+            // Not watchable now (discovery failed): the next apply of this kind tries again.
             let Ok(Some(resolved)) = target.kind(&api_version, &kind).await else {
-                // Not watchable now; the next apply of this kind tries again.
-                self.watched.lock().expect("drift lock").remove(&(
-                    target.server.clone(),
-                    api_version,
-                    kind,
-                ));
                 continue;
             };
             let api: Api<DynamicObject> = Api::all_with(target.client.clone(), &resolved.resource);
-            let this = self.clone();
-            let server = target.server.clone();
-            tracing::debug!(%server, %kind, "watching module objects for drift");
-            tokio::spawn(async move {
-                let config = watcher::Config::default().labels(labels::MODULE);
-                watcher::watcher(api, config)
-                    .for_each(|event| {
-                        match event {
-                            Ok(Event::Apply(o)) => this.changed(&server, &o, false),
-                            Ok(Event::Delete(o)) => this.changed(&server, &o, true),
-                            Ok(_) => {}
-                            Err(e) => tracing::debug!(%server, error = %e, "drift watch error"),
-                        }
-                        futures::future::ready(())
-                    })
-                    .await;
-            });
+            let task = tokio::spawn(self.clone().watch(api, Arc::downgrade(target), kind));
+            let watch = Watch {
+                target: Arc::downgrade(target),
+                task: task.abort_handle(),
+            };
+            if let Some(old) = self.watched.lock().expect("drift lock").insert(key, watch) {
+                // Started with credentials the target no longer has.
+                old.task.abort();
+            }
+        }
+    }
+
+    /// Record our own writes and the sets on the cluster; the kinds to watch.
+    fn remember(&self, target: &Target, applied: &[Applied]) -> Vec<(String, String)> {
+        let mut kinds = Vec::new();
+        let mut own = self.own.lock().expect("drift lock");
+        let mut sets = self.sets.lock().expect("drift lock");
+        for a in applied {
+            let meta = &a.object["metadata"];
+            if let (Some(uid), Some(rv)) = (meta["uid"].as_str(), meta["resourceVersion"].as_str())
+            {
+                own.insert((target.server.clone(), uid.to_string()), rv.to_string());
+            }
+            if let Some(set) = meta["annotations"][labels::SET].as_str() {
+                let on_cluster = sets.entry(target.server.clone()).or_default();
+                on_cluster.insert(set.to_string());
+            }
+            kinds.push((a.key.api_version.clone(), a.key.kind.clone()));
+        }
+        kinds.sort();
+        kinds.dedup();
+        kinds
+    }
+
+    /// A live watch for `key` runs with `target`'s credentials.
+    fn is_watched(&self, key: &WatchKey, target: &Arc<Target>) -> bool {
+        let watched = self.watched.lock().expect("drift lock");
+        watched
+            .get(key)
+            .is_some_and(|w| w.target.ptr_eq(&Arc::downgrade(target)) && !w.task.is_finished())
+    }
+
+    /// Watch one kind until the target is no longer used or its credentials are refused.
+    /// Failures back off (kube-runtime's default backoff) and are logged at debug level.
+    async fn watch(self: Arc<Self>, api: Api<DynamicObject>, target: Weak<Target>, kind: String) {
+        let Some(server) = target.upgrade().map(|t| t.server.clone()) else {
+            return;
+        };
+        tracing::debug!(%server, %kind, "watching module objects for drift");
+        let config = watcher::Config::default().labels(labels::MODULE);
+        let mut events = std::pin::pin!(watcher::watcher(api, config).default_backoff());
+        let mut in_use = tokio::time::interval(IN_USE_CHECK);
+        loop {
+            let event = tokio::select! {
+                event = events.next() => event,
+                _ = in_use.tick() => {
+                    if target.strong_count() == 0 {
+                        tracing::debug!(%server, %kind, "drift watch no longer needed");
+                        return;
+                    }
+                    continue;
+                }
+            };
+            match event {
+                Some(Ok(Event::Apply(o))) => self.changed(&server, &o, false),
+                Some(Ok(Event::Delete(o))) => self.changed(&server, &o, true),
+                Some(Ok(_)) => {}
+                Some(Err(e)) if refused_credentials(&e) => {
+                    tracing::info!(%server, %kind, error = %describe_watch_error(&e), "credentials refused; the drift watch restarts with the target Secret's current ones");
+                    self.requeue_sets(&server);
+                    return;
+                }
+                Some(Err(e)) => {
+                    tracing::debug!(%server, %kind, error = %describe_watch_error(&e), "drift watch error")
+                }
+                None => return,
+            }
+        }
+    }
+
+    /// Reconcile every set with objects on `server` (they read the Secret again).
+    fn requeue_sets(&self, server: &str) {
+        let sets = self.sets.lock().expect("drift lock");
+        for set in sets.get(server).into_iter().flatten() {
+            if let Some((namespace, name)) = set.split_once('/') {
+                let _ = self.tx.send(ObjectRef::new(name).within(namespace));
+            }
         }
     }
 
@@ -128,5 +198,16 @@ impl Drift {
             "managed object changed on the target"
         );
         let _ = self.tx.send(ObjectRef::new(name).within(namespace));
+    }
+}
+
+/// The target's API server refused the credentials (rotated and revoked).
+fn refused_credentials(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code == 401 || s.code == 403,
+        watcher::Error::WatchError(s) => s.code == 401 || s.code == 403,
+        _ => false,
     }
 }

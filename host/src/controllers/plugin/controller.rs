@@ -7,6 +7,7 @@ use kube::runtime::watcher;
 
 use super::reconcile::reconcile_plugin;
 use crate::controllers::kit;
+use crate::controllers::runtime::tokio_stream_of;
 use crate::controllers::{Context, ReconcileError};
 use crate::crd::Plugin;
 
@@ -17,7 +18,10 @@ pub async fn run(ctx: Arc<Context>) {
     if let Some(selector) = &ctx.config.plugin_selector {
         config = config.labels(selector);
     }
+    // A render refused a Plugin's configuration: its status says so.
+    let refusals = tokio_stream_of(ctx.renderer.resolver.catalog.subscribe_refusals());
     Controller::new(plugins, config)
+        .reconcile_all_on(refusals)
         .with_config(kube::runtime::controller::Config::default().concurrency(ctx.config.workers))
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)

@@ -464,6 +464,12 @@ pub async fn reconcile_plugin(
             channel_errors,
         },
     );
+    config_condition(
+        &mut status,
+        &old,
+        catalog.refused_config(&name),
+        &mut events,
+    );
     let version_problems: Vec<String> = status
         .versions
         .iter()
@@ -517,6 +523,43 @@ pub async fn reconcile_plugin(
     } else {
         ctx.config.plugin_resync
     }))
+}
+
+/// `ConfigAccepted`: whether a render refused `spec.config` as it is now. The Runtimes
+/// using the plugin wait (they are not at fault); the Plugin is where the fix goes.
+fn config_condition(
+    status: &mut PluginStatus,
+    old: &PluginStatus,
+    refused: Option<String>,
+    events: &mut Vec<Note>,
+) {
+    let generation = status.observed_generation;
+    let (cond, reason, message) = match &refused {
+        Some(why) => (
+            ConditionStatus::False,
+            "InvalidConfig",
+            format!(
+                "a render refused spec.config; Runtimes using this plugin wait until it changes: {why}"
+            ),
+        ),
+        None => (
+            ConditionStatus::True,
+            "NotRefused",
+            "no render refused spec.config".to_string(),
+        ),
+    };
+    let was = old.conditions.iter().find(|c| c.type_ == "ConfigAccepted");
+    if refused.is_some() && was.is_none_or(|c| c.message != message) {
+        events.push(Note::warning("InvalidConfig", message.clone()));
+    }
+    set_condition(
+        &mut status.conditions,
+        "ConfigAccepted",
+        cond,
+        reason,
+        message,
+        generation,
+    );
 }
 
 async fn write_status(

@@ -7,10 +7,12 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
 use super::machine::Machine;
-use crate::controllers::kit;
 use crate::controllers::{Context, ReconcileError, labels};
+use crate::controllers::{describe_kube_error, kit};
 use crate::crd::{Runtime, RuntimeKubeconfig};
 use crate::gardener::shoot_resource;
+use crate::metrics::Dependency;
+use kube::runtime::WatchStreamExt;
 
 /// Run the Runtime controller until shutdown.
 pub async fn run(ctx: Arc<Context>) {
@@ -22,25 +24,9 @@ pub async fn run(ctx: Arc<Context>) {
             ),
             None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
         };
-    // Shoots live in Gardener project namespaces; the labels lead back to the Runtime.
-    let shoots: Api<DynamicObject> = Api::all_with(ctx.shoots.client().clone(), &shoot_resource());
-    let selector = match &ctx.config.namespace {
-        Some(ns) => format!("{}={ns}", labels::RUNTIME_NAMESPACE),
-        None => labels::RUNTIME.to_string(),
-    };
     Controller::new(runtimes, watcher::Config::default().any_semantic())
         .owns(kubeconfigs, watcher::Config::default().any_semantic())
-        .watches_with(
-            shoots,
-            shoot_resource(),
-            watcher::Config::default().labels(&selector).any_semantic(),
-            |shoot| {
-                let labels = shoot.metadata.labels.as_ref()?;
-                let id = labels.get(labels::RUNTIME)?;
-                let ns = labels.get(labels::RUNTIME_NAMESPACE)?;
-                Some(ObjectRef::<Runtime>::new(id).within(ns))
-            },
-        )
+        .reconcile_on(shoot_changes(ctx.clone()))
         // A channel of a registry plugin changed: every Runtime checks its chain.
         .reconcile_all_on(tokio_stream_of(ctx.renderer.resolver.catalog.subscribe()))
         .with_config(kube::runtime::controller::Config::default().concurrency(ctx.config.workers))
@@ -48,6 +34,67 @@ pub async fn run(ctx: Arc<Context>) {
         .run(reconcile, error_policy, ctx)
         .for_each(|_| futures::future::ready(()))
         .await;
+}
+
+/// The Runtimes whose Shoots changed. The Shoot watch runs on its own, with its own
+/// backoff: were it one of the controller's watches, each of its failures would pause every
+/// trigger of the controller (kube-runtime backs off the merged trigger stream), so new
+/// Runtimes would wait for Gardener's side to come back.
+fn shoot_changes(ctx: Arc<Context>) -> impl futures::Stream<Item = ObjectRef<Runtime>> + Send {
+    // Shoots live in Gardener project namespaces; the labels lead back to the Runtime.
+    let shoots: Api<DynamicObject> = Api::all_with(ctx.shoots.client().clone(), &shoot_resource());
+    let selector = match &ctx.config.namespace {
+        Some(ns) => format!("{}={ns}", labels::RUNTIME_NAMESPACE),
+        None => labels::RUNTIME.to_string(),
+    };
+    let config = watcher::Config::default().labels(&selector).any_semantic();
+    watcher::watcher(shoots, config)
+        .default_backoff()
+        .filter_map(move |event| futures::future::ready(runtime_of(&ctx, event)))
+}
+
+/// The Runtime a Shoot watch event is about; failures are reported, not propagated.
+fn runtime_of(
+    ctx: &Context,
+    event: Result<watcher::Event<DynamicObject>, watcher::Error>,
+) -> Option<ObjectRef<Runtime>> {
+    let shoot = match event {
+        Ok(watcher::Event::Apply(s) | watcher::Event::Delete(s) | watcher::Event::InitApply(s)) => {
+            s
+        }
+        Ok(watcher::Event::InitDone) => {
+            ctx.metrics.dependencies.up(Dependency::Gardener);
+            return None;
+        }
+        Ok(watcher::Event::Init) => return None,
+        Err(e) => {
+            let message = format!(
+                "the watch of Shoots at {} failed: {}",
+                ctx.shoots.url(),
+                describe_watch_error(&e)
+            );
+            ctx.metrics
+                .dependencies
+                .down(Dependency::Gardener, &message);
+            let _ = kit::retry_later(ctx, "watch/Shoot", &message);
+            return None;
+        }
+    };
+    let labels = shoot.metadata.labels.as_ref()?;
+    let id = labels.get(labels::RUNTIME)?;
+    let ns = labels.get(labels::RUNTIME_NAMESPACE)?;
+    Some(ObjectRef::<Runtime>::new(id).within(ns))
+}
+
+/// A watch failure in words.
+pub fn describe_watch_error(e: &watcher::Error) -> String {
+    match e {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => describe_kube_error(e),
+        watcher::Error::WatchError(s) => format!("HTTP {} {}: {}", s.code, s.reason, s.message),
+        other => other.to_string(),
+    }
 }
 
 /// Ticks of a watch channel as a stream (the first, current value is skipped).

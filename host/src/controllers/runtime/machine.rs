@@ -13,6 +13,7 @@ use super::states;
 use crate::controllers::kit::{self, Controller, Note};
 use crate::controllers::{Context, ReconcileError, labels};
 use crate::crd::{ConditionStatus, Runtime, RuntimeState, RuntimeStatus, set_condition};
+use crate::metrics::Dependency;
 
 /// Every step of the Runtime state machine, one file each in `states/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +78,8 @@ pub struct Machine {
     pub finalizer_removed: bool,
     /// The Runtime's chain, once resolved in this reconcile.
     pub chain: Option<Arc<crate::plugins::ResolvedChain>>,
+    /// A Shoot API call of this reconcile succeeded.
+    pub gardener_answered: bool,
 }
 
 impl Machine {
@@ -90,6 +93,7 @@ impl Machine {
             events: Vec::new(),
             finalizer_removed: false,
             chain: None,
+            gardener_answered: false,
         }
     }
 
@@ -189,6 +193,49 @@ impl Machine {
         Transition::Stop(Action::await_change())
     }
 
+    /// Stop and retry with backoff: something the Runtime does not control failed
+    /// (a plugin timed out, Gardener is unreachable). The state stays; condition `type_`
+    /// says why and when the next attempt is; an Event is published when the reason or
+    /// message is new.
+    pub fn wait_retrying(&mut self, type_: &str, reason: &str, message: String) -> Transition {
+        let delay = kit::retry_later(&self.ctx, &kit::key(self.runtime.as_ref()), &message);
+        let known = self
+            .status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.reason == reason && c.message.starts_with(&message));
+        if !known {
+            self.event(
+                EventType::Warning,
+                "Retrying",
+                format!("{reason}: {message}"),
+            );
+        }
+        let attempts = self.ctx.retries.attempts(&kit::key(self.runtime.as_ref()));
+        self.condition(
+            type_,
+            ConditionStatus::False,
+            reason,
+            format!(
+                "{message}; retrying by itself (attempt {attempts}, next in {} s)",
+                delay.as_secs().max(1)
+            ),
+        );
+        Transition::Stop(Action::requeue(delay))
+    }
+
+    /// What `wait_retrying` waited for under condition `type_` works again.
+    pub fn waited_for(&mut self, type_: &str, message: &str) {
+        let waiting = self
+            .status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.status == ConditionStatus::False);
+        if waiting {
+            self.condition(type_, ConditionStatus::True, "Recovered", message);
+        }
+    }
+
     /// Run steps from `Initialise` until one stops, then persist.
     pub async fn run(mut self) -> Result<Action, ReconcileError> {
         let id = self.id();
@@ -203,9 +250,33 @@ impl Machine {
                     step = next;
                 }
                 Ok(Transition::Stop(action)) => {
+                    if self.gardener_answered {
+                        self.ctx.metrics.dependencies.up(Dependency::Gardener);
+                        self.waited_for("GardenerReachable", "the Gardener Shoot API answers");
+                    }
                     self.status.step = Some(step.name().to_string());
                     self.persist().await?;
                     return Ok(action);
+                }
+                Err(ReconcileError::Gardener(e)) => {
+                    // Not the Runtime's fault, nor an unexpected stop: wait and say so.
+                    let message = format!(
+                        "the Gardener Shoot API at {} failed: {}",
+                        self.ctx.shoots.url(),
+                        super::super::describe_kube_error(&e)
+                    );
+                    self.ctx
+                        .metrics
+                        .dependencies
+                        .down(Dependency::Gardener, &message);
+                    let waiting =
+                        self.wait_retrying("GardenerReachable", "GardenerUnavailable", message);
+                    self.status.step = Some(step.name().to_string());
+                    self.persist().await?;
+                    return Ok(match waiting {
+                        Transition::Stop(action) => action,
+                        Transition::Next(_) => Action::await_change(),
+                    });
                 }
                 Err(error) => {
                     if !error.is_conflict() {

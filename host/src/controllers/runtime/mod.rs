@@ -8,5 +8,5 @@ mod machine;
 mod shoot_doc;
 pub mod states;
 
-pub use controller::{run, tokio_stream_of};
+pub use controller::{describe_watch_error, run, tokio_stream_of};
 pub use machine::{Machine, Step, Transition};

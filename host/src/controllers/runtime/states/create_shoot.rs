@@ -13,7 +13,9 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     };
     let identity = m.identity();
     let (name, namespace) = (identity.name.clone(), identity.namespace.clone());
-    if let Some(existing) = m.ctx.shoots.get(&namespace, &name).await? {
+    let existing = m.ctx.shoots.get(&namespace, &name).await?;
+    m.gardener_answered = true;
+    if let Some(existing) = existing {
         if !shoot_doc::is_ours(&existing, &m.runtime) {
             return Ok(m.fail(
                 "ShootNameTaken",

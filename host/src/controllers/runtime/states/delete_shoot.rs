@@ -11,7 +11,11 @@ use crate::gardener::{CONFIRM_DELETION, FORCE_DELETION};
 
 pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let mut shoot = match &m.status.shoot {
-        Some(r) => m.ctx.shoots.get(&r.namespace, &r.name).await?,
+        Some(r) => {
+            let shoot = m.ctx.shoots.get(&r.namespace, &r.name).await?;
+            m.gardener_answered = true;
+            shoot
+        }
         None => None,
     };
     if shoot.is_none() {

@@ -31,6 +31,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         Some(r) => m.ctx.shoots.get(&r.namespace, &r.name).await?,
         None => None,
     };
+    m.gardener_answered |= m.status.shoot.is_some();
     // No Shoot recorded: create_shoot renders the name and adopts a Shoot of that name if
     // it is ours (created just before a crash, status never written). Listing by label
     // here would scan every Shoot for every new Runtime.

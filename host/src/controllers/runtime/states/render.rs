@@ -14,7 +14,7 @@ use crate::controllers::kit;
 use crate::controllers::{ReconcileError, labels};
 use crate::crd::{ConditionStatus, PluginStamp, ShadowResult};
 use crate::plugins::{ChainOutput, ChannelChoice, ResolvedChain, Unavailable};
-use crate::wasm::Failure;
+use crate::wasm::{CallError, Failure, Fault};
 
 /// Most diff lines kept per shadow result.
 const MAX_DIFF_LINES: usize = 40;
@@ -145,6 +145,7 @@ pub async fn render(
         .map_err(|e| ReconcileError::Join(e.to_string()))?;
     match result {
         Ok(output) => {
+            m.waited_for("PluginsAvailable", "every plugin of the chain answered");
             for (plugin, warning) in &output.warnings {
                 tracing::info!(runtime = %m.id(), plugin, warning, "plugin warning");
             }
@@ -152,21 +153,53 @@ pub async fn render(
             render_shadows(m, &chain, &output, runtime_json, current_json).await?;
             Ok(Ok((desired, output)))
         }
-        Err(error) => {
-            // Nothing reaches Gardener: the Runtime (or a plugin) must change first.
-            let reason = match (&error.cause, error.field()) {
-                (Failure::Plugin(_), Some(_)) => "InvalidRuntime",
-                (Failure::Plugin(_), None) => "PluginRejected",
-                (Failure::NotGranted(_) | Failure::Identity { .. }, _) => "PluginNotGranted",
-                _ => "PluginFailed",
-            };
-            let message = match error.field() {
-                Some(field) => format!("{error} (field {field})"),
-                None => error.to_string(),
-            };
-            Ok(Err(m.fail(reason, message)))
-        }
+        Err(error) => Ok(Err(plugin_failed(m, &error))),
     }
+}
+
+/// Why a render failed, as the Runtime reports it, and whether retrying can help.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RenderFailure {
+    /// The Runtime must change: `Failed`.
+    Fail(&'static str),
+    /// Someone else must act (the plugin, its configuration) or nobody (a timeout): wait
+    /// with backoff; a catalog change wakes the Runtime at once.
+    Wait(&'static str),
+}
+
+/// Deterministic failures fail the Runtime; the plugin's own faults and transient ones
+/// make it wait, because editing the Runtime would not help.
+pub(crate) fn classify(error: &CallError) -> RenderFailure {
+    match error.fault() {
+        Fault::Input if error.field().is_some() => RenderFailure::Fail("InvalidRuntime"),
+        Fault::Input => RenderFailure::Fail("PluginRejected"),
+        Fault::Grant => RenderFailure::Fail("PluginNotGranted"),
+        Fault::Config => RenderFailure::Wait("PluginConfigInvalid"),
+        Fault::Plugin => RenderFailure::Wait("PluginFailed"),
+        Fault::Transient if matches!(error.cause, Failure::Busy { .. }) => {
+            RenderFailure::Wait("HostBusy")
+        }
+        Fault::Transient => RenderFailure::Wait("PluginTimedOut"),
+    }
+}
+
+fn plugin_failed(m: &mut Machine, error: &CallError) -> Transition {
+    let message = match error.field() {
+        Some(field) => format!("{error} (field {field})"),
+        None => error.to_string(),
+    };
+    let reason = match classify(error) {
+        RenderFailure::Fail(reason) => return m.fail(reason, message),
+        RenderFailure::Wait(reason) => reason,
+    };
+    if reason == "PluginConfigInvalid" {
+        m.ctx
+            .renderer
+            .resolver
+            .catalog
+            .refuse_config(&error.plugin, &message);
+    }
+    m.wait_retrying("PluginsAvailable", reason, message)
 }
 
 /// Render with each shadow version and record how its Shoot differs from the real one.
