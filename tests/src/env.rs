@@ -146,6 +146,22 @@ impl ControlPlane {
         serde_json::from_str(body).unwrap_or_default()
     }
 
+    /// Make the simulator answer Shoot API requests whose URI contains `needle` with
+    /// `code` (404: the Shoot API is gone), or end that outage with `None`.
+    pub fn sim_outage(&self, needle: &str, code: Option<u16>) {
+        let addr = self.sim_url.trim_start_matches("http://");
+        let mut stream = std::net::TcpStream::connect(addr).expect("simulator");
+        use std::io::{Read, Write};
+        write!(
+            stream,
+            "GET /_sim/outage/{needle}/{} HTTP/1.1\r\nhost: sim\r\nconnection: close\r\n\r\n",
+            code.unwrap_or(0)
+        )
+        .unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+    }
+
     /// CPU seconds used so far by the simulator and the API servers and etcds.
     pub fn process_cpu(&self) -> String {
         let mut parts = vec![format!("simulator {:.1}", cpu_seconds(self.sim.id()))];
@@ -200,20 +216,24 @@ pub struct Host {
 impl Host {
     pub fn start(kubeconfig: &Path, log: &Path, args: &[&str]) -> Host {
         let file = std::fs::File::create(log).unwrap();
+        // A scenario may pass its own `--log` filter.
+        let filter = match args.iter().position(|a| *a == "--log") {
+            Some(i) => args.get(i + 1).copied().unwrap_or_default(),
+            None => "info,kube=warn,tower=warn,hyper=warn",
+        };
+        let args: Vec<&str> = match args.iter().position(|a| *a == "--log") {
+            Some(i) => [&args[..i], &args[(i + 2).min(args.len())..]].concat(),
+            None => args.to_vec(),
+        };
         let child = Command::new(tessera_bin())
-            .args([
-                "--log-format",
-                "json",
-                "--log",
-                "info,kube=warn,tower=warn,hyper=warn",
-            ])
+            .args(["--log-format", "json", "--log", filter])
             .arg("run")
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .arg("--plugins")
             .arg(crate::plugin_dir())
             .args(["--metrics-addr", "127.0.0.1:0"])
-            .args(args)
+            .args(&args)
             .stdout(file.try_clone().unwrap())
             .stderr(file)
             .spawn()

@@ -59,7 +59,7 @@ pub async fn http_get(addr: &str, path: &str) -> Result<String> {
         .await
         .map_err(|e| e.to_string())?;
     if !out.starts_with("HTTP/1.1 200") {
-        return Err(format!("GET {path}: {}", out.lines().next().unwrap_or("")));
+        return Err(format!("GET {path}: {out}"));
     }
     Ok(out)
 }

@@ -842,6 +842,83 @@ async fn oidc_objects(cp: &ControlPlane) -> Result {
     Ok(())
 }
 
+/// The Gardener side is down (its Shoot API answers 404): a new Runtime is still picked up
+/// at once, says which endpoint fails, `/readyz` and the metric say so, the log stays
+/// short, and everything recovers by itself when Gardener is back.
+async fn gardener_outage(cp: &ControlPlane) -> Result {
+    use tessera::crd::ConditionStatus;
+    let s = Scenario::new(cp, "t-gdown").await;
+    cp.sim_outage("gdown", Some(404));
+    let host = s.host("a", &[]);
+    let addr = host.metrics_addr(LIMIT).ok_or("no metrics address")?;
+    // Let the failing Shoot watch fail and back off first.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let created = Instant::now();
+    s.create(&s.manifest("rt-gdown", "gdown1")).await?;
+    let reachable = |want: ConditionStatus| {
+        let s = &s;
+        async move {
+            let rt = s.runtimes().get("rt-gdown").await.ok()?;
+            let c = condition(&rt, "GardenerReachable")?.clone();
+            (c.status == want).then_some(c)
+        }
+    };
+    let c = eventually("GardenerReachable False", LIMIT, || {
+        reachable(ConditionStatus::False)
+    })
+    .await
+    .map_err(|e| format!("{e}\n{}", tail(&host.logs(), 30)))?;
+    let picked_up = created.elapsed();
+    println!(
+        "gardener_outage: condition {:.2} s after the Runtime was created",
+        picked_up.as_secs_f64()
+    );
+    if picked_up > Duration::from_secs(3) {
+        return Err(format!("picked up only after {picked_up:?}"));
+    }
+    if c.reason != "GardenerUnavailable"
+        || !c.message.contains(&cp.sim_url)
+        || !c.message.contains("404")
+    {
+        return Err(format!(
+            "the condition should name the endpoint and the status: {c:?}"
+        ));
+    }
+    let ready = http_get(&addr, "/readyz").await;
+    match &ready {
+        Err(e) if e.contains("503") && e.contains("gardener") => {}
+        other => return Err(format!("/readyz during the outage: {other:?}")),
+    }
+    let metrics = http_get(&addr, "/metrics").await?;
+    if !metrics.contains(r#"tessera_dependency_up{dependency="gardener"} 0"#) {
+        return Err("tessera_dependency_up should be 0 for gardener".into());
+    }
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let warnings = host
+        .logs()
+        .lines()
+        .filter(|l| l.contains("\"level\":\"WARN\""))
+        .count();
+    println!("gardener_outage: {warnings} WARN lines in ~12 s of outage");
+    if warnings > 10 {
+        return Err(format!(
+            "{warnings} WARN lines:\n{}",
+            tail(&host.logs(), 20)
+        ));
+    }
+    cp.sim_outage("gdown", None);
+    s.wait_state("rt-gdown", RuntimeState::Ready, &host).await?;
+    eventually("GardenerReachable True", LIMIT, || {
+        reachable(ConditionStatus::True)
+    })
+    .await?;
+    eventually("/readyz ok", LIMIT, || async {
+        http_get(&addr, "/readyz").await.ok()
+    })
+    .await?;
+    Ok(())
+}
+
 fn main() {
     let args = Arguments::from_args();
     let sim = std::path::PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
@@ -879,6 +956,7 @@ fn main() {
         trial!(admins_follow_spec),
         trial!(force_patch_and_suspend),
         trial!(oidc_objects),
+        trial!(gardener_outage),
     ];
     let conclusion = libtest_mimic::run(&args, trials);
     drop(cp);

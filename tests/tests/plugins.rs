@@ -1031,6 +1031,140 @@ async fn supply_chain_fails_closed(cp: &ControlPlane) -> Result {
     Ok(())
 }
 
+/// The reason and status of condition `type_` of Runtime `id`.
+async fn runtime_condition(
+    s: &Scenario<'_>,
+    id: &str,
+    type_: &str,
+) -> Option<(String, ConditionStatus, Option<RuntimeState>)> {
+    let rt = s.runtimes().get(id).await.ok()?;
+    let st = rt.status?;
+    let c = st.conditions.iter().find(|c| c.type_ == type_)?;
+    Some((c.reason.clone(), c.status, st.state))
+}
+
+/// The delays the host chose between retries of `object`, from its debug log.
+fn retry_delays(host: &Host, object: &str) -> Vec<f64> {
+    host.logs()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["fields"]["object"] == object)
+        .filter_map(|v| v["fields"]["retry_in_s"].as_f64())
+        .collect()
+}
+
+/// A plugin that times out makes its Runtime wait with a retryable condition, retried at
+/// growing intervals — never `Failed` — and the Runtime becomes Ready by itself once the
+/// Plugin is fixed. A Plugin whose configuration its plugin refuses says so on the Plugin;
+/// its Runtime waits with that reason and recovers when the configuration is fixed.
+async fn failures_heal(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "p-heal").await?;
+    let hostile = std::fs::read(tessera_tests::test_plugin_dir().join("hostile.wasm"))
+        .map_err(|e| format!("hostile.wasm: {e}"))?;
+    let repo = s.repo("stamp");
+    push(s.dir(), &hostile, &format!("{repo}:1.0.0"), "1.0.0")?;
+    push(
+        s.dir(),
+        &stamp_component(),
+        &format!("{repo}:2.0.0"),
+        "2.0.0",
+    )?;
+    let plugin = "p-heal-stamp";
+    let spec = |version: &str, config: Value| {
+        json!({
+            "kind": "shoot-extension",
+            "versions": [
+                { "version": "1.0.0", "ref": format!("{repo}:1.0.0") },
+                { "version": "2.0.0", "ref": format!("{repo}:2.0.0") },
+            ],
+            "channels": [{ "name": "regular", "version": version }],
+            "config": config,
+            "limits": { "timeoutMs": 200 },
+        })
+    };
+    s.apply_plugin(plugin, spec("1.0.0", json!({ "mode": "busy-loop" })))
+        .await?;
+    let log = "info,kube=warn,tower=warn,hyper=warn,tessera::controllers::kit=debug";
+    let host = s.host("a", plugin, &["--log", log]);
+    s.plugin_ready(plugin, &host).await?;
+    s.create_runtime("rt-slow", "heal-slow", json!({})).await?;
+    let waiting = |reason: &'static str| {
+        let s = &s;
+        async move {
+            let (r, status, state) = runtime_condition(s, "rt-slow", "PluginsAvailable").await?;
+            (r == reason && status == ConditionStatus::False).then_some(state)
+        }
+    };
+    eventually("PluginTimedOut", LIMIT, || waiting("PluginTimedOut"))
+        .await
+        .map_err(|e| s.explain_runtime(e, "rt-slow", &host))?;
+    // Four attempts: each waits longer than the one before, and nothing fails.
+    let delays = eventually("four retries", LIMIT, || async {
+        let d = retry_delays(&host, "Runtime/p-heal/rt-slow");
+        (d.len() >= 4).then_some(d)
+    })
+    .await?;
+    println!("failures_heal: retry delays {delays:?} s");
+    if delays.windows(2).take(3).any(|w| w[1] <= w[0]) {
+        return Err(format!("retry delays should grow: {delays:?}"));
+    }
+    if s.runtimes()
+        .get("rt-slow")
+        .await
+        .ok()
+        .and_then(|r| r.status?.state)
+        == Some(RuntimeState::Failed)
+    {
+        return Err("a timeout failed the Runtime".into());
+    }
+    // Fixed: the Runtime goes on by itself, nobody edits it.
+    s.apply_plugin(plugin, spec("2.0.0", json!({}))).await?;
+    s.wait_ready("rt-slow", &host).await?;
+    s.wait_stamp("heal-slow", "v1", &host).await?;
+    // A configuration the plugin refuses: the Plugin says so; the Runtime waits.
+    s.apply_plugin(plugin, spec("2.0.0", json!({ "x": 1 })))
+        .await?;
+    s.create_runtime("rt-cfg", "heal-cfg", json!({})).await?;
+    eventually("ConfigAccepted False", LIMIT, || async {
+        let p = s.plugins().get(plugin).await.ok()?;
+        let c = p
+            .status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "ConfigAccepted")?;
+        (c.status == ConditionStatus::False
+            && c.reason == "InvalidConfig"
+            && c.message.contains("config.x"))
+        .then_some(())
+    })
+    .await
+    .map_err(|e| s.explain_plugin(e, plugin, &host))?;
+    let config_waits = || async {
+        let (r, status, state) = runtime_condition(&s, "rt-cfg", "PluginsAvailable").await?;
+        (r == "PluginConfigInvalid"
+            && status == ConditionStatus::False
+            && state != Some(RuntimeState::Failed))
+        .then_some(())
+    };
+    eventually("rt-cfg waits for the Plugin", LIMIT, config_waits)
+        .await
+        .map_err(|e| s.explain_runtime(e, "rt-cfg", &host))?;
+    s.apply_plugin(plugin, spec("2.0.0", json!({ "x": "1" })))
+        .await?;
+    s.wait_ready("rt-cfg", &host).await?;
+    eventually("ConfigAccepted True", LIMIT, || async {
+        let p = s.plugins().get(plugin).await.ok()?;
+        let c = p
+            .status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "ConfigAccepted")?;
+        (c.status == ConditionStatus::True).then_some(())
+    })
+    .await?;
+    Ok(())
+}
+
 fn main() {
     let args = Arguments::from_args();
     let sim = PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
@@ -1065,6 +1199,7 @@ fn main() {
         trial!(signatures_and_tampering),
         trial!(registry_down),
         trial!(supply_chain_fails_closed),
+        trial!(failures_heal),
     ];
     let conclusion = libtest_mimic::run(&args, trials);
     drop(cp);

@@ -59,6 +59,9 @@ pub(crate) struct Sim {
     pub config: SimConfig,
     pub next_token: AtomicUsize,
     pub consumed: std::sync::Mutex<std::collections::HashMap<(String, String), usize>>,
+    /// Simulated outages of the Shoot API: requests whose URI contains the key are
+    /// answered with the HTTP status (set through `/_sim/outage/<needle>/<code>`).
+    pub outages: std::sync::Mutex<std::collections::BTreeMap<String, u16>>,
 }
 
 impl Sim {
@@ -85,6 +88,7 @@ pub async fn start(config: SimConfig) -> anyhow::Result<SocketAddr> {
         stats: Stats::default(),
         next_token: AtomicUsize::new(0),
         consumed: Default::default(),
+        outages: Default::default(),
     });
     let addr = proxy::serve(sim.clone()).await?;
     tokio::spawn(driver::run(sim));

@@ -51,6 +51,38 @@ fn status(code: StatusCode, reason: &str, message: String) -> Response {
         .into_response()
 }
 
+/// `<needle>/<code>`: answer Shoot API requests containing `needle` with `code` (0: end).
+fn set_outage(sim: &Sim, rest: &str) -> Response {
+    let Some((needle, code)) = rest.split_once('/') else {
+        return status(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "want <needle>/<code>".into(),
+        );
+    };
+    let code: u16 = code.parse().unwrap_or(0);
+    let mut outages = sim.outages.lock().expect("outages lock");
+    match code {
+        0 => outages.remove(needle),
+        code => outages.insert(needle.to_string(), code),
+    };
+    (StatusCode::OK, "ok").into_response()
+}
+
+/// The status a simulated outage answers `request` with.
+fn outage(sim: &Sim, request: &Request) -> Option<StatusCode> {
+    let uri = request.uri().to_string();
+    if !uri.contains("/apis/core.gardener.cloud/") {
+        return None;
+    }
+    let outages = sim.outages.lock().expect("outages lock");
+    let code = outages
+        .iter()
+        .find(|(needle, _)| uri.contains(needle.as_str()))?
+        .1;
+    StatusCode::from_u16(*code).ok()
+}
+
 async fn handle(State(sim): State<Arc<Sim>>, request: Request) -> Response {
     let path = request.uri().path().to_string();
     if path == "/_sim/stats" {
@@ -64,6 +96,16 @@ async fn handle(State(sim): State<Arc<Sim>>, request: Request) -> Response {
             "byObject": *s.by_object.lock().expect("stats lock"),
         });
         return ([("content-type", "application/json")], body.to_string()).into_response();
+    }
+    if let Some(rest) = path.strip_prefix("/_sim/outage/") {
+        return set_outage(&sim, rest);
+    }
+    if let Some(code) = outage(&sim, &request) {
+        return status(
+            code,
+            "NotFound",
+            "the server could not find the requested resource (simulated outage)".into(),
+        );
     }
     count(&sim, &request);
     if let Some((ns, name, sub)) = shoot_path(&path) {

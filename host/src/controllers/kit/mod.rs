@@ -135,7 +135,7 @@ fn log_retry(key: &str, message: &str, retry: &Retry) {
             tracing::warn!(object = %key, error = %message, attempt = retry.attempt, retry_in_s = delay_s, suppressed, "still failing, will retry")
         }
         LogLine::Quiet => {
-            tracing::debug!(object = %key, error = %message, attempt = retry.attempt, "still failing")
+            tracing::debug!(object = %key, error = %message, attempt = retry.attempt, retry_in_s = delay_s, "still failing")
         }
     }
 }
