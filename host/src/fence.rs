@@ -1,9 +1,9 @@
 //! Leader fencing: a host writes only while it is sure it still holds the lease. Every
 //! client the host writes with passes through [`FenceLayer`], which refuses writes (any
 //! method but GET/HEAD) once the fence is closed. The fence is held open by a watcher that
-//! reads the Lease and sees this host as its holder; it closes by itself half a lease
-//! duration after the last such reading, which is before another host can take the lease
-//! over. A host frozen (SIGSTOP, a stalled VM) or cut off from the API server therefore
+//! reads the Lease and sees this host as its holder; it closes by itself half a renewal
+//! grace before the lease can expire (see [`hold_for`]), which is before another host can
+//! take the lease over. A host frozen (SIGSTOP, a stalled VM) or cut off from the API server therefore
 //! stops writing before its lease can have expired for the others, whatever its tasks were
 //! doing when it stopped.
 
@@ -72,11 +72,28 @@ impl Fence {
     }
 }
 
-/// How long a successful reading of the Lease keeps the fence open: half the lease
-/// duration, so the fence closes before the lease can expire for the others (a standby
-/// takes over only a full duration after the last renewal).
+/// How long before the end of the lease the lease manager renews it.
+pub fn renew_grace(lease_duration: Duration) -> Duration {
+    Duration::from_secs(lease_duration.as_secs().div_ceil(3).max(1))
+}
+
+/// How long after the last renewal the fence stays open: past the next renewal (due a
+/// grace before the lease ends) by half the grace, so that a reading soon after that
+/// renewal extends it without a gap, yet still half a grace before the lease can expire
+/// for the others (a standby takes over only a full duration after the last renewal).
 pub fn hold_for(lease_duration: Duration) -> Duration {
-    lease_duration / 2
+    lease_duration.saturating_sub(renew_grace(lease_duration) / 2)
+}
+
+/// How often the Lease is read to keep the fence open: often enough that a reading
+/// follows each renewal well within the half grace [`hold_for`] leaves.
+pub fn confirm_every(lease_duration: Duration) -> Duration {
+    (renew_grace(lease_duration) / 4).max(Duration::from_millis(100))
+}
+
+/// Whether a client error is a write this fence refused.
+pub fn refused(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Service(e) if e.downcast_ref::<Fenced>().is_some())
 }
 
 /// A tower layer refusing writes while the fence is closed.

@@ -143,7 +143,8 @@ async fn hold_fence(
         if let Err(lost) = confirm_lease(&leases, &election, &fence).await {
             return lost;
         }
-        tokio::time::sleep(std::time::Duration::from_secs(election.duration) / 4).await;
+        let duration = std::time::Duration::from_secs(election.duration);
+        tokio::time::sleep(crate::fence::confirm_every(duration)).await;
     }
 }
 
@@ -228,7 +229,9 @@ async fn lead(
         .with_namespace(&election.namespace)
         .with_identity(&election.identity)
         .with_duration(election.duration)
-        .with_grace(election.duration.div_ceil(3).max(1))
+        .with_grace(
+            crate::fence::renew_grace(std::time::Duration::from_secs(election.duration)).as_secs(),
+        )
         .with_field_manager("tessera")
         .build()
         .await

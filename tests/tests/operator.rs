@@ -874,7 +874,10 @@ async fn gardener_outage(cp: &ControlPlane) -> Result {
         picked_up.as_secs_f64()
     );
     if picked_up > Duration::from_secs(3) {
-        return Err(format!("picked up only after {picked_up:?}"));
+        return Err(format!(
+            "picked up only after {picked_up:?}\n{}",
+            tail(&host.logs(), 40)
+        ));
     }
     if c.reason != "GardenerUnavailable"
         || !c.message.contains(&cp.sim_url)

@@ -151,12 +151,17 @@ impl<'a> Scenario<'a> {
 
     /// A host whose chain ends with the registry step `stamp` from Plugin `plugin`.
     fn host(&self, name: &str, plugin: &str, extra: &[&str]) -> Host {
+        self.host_with_step(name, "stamp", plugin, extra)
+    }
+
+    /// A host whose chain ends with the registry step `step` from Plugin `plugin`.
+    fn host_with_step(&self, name: &str, step: &str, plugin: &str, extra: &[&str]) -> Host {
         let mut chain: Vec<Value> = FIRST_PARTY.iter().map(|p| json!(p)).collect();
-        chain.push(json!("stamp"));
+        chain.push(json!(step));
         // The operator grants the step what it sets.
         let config = json!({
             "chain": chain,
-            "plugins": { "stamp": {
+            "plugins": { step: {
                 "source": "registry",
                 "plugin": plugin,
                 "grants": { "shootPaths": [r#"metadata.annotations["tessera.dev/stamp"]"#] },
@@ -1061,31 +1066,23 @@ async fn failures_heal(cp: &ControlPlane) -> Result {
     let s = Scenario::new(cp, "p-heal").await?;
     let hostile = std::fs::read(tessera_tests::test_plugin_dir().join("hostile.wasm"))
         .map_err(|e| format!("hostile.wasm: {e}"))?;
-    let repo = s.repo("stamp");
+    let repo = s.repo("hostile");
     push(s.dir(), &hostile, &format!("{repo}:1.0.0"), "1.0.0")?;
-    push(
-        s.dir(),
-        &stamp_component(),
-        &format!("{repo}:2.0.0"),
-        "2.0.0",
-    )?;
-    let plugin = "p-heal-stamp";
-    let spec = |version: &str, config: Value| {
+    let plugin = "p-heal-hostile";
+    // The hostile plugin's `mode` picks its behaviour; an unknown mode is refused as
+    // `config.mode`.
+    let spec = |mode: &str| {
         json!({
             "kind": "shoot-extension",
-            "versions": [
-                { "version": "1.0.0", "ref": format!("{repo}:1.0.0") },
-                { "version": "2.0.0", "ref": format!("{repo}:2.0.0") },
-            ],
-            "channels": [{ "name": "regular", "version": version }],
-            "config": config,
+            "versions": [{ "version": "1.0.0", "ref": format!("{repo}:1.0.0") }],
+            "channels": [{ "name": "regular", "version": "1.0.0" }],
+            "config": { "mode": mode },
             "limits": { "timeoutMs": 200 },
         })
     };
-    s.apply_plugin(plugin, spec("1.0.0", json!({ "mode": "busy-loop" })))
-        .await?;
+    s.apply_plugin(plugin, spec("busy-loop")).await?;
     let log = "info,kube=warn,tower=warn,hyper=warn,tessera::controllers::kit=debug";
-    let host = s.host("a", plugin, &["--log", log]);
+    let host = s.host_with_step("a", "hostile", plugin, &["--log", log]);
     s.plugin_ready(plugin, &host).await?;
     s.create_runtime("rt-slow", "heal-slow", json!({})).await?;
     let waiting = |reason: &'static str| {
@@ -1118,12 +1115,10 @@ async fn failures_heal(cp: &ControlPlane) -> Result {
         return Err("a timeout failed the Runtime".into());
     }
     // Fixed: the Runtime goes on by itself, nobody edits it.
-    s.apply_plugin(plugin, spec("2.0.0", json!({}))).await?;
+    s.apply_plugin(plugin, spec("ok")).await?;
     s.wait_ready("rt-slow", &host).await?;
-    s.wait_stamp("heal-slow", "v1", &host).await?;
     // A configuration the plugin refuses: the Plugin says so; the Runtime waits.
-    s.apply_plugin(plugin, spec("2.0.0", json!({ "x": 1 })))
-        .await?;
+    s.apply_plugin(plugin, spec("no-such-mode")).await?;
     s.create_runtime("rt-cfg", "heal-cfg", json!({})).await?;
     eventually("ConfigAccepted False", LIMIT, || async {
         let p = s.plugins().get(plugin).await.ok()?;
@@ -1134,7 +1129,7 @@ async fn failures_heal(cp: &ControlPlane) -> Result {
             .find(|c| c.type_ == "ConfigAccepted")?;
         (c.status == ConditionStatus::False
             && c.reason == "InvalidConfig"
-            && c.message.contains("config.x"))
+            && c.message.contains("config.mode"))
         .then_some(())
     })
     .await
@@ -1149,8 +1144,7 @@ async fn failures_heal(cp: &ControlPlane) -> Result {
     eventually("rt-cfg waits for the Plugin", LIMIT, config_waits)
         .await
         .map_err(|e| s.explain_runtime(e, "rt-cfg", &host))?;
-    s.apply_plugin(plugin, spec("2.0.0", json!({ "x": "1" })))
-        .await?;
+    s.apply_plugin(plugin, spec("ok")).await?;
     s.wait_ready("rt-cfg", &host).await?;
     eventually("ConfigAccepted True", LIMIT, || async {
         let p = s.plugins().get(plugin).await.ok()?;

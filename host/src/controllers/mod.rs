@@ -44,7 +44,11 @@ impl From<crate::gardener::ShootError> for ReconcileError {
     fn from(e: crate::gardener::ShootError) -> Self {
         match e {
             crate::gardener::ShootError::Identity(message) => Self::ShootIdentity(message),
-            crate::gardener::ShootError::Kube(e) if is_conflict(&e) => Self::Kube(e),
+            crate::gardener::ShootError::Kube(e)
+                if is_conflict(&e) || crate::fence::refused(&e) =>
+            {
+                Self::Kube(e)
+            }
             crate::gardener::ShootError::Kube(e) => Self::Gardener(e),
         }
     }
@@ -60,10 +64,17 @@ impl ReconcileError {
         matches!(self, Self::Kube(e) if is_conflict(e))
     }
 
+    /// The leader fence refused a write: the lease is being confirmed; try again soon (if
+    /// the lease is lost, the process ends anyway).
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, Self::Kube(e) if crate::fence::refused(e))
+    }
+
     /// A short machine-readable reason for metrics.
     pub fn reason(&self) -> &'static str {
         match self {
             Self::Kube(kube::Error::Api(e)) if e.code == 409 => "Conflict",
+            e if e.is_fenced() => "Fenced",
             Self::Kube(kube::Error::Api(e)) if e.code == 404 => "NotFound",
             Self::Kube(kube::Error::Api(_)) => "ApiError",
             Self::Kube(_) => "ApiUnreachable",

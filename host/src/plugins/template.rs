@@ -163,6 +163,17 @@ impl ChainTemplate {
             .any(|s| matches!(s, TemplateStep::Registry(_)))
     }
 
+    /// The `Plugin` resource whose `spec.config` chain step `step` runs with (`None`: a
+    /// fixed step, or one the chain configuration configures itself).
+    pub fn config_owner(&self, step: &str) -> Option<&str> {
+        self.steps.iter().find_map(|s| match s {
+            TemplateStep::Registry(r) if r.name == step && r.config.is_none() => {
+                Some(r.plugin.as_str())
+            }
+            _ => None,
+        })
+    }
+
     fn step_of(
         &self,
         step: &RegistryStep,

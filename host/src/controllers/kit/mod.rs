@@ -73,7 +73,7 @@ where
             ctx.retries.succeeded(&key, started);
             "ok"
         }
-        Err(e) if e.is_conflict() => "conflict",
+        Err(e) if e.is_conflict() || e.is_fenced() => "conflict",
         Err(_) => "error",
     };
     ctx.metrics
@@ -100,10 +100,11 @@ pub fn error_policy<K: Resource<DynamicType = ()>>(
     ctx: &Context,
 ) -> Action {
     let key = key(obj);
-    if error.is_conflict() {
-        // Someone wrote first; the next attempt sees their change.
-        tracing::debug!(object = %key, "conflict, retrying");
-        return Action::requeue(Duration::from_millis(200 + fastrand_ms(300)));
+    if error.is_conflict() || error.is_fenced() {
+        // Someone wrote first (the next attempt sees their change), or the lease is being
+        // confirmed: neither is a failure of this object.
+        tracing::debug!(object = %key, error = %error, "retrying soon");
+        return Action::requeue(Duration::from_millis(200 + fastrand_ms(800)));
     }
     if controller != Controller::Runtime {
         // The Runtime state machine counts its own, per step.

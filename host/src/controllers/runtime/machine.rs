@@ -211,15 +211,13 @@ impl Machine {
                 format!("{reason}: {message}"),
             );
         }
-        let attempts = self.ctx.retries.attempts(&kit::key(self.runtime.as_ref()));
         self.condition(
             type_,
             ConditionStatus::False,
             reason,
-            format!(
-                "{message}; retrying by itself (attempt {attempts}, next in {} s)",
-                delay.as_secs().max(1)
-            ),
+            // Stable text: a status write wakes the Runtime again, a changing message
+            // would turn the backoff into a loop.
+            format!("{message}; retrying by itself with backoff"),
         );
         Transition::Stop(Action::requeue(delay))
     }
@@ -279,7 +277,7 @@ impl Machine {
                     });
                 }
                 Err(error) => {
-                    if !error.is_conflict() {
+                    if !error.is_conflict() && !error.is_fenced() {
                         self.ctx
                             .metrics
                             .unexpected_stops

@@ -192,12 +192,11 @@ fn plugin_failed(m: &mut Machine, error: &CallError) -> Transition {
         RenderFailure::Fail(reason) => return m.fail(reason, message),
         RenderFailure::Wait(reason) => reason,
     };
-    if reason == "PluginConfigInvalid" {
-        m.ctx
-            .renderer
-            .resolver
-            .catalog
-            .refuse_config(&error.plugin, &message);
+    let resolver = &m.ctx.renderer.resolver;
+    if reason == "PluginConfigInvalid"
+        && let Some(owner) = resolver.template.config_owner(&error.plugin)
+    {
+        resolver.catalog.refuse_config(owner, &message);
     }
     m.wait_retrying("PluginsAvailable", reason, message)
 }
