@@ -539,7 +539,7 @@ impl<'a> Pass<'a> {
             }
             Removal::Pending(report, requeue) => {
                 self.out.requeue = shortest(self.out.requeue, Some(requeue));
-                self.reports.insert(name.to_string(), report);
+                self.reports.insert(name.to_string(), *report);
             }
         }
         Ok(())

@@ -9,6 +9,7 @@
 //!   re-queues the owning ModuleSet.
 
 mod controller;
+mod decide;
 pub mod drift;
 mod reconcile;
 pub mod targets;

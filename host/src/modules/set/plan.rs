@@ -92,15 +92,22 @@ pub(crate) fn plan<S: Offers>(
         let (step, notice) = plan_module(source, req, spec, installed.get(&name));
         plan.notices.extend(notice);
         match step {
-            Ok(run) => {
+            Step::Run(run) => {
                 plan.run.insert(name, run);
             }
-            Err(report) => {
+            Step::Settled(report) => {
                 plan.reports.insert(name, report);
             }
         }
     }
     plan
+}
+
+/// What becomes of one managed module in this pass.
+enum Step<C> {
+    Run(Run<C>),
+    /// Settled without running.
+    Settled(ModuleReport),
 }
 
 /// One managed module: the version it runs and its configuration, or the report that
@@ -110,12 +117,12 @@ fn plan_module<S: Offers>(
     req: &SetRequest<'_>,
     spec: &ModuleSpec,
     installed: Option<&String>,
-) -> (Result<Run<S::Offer>, ModuleReport>, Option<Notice>) {
+) -> (Step<S::Offer>, Option<Notice>) {
     let name = &spec.name;
     let channel = channel_of(spec, req.channel);
     let offered = match source.resolve(name, &channel) {
         Ok(c) => c,
-        Err(message) => return (Err(report(name, State::Error, message)), None),
+        Err(message) => return (Step::Settled(report(name, State::Error, message)), None),
     };
     let Some(installed) = refused_downgrade(installed, &offered, req.allow_downgrade) else {
         return (configured(spec, channel, offered, None), None);
@@ -135,33 +142,33 @@ fn plan_module<S: Offers>(
             let mut r = report(name, State::Warning, message);
             r.version = Some(installed.to_string());
             r.channel = Some(channel);
-            (Err(r), Some(notice))
+            (Step::Settled(r), Some(notice))
         }
     }
 }
 
-/// `candidate` with the module's configuration merged over its defaults, or the Error
-/// report naming a locked key the set tries to replace.
+/// `candidate` with the module's configuration merged over its defaults, or settled as
+/// Error naming a locked key the set tries to replace.
 fn configured<C: Offer>(
     spec: &ModuleSpec,
     channel: String,
     candidate: C,
     held: Option<String>,
-) -> Result<Run<C>, ModuleReport> {
+) -> Step<C> {
     let merged = merge_config(
         candidate.defaults(),
         spec.config.as_ref(),
         candidate.locked_config(),
     );
     match merged {
-        Ok(config) => Ok(Run {
+        Ok(config) => Step::Run(Run {
             channel,
             config: config.to_string(),
             candidate,
             adopt: spec.adopt.unwrap_or(false),
             held,
         }),
-        Err(message) => Err(report(&spec.name, State::Error, message)),
+        Err(message) => Step::Settled(report(&spec.name, State::Error, message)),
     }
 }
 
@@ -319,7 +326,7 @@ pub(crate) fn waiting_for_dependent(name: &str, version: &str, dependent: &str) 
 pub(crate) enum Removal {
     Gone,
     /// Still there: its report and when to look again.
-    Pending(ModuleReport, Duration),
+    Pending(Box<ModuleReport>, Duration),
 }
 
 /// Read one removal attempt: `Ready` means gone; an Error stays Error; anything else is
@@ -336,7 +343,7 @@ pub(crate) fn removal(name: &str, version: &str, ran: Ran, requeue: Option<Durat
     let mut r = report(name, state, ran.message.unwrap_or_default());
     r.version = Some(version.to_string());
     r.objects = ran.objects as u32;
-    Removal::Pending(r, requeue.unwrap_or(REMOVAL_REQUEUE))
+    Removal::Pending(Box::new(r), requeue.unwrap_or(REMOVAL_REQUEUE))
 }
 
 /// The reports in status order: the set's modules in its order, then those still being
