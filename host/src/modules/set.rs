@@ -1,6 +1,8 @@
 //! A whole set of modules on one target, one pass: resolve each module's plugin version
 //! (refusing downgrades), order by dependencies, reconcile in that order, uninstall what
-//! left the set in reverse order, aggregate the states.
+//! left the set dependents first, aggregate the states. `plan.rs` decides (from the spec,
+//! the inventory and the catalog's answers); this file carries the decisions out, phase by
+//! phase, against the target.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
