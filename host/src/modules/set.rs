@@ -1,6 +1,8 @@
 //! A whole set of modules on one target, one pass: resolve each module's plugin version
 //! (refusing downgrades), order by dependencies, reconcile in that order, uninstall what
-//! left the set in reverse order, aggregate the states.
+//! left the set dependents first, aggregate the states. `plan.rs` decides (from the spec,
+//! the inventory and the catalog's answers); this file carries the decisions out, phase by
+//! phase, against the target.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -11,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::apply::Applied;
-use super::engine::{ModuleRun, Reconciled, prune_inventory};
+use super::engine::{ModuleRun, prune_inventory};
 use super::error::ModuleError;
 use super::inventory::{Inventory, ObjectKey};
 use super::ownership::Owner;
@@ -19,6 +21,10 @@ use super::source::{Candidate, ModuleSource};
 use super::target::Target;
 use crate::crd::moduleset::ModuleSpec;
 use crate::wasm::WasmRuntime;
+
+mod plan;
+
+use plan::{Gate, Offer, Offers, Plan, Ran, Removal, Run};
 
 /// The channel when neither the module nor the set names one.
 pub const DEFAULT_CHANNEL: &str = "regular";
@@ -193,35 +199,52 @@ pub fn merge_config(
     Ok(out)
 }
 
-fn newer(a: &str, b: &str) -> bool {
-    match (semver::Version::parse(a), semver::Version::parse(b)) {
-        (Ok(a), Ok(b)) => a > b,
-        _ => false,
+impl Offer for Candidate {
+    fn version(&self) -> &str {
+        &self.version
+    }
+
+    fn allows_downgrade(&self) -> bool {
+        self.allow_downgrade
+    }
+
+    fn defaults(&self) -> Option<&Value> {
+        self.defaults.as_ref()
+    }
+
+    fn locked_config(&self) -> &[String] {
+        &self.locked_config
     }
 }
 
+/// The catalog behind a [`ModuleSource`], as the plan asks it.
+struct Catalog<'a>(&'a dyn ModuleSource);
+
+impl Offers for Catalog<'_> {
+    type Offer = Candidate;
+
+    fn resolve(&self, module: &str, channel: &str) -> Result<Candidate, String> {
+        self.0.resolve(module, channel)
+    }
+
+    fn version(&self, module: &str, version: &str) -> Option<Candidate> {
+        self.0.version(module, version)
+    }
+}
+
+/// A module that runs in this pass, with the modules its plugin says it requires.
 struct Planned {
-    channel: String,
-    candidate: Candidate,
+    run: Run<Candidate>,
+    deps: Vec<String>,
+}
+
+/// How a module that left the set is removed: by the plugin version that installed it (or
+/// the channel's), with the configuration it ran with; `None` when its plugin is gone, so
+/// the inventory alone says what to remove.
+struct Leaving {
+    candidate: Option<Candidate>,
     config: String,
     deps: Vec<String>,
-    /// The set allows taking over existing objects.
-    adopt: bool,
-    /// Set when the channel's version was refused as a downgrade.
-    held: Option<String>,
-}
-
-fn report(name: &str, state: State, message: impl Into<String>) -> ModuleReport {
-    ModuleReport {
-        name: name.to_string(),
-        channel: None,
-        version: None,
-        digest: None,
-        state,
-        message: Some(message.into()),
-        objects: 0,
-        shadow: None,
-    }
 }
 
 async fn dependencies(
@@ -239,7 +262,9 @@ async fn dependencies(
         .map_err(|e| e.to_string())
 }
 
-/// Reconcile `req` on `target` once.
+/// Reconcile `req` on `target` once: plan from the spec, the inventory and the catalog; ask
+/// each planned module's plugin what it requires; install in dependency order; remove what
+/// left the set, dependents first; report.
 pub async fn reconcile_set(
     target: &Target,
     wasm: &Arc<WasmRuntime>,
@@ -247,377 +272,342 @@ pub async fn reconcile_set(
     req: &SetRequest<'_>,
 ) -> Result<SetOutcome, ModuleError> {
     let mut inventory = Inventory::load(target, &req.set).await?;
-    let mut out = SetOutcome::default();
-    let mut reports: BTreeMap<String, ModuleReport> = BTreeMap::new();
-    let set_channel = req.channel.unwrap_or(DEFAULT_CHANNEL);
-    let mut planned: BTreeMap<String, Planned> = BTreeMap::new();
-    let mut unmanaged = HashSet::new();
-    let wanted: Vec<&ModuleSpec> = if req.deleting {
-        Vec::new()
-    } else {
-        req.modules.iter().collect()
-    };
-    for spec in wanted {
-        let name = spec.name.clone();
-        if !spec.managed.unwrap_or(true) {
-            unmanaged.insert(name.clone());
-            // Unmanaged: left as installed, and no longer tracked for pruning.
-            inventory.save(target, &name, None).await?;
-            reports.insert(
-                name.clone(),
-                report(
-                    &name,
-                    State::Ready,
-                    "not managed: objects are left as they are",
-                ),
-            );
-            continue;
-        }
-        let channel = spec
-            .channel
-            .clone()
-            .unwrap_or_else(|| set_channel.to_string());
-        let mut candidate = match source.resolve(&name, &channel) {
-            Ok(c) => c,
-            Err(message) => {
-                reports.insert(name.clone(), report(&name, State::Error, message));
-                continue;
-            }
-        };
-        let mut held = None;
-        if let Some(installed) = inventory.modules.get(&name).map(|r| r.version.clone())
-            && newer(&installed, &candidate.version)
-            && !candidate.allow_downgrade
-            && !req.allow_downgrade
-        {
-            out.notices.push(Notice::DowngradeRefused {
-                module: name.clone(),
-                offered: candidate.version.clone(),
-                installed: installed.clone(),
-            });
-            let message = format!(
-                "channel {channel} offers {}, lower than the installed {installed}: kept {installed}",
-                candidate.version
-            );
-            match source.version(&name, &installed) {
-                Some(kept) => {
-                    candidate = kept;
-                    held = Some(message);
-                }
-                None => {
-                    let mut r = report(&name, State::Warning, message);
-                    r.version = Some(installed);
-                    r.channel = Some(channel);
-                    reports.insert(name.clone(), r);
-                    continue;
-                }
-            }
-        }
-        let config = match merge_config(
-            candidate.defaults.as_ref(),
-            spec.config.as_ref(),
-            &candidate.locked_config,
-        ) {
-            Ok(c) => c.to_string(),
-            Err(message) => {
-                reports.insert(name.clone(), report(&name, State::Error, message));
-                continue;
-            }
-        };
-        let deps = match dependencies(wasm, &candidate, &config).await {
-            Ok(d) => d,
-            Err(message) => {
-                reports.insert(name.clone(), report(&name, State::Error, message));
-                continue;
-            }
-        };
-        planned.insert(
-            name.clone(),
-            Planned {
-                channel,
-                candidate,
-                config,
-                deps,
-                adopt: spec.adopt.unwrap_or(false),
-                held,
-            },
-        );
-    }
-
-    // Install in dependency order.
-    let in_set: HashSet<&str> = req.modules.iter().map(|m| m.name.as_str()).collect();
-    let deps: BTreeMap<String, Vec<String>> = planned
-        .iter()
-        .map(|(n, p)| (n.clone(), p.deps.clone()))
-        .collect();
-    let (order, cyclic) = topological(&deps);
-    let mut objects_of: HashMap<String, HashSet<ObjectKey>> = inventory
+    let installed = inventory
         .modules
         .iter()
-        .map(|(m, r)| (m.clone(), r.keys().cloned().collect()))
+        .map(|(module, record)| (module.clone(), record.version.clone()))
         .collect();
-    for name in order {
-        let plan = &planned[&name];
-        let base = |state: State, message: Option<String>, objects: u32| ModuleReport {
-            name: name.clone(),
-            channel: Some(plan.channel.clone()),
-            version: Some(plan.candidate.version.clone()),
-            digest: Some(plan.candidate.digest.clone()),
-            state,
-            message,
-            objects,
-            shadow: None,
-        };
-        if let Some(missing) = plan.deps.iter().find(|d| !in_set.contains(d.as_str())) {
-            reports.insert(
-                name.clone(),
-                base(
-                    State::Error,
-                    Some(format!(
-                        "requires module {missing}, which is not in the ModuleSet"
-                    )),
-                    0,
-                ),
-            );
-            continue;
-        }
-        if cyclic.contains(&name) {
-            reports.insert(
-                name.clone(),
-                base(
-                    State::Error,
-                    Some(format!(
-                        "dependency cycle: {name} requires {}",
-                        plan.deps.join(", ")
-                    )),
-                    0,
-                ),
-            );
-            continue;
-        }
-        let waiting: Vec<&String> = plan
-            .deps
+    let Plan {
+        run,
+        unmanaged,
+        reports,
+        notices,
+    } = plan::plan(&Catalog(source), req, &installed);
+    // Unmanaged: left as installed, and no longer tracked for pruning.
+    for name in &unmanaged {
+        inventory.save(target, name, None).await?;
+    }
+    let mut pass = Pass::new(target, wasm, req, inventory, reports, notices);
+    let planned = pass.with_dependencies(run).await;
+    pass.install(&planned).await?;
+    pass.uninstall(source, &planned).await?;
+    pass.finish().await
+}
+
+/// One pass in progress: the inventory as it changes and what is reported so far.
+struct Pass<'a> {
+    target: &'a Target,
+    wasm: &'a Arc<WasmRuntime>,
+    req: &'a SetRequest<'a>,
+    inventory: Inventory,
+    reports: BTreeMap<String, ModuleReport>,
+    out: SetOutcome,
+    /// The objects each module holds, so that no module prunes another's.
+    objects_of: HashMap<String, HashSet<ObjectKey>>,
+}
+
+impl<'a> Pass<'a> {
+    fn new(
+        target: &'a Target,
+        wasm: &'a Arc<WasmRuntime>,
+        req: &'a SetRequest<'a>,
+        inventory: Inventory,
+        reports: BTreeMap<String, ModuleReport>,
+        notices: Vec<Notice>,
+    ) -> Self {
+        let objects_of = inventory
+            .modules
             .iter()
-            .filter(|d| reports.get(*d).is_none_or(|r| r.state != State::Ready))
+            .map(|(m, r)| (m.clone(), r.keys().cloned().collect()))
             .collect();
-        if !waiting.is_empty() {
-            let names: Vec<&str> = waiting.iter().map(|s| s.as_str()).collect();
-            reports.insert(
-                name.clone(),
-                base(
-                    State::Processing,
-                    Some(format!("waiting for {} to be Ready", names.join(", "))),
-                    inventory
-                        .modules
-                        .get(&name)
-                        .map_or(0, |r| r.objects.len() as u32),
-                ),
-            );
-            continue;
-        }
-        let keep: HashSet<ObjectKey> = objects_of
-            .iter()
-            .filter(|(m, _)| *m != &name)
-            .flat_map(|(_, o)| o.iter().cloned())
-            .collect();
-        let previous_version = inventory.modules.get(&name).map(|r| r.version.clone());
-        let run = ModuleRun {
+        Self {
             target,
             wasm,
-            set: &req.set,
-            module: &name,
+            req,
+            inventory,
+            reports,
+            out: SetOutcome {
+                notices,
+                ..SetOutcome::default()
+            },
+            objects_of,
+        }
+    }
+
+    /// The planned modules with what each requires; a plugin that cannot say reports Error.
+    async fn with_dependencies(
+        &mut self,
+        run: BTreeMap<String, Run<Candidate>>,
+    ) -> BTreeMap<String, Planned> {
+        let mut planned = BTreeMap::new();
+        for (name, run) in run {
+            match dependencies(self.wasm, &run.candidate, &run.config).await {
+                Ok(deps) => {
+                    planned.insert(name, Planned { run, deps });
+                }
+                Err(message) => {
+                    let report = plan::report(&name, State::Error, message);
+                    self.reports.insert(name, report);
+                }
+            }
+        }
+        planned
+    }
+
+    /// Run the planned modules, dependencies first; a module whose dependencies are
+    /// missing, cyclic or not Ready yet waits.
+    async fn install(&mut self, planned: &BTreeMap<String, Planned>) -> Result<(), ModuleError> {
+        let req = self.req;
+        let in_set: HashSet<&str> = req.modules.iter().map(|m| m.name.as_str()).collect();
+        let (order, cyclic) = topological(&requirements(planned));
+        for name in order {
+            let plan = &planned[&name];
+            let report = match plan::gate(&name, &plan.deps, &in_set, &cyclic, &self.reports) {
+                Gate::Open => self.run(&name, &plan.run).await?,
+                Gate::Refused(message) => versioned(&name, &plan.run, State::Error, message, 0),
+                Gate::Waiting(message) => {
+                    let objects = self.installed_objects(&name);
+                    versioned(&name, &plan.run, State::Processing, message, objects)
+                }
+            };
+            self.reports.insert(name, report);
+        }
+        Ok(())
+    }
+
+    /// Reconcile one module, render its shadow version next to it, and report.
+    async fn run(
+        &mut self,
+        name: &str,
+        plan: &Run<Candidate>,
+    ) -> Result<ModuleReport, ModuleError> {
+        let keep = self.held_by_others(name);
+        let previous = self.inventory.modules.get(name).map(|r| r.version.clone());
+        let run = ModuleRun {
+            target: self.target,
+            wasm: self.wasm,
+            set: &self.req.set,
+            module: name,
             candidate: &plan.candidate,
             config: plan.config.clone(),
             adopt: plan.adopt,
         };
-        let Reconciled {
-            mut state,
-            mut message,
-            objects,
-            requeue,
-            applied,
-            desired,
-            observed,
-        } = run.reconcile(&mut inventory, &keep).await?;
+        let done = run.reconcile(&mut self.inventory, &keep).await?;
         let shadow = match &plan.candidate.shadow {
-            Some(shadow) if state != State::Error => {
+            Some(shadow) if done.state != State::Error => {
                 let run = ModuleRun {
                     candidate: shadow,
                     ..run
                 };
-                Some(compare_shadow(
-                    shadow,
-                    &desired,
-                    run.render(&observed).await?,
-                ))
+                let rendered = run.render(&done.observed).await?;
+                Some(compare_shadow(shadow, &done.desired, rendered))
             }
             _ => None,
         };
-        if let Some(held) = &plan.held
-            && matches!(state, State::Ready | State::Processing)
-        {
-            state = State::Warning;
-            message = Some(held.clone());
+        if let Some(record) = self.inventory.modules.get(name) {
+            self.objects_of
+                .insert(name.to_string(), record.keys().cloned().collect());
         }
-        if let Some(from) = previous_version
-            && from != plan.candidate.version
-            && state != State::Error
-        {
-            out.notices.push(Notice::Upgraded {
-                module: name.clone(),
-                from,
-                to: plan.candidate.version.clone(),
-            });
-        }
-        if let Some(r) = inventory.modules.get(&name) {
-            objects_of.insert(name.clone(), r.keys().cloned().collect());
-        }
-        out.requeue = shortest(out.requeue, requeue);
-        out.applied.extend(applied);
-        // A failed pass applied nothing new; what is installed is what the inventory lists.
-        let objects = if state == State::Error {
-            inventory.modules.get(&name).map_or(0, |r| r.objects.len())
-        } else {
-            objects
+        self.out.requeue = shortest(self.out.requeue, done.requeue);
+        self.out.applied.extend(done.applied);
+        let ran = Ran {
+            state: done.state,
+            message: done.message,
+            objects: done.objects,
         };
-        let mut r = base(state, message, objects as u32);
-        r.shadow = shadow;
-        reports.insert(name.clone(), r);
+        let version = &plan.candidate.version;
+        let installed = self.installed_objects(name);
+        let held = plan.held.as_deref();
+        let (ran, notice) = plan::settle(name, version, held, previous.as_deref(), ran, installed);
+        self.out.notices.extend(notice);
+        let mut report = versioned(name, plan, ran.state, ran.message, ran.objects);
+        report.shadow = shadow;
+        Ok(report)
     }
 
-    // Uninstall what left the set, dependents first.
-    let leaving: Vec<String> = inventory
-        .modules
-        .keys()
-        .filter(|m| {
-            !planned.contains_key(*m) && !unmanaged.contains(*m) && !reports.contains_key(*m)
-        })
-        .cloned()
-        .collect();
-    let mut leaving_deps: HashMap<String, (Option<Candidate>, String, Vec<String>)> =
-        HashMap::new();
-    for name in &leaving {
-        let installed = inventory.modules[name].version.clone();
-        let spec = req.modules.iter().find(|m| &m.name == name);
-        let candidate = source.version(name, &installed).or_else(|| {
-            let channel = spec
-                .and_then(|s| s.channel.clone())
-                .unwrap_or_else(|| set_channel.to_string());
+    /// Remove the modules that left the set; one that another module still requires waits
+    /// for it to go first.
+    async fn uninstall(
+        &mut self,
+        source: &dyn ModuleSource,
+        planned: &BTreeMap<String, Planned>,
+    ) -> Result<(), ModuleError> {
+        let mut leaving = BTreeMap::new();
+        for name in plan::dropped(self.inventory.modules.keys(), self.req) {
+            let how = self.leaving(source, &name).await;
+            leaving.insert(name, how);
+        }
+        let leaving_deps: BTreeMap<String, Vec<String>> = leaving
+            .iter()
+            .map(|(name, how)| (name.clone(), how.deps.clone()))
+            .collect();
+        let staying = requirements(planned);
+        for (name, how) in &leaving {
+            let version = self.inventory.modules[name].version.clone();
+            if let Some(dependent) = plan::needed_by(name, &leaving_deps, &staying) {
+                let report = plan::waiting_for_dependent(name, &version, dependent);
+                self.reports.insert(name.clone(), report);
+                self.out.requeue = shortest(self.out.requeue, Some(plan::WAIT_FOR_DEPENDENT));
+                continue;
+            }
+            self.remove(name, &version, how).await?;
+        }
+        Ok(())
+    }
+
+    /// How to remove `name`: the installed version's plugin, else the channel's, with the
+    /// set's configuration (locks no longer matter), and what it requires.
+    async fn leaving(&self, source: &dyn ModuleSource, name: &str) -> Leaving {
+        let req = self.req;
+        let installed = &self.inventory.modules[name].version;
+        let spec = req.modules.iter().find(|m| m.name == name);
+        let candidate = source.version(name, installed).or_else(|| {
+            let channel = match spec {
+                Some(spec) => plan::channel_of(spec, req.channel),
+                None => req.channel.unwrap_or(DEFAULT_CHANNEL).to_string(),
+            };
             source.resolve(name, &channel).ok()
         });
-        // Locks do not matter here: the module is being removed.
-        let config = match &candidate {
-            Some(c) => merge_config(
-                c.defaults.as_ref(),
-                spec.and_then(|s| s.config.as_ref()),
-                &[],
-            )
-            .map(|c| c.to_string())
-            .unwrap_or_else(|_| "{}".into()),
-            None => "{}".into(),
-        };
+        let config = candidate
+            .as_ref()
+            .and_then(|c| {
+                merge_config(
+                    c.defaults.as_ref(),
+                    spec.and_then(|s| s.config.as_ref()),
+                    &[],
+                )
+                .ok()
+            })
+            .map_or_else(|| "{}".to_string(), |c| c.to_string());
         let deps = match &candidate {
-            Some(c) => dependencies(wasm, c, &config).await.unwrap_or_default(),
+            Some(c) => dependencies(self.wasm, c, &config)
+                .await
+                .unwrap_or_default(),
             None => Vec::new(),
         };
-        leaving_deps.insert(name.clone(), (candidate, config, deps));
-    }
-    for name in &leaving {
-        let needed_by: Vec<&String> = leaving_deps
-            .iter()
-            .filter(|(other, (_, _, deps))| *other != name && deps.contains(name))
-            .map(|(other, _)| other)
-            .chain(
-                planned
-                    .iter()
-                    .filter(|(_, p)| p.deps.contains(name))
-                    .map(|(n, _)| n),
-            )
-            .collect();
-        if let Some(first) = needed_by.first() {
-            let mut r = report(
-                name,
-                State::Deleting,
-                format!("waiting for {first} to be removed first"),
-            );
-            r.version = Some(inventory.modules[name].version.clone());
-            reports.insert(name.clone(), r);
-            out.requeue = shortest(out.requeue, Some(Duration::from_secs(2)));
-            continue;
+        Leaving {
+            candidate,
+            config,
+            deps,
         }
-        let keep: HashSet<ObjectKey> = objects_of
-            .iter()
-            .filter(|(m, _)| *m != name)
-            .flat_map(|(_, o)| o.iter().cloned())
-            .collect();
+    }
+
+    /// One attempt at removing `name` (installed at `version`).
+    async fn remove(
+        &mut self,
+        name: &str,
+        version: &str,
+        how: &Leaving,
+    ) -> Result<(), ModuleError> {
+        let keep = self.held_by_others(name);
+        let req = self.req;
         let policy = req
             .modules
             .iter()
-            .find(|m| &m.name == name)
+            .find(|m| m.name == name)
             .and_then(|m| m.custom_resource_policy)
             .unwrap_or_default();
-        let (candidate, config, _) = &leaving_deps[name];
-        let version = inventory.modules[name].version.clone();
-        let result = match candidate {
+        let done = match &how.candidate {
             Some(candidate) => {
                 let run = ModuleRun {
-                    target,
-                    wasm,
+                    target: self.target,
+                    wasm: self.wasm,
                     set: &req.set,
                     module: name,
                     candidate,
-                    config: config.clone(),
+                    config: how.config.clone(),
                     adopt: false,
                 };
-                run.delete(&mut inventory, &keep, policy).await?
+                run.delete(&mut self.inventory, &keep, policy).await?
             }
             None => {
                 let owner = Owner {
                     set: &req.set,
                     module: name,
                 };
-                prune_inventory(target, owner, &mut inventory, &keep, policy).await?
+                prune_inventory(self.target, owner, &mut self.inventory, &keep, policy).await?
             }
         };
-        if result.state == State::Ready {
-            objects_of.remove(name);
-            out.notices.push(Notice::Removed {
-                module: name.clone(),
-            });
-            continue;
+        let ran = Ran {
+            state: done.state,
+            message: done.message,
+            objects: done.objects,
+        };
+        match plan::removal(name, version, ran, done.requeue) {
+            Removal::Gone => {
+                self.objects_of.remove(name);
+                let module = name.to_string();
+                self.out.notices.push(Notice::Removed { module });
+            }
+            Removal::Pending(report, requeue) => {
+                self.out.requeue = shortest(self.out.requeue, Some(requeue));
+                self.reports.insert(name.to_string(), *report);
+            }
         }
-        out.requeue = shortest(out.requeue, result.requeue.or(Some(Duration::from_secs(5))));
-        let mut r = report(
-            name,
-            if result.state == State::Error {
-                State::Error
-            } else {
-                State::Deleting
-            },
-            result.message.unwrap_or_default(),
-        );
-        r.version = Some(version);
-        r.objects = result.objects as u32;
-        reports.insert(name.clone(), r);
+        Ok(())
     }
 
-    if req.deleting && inventory.modules.is_empty() {
-        Inventory::delete(target, &req.set).await?;
-        out.deleted = true;
-    } else {
-        inventory.flush(target).await?;
-    }
-    // Status lists modules in the set's order, then those still being removed.
-    let mut modules = Vec::new();
-    for spec in req.modules {
-        if let Some(r) = reports.remove(&spec.name) {
-            modules.push(r);
+    /// Write the inventory (or delete it once a deleted set left nothing) and report.
+    async fn finish(mut self) -> Result<SetOutcome, ModuleError> {
+        if self.req.deleting && self.inventory.modules.is_empty() {
+            Inventory::delete(self.target, &self.req.set).await?;
+            self.out.deleted = true;
+        } else {
+            self.inventory.flush(self.target).await?;
         }
+        let modules = plan::in_status_order(self.req.modules, self.reports);
+        self.out.state = Some(aggregate(
+            modules.iter().map(|m| m.state),
+            self.req.deleting,
+        ));
+        self.out.modules = modules;
+        Ok(self.out)
     }
-    modules.extend(reports.into_values());
-    out.state = Some(aggregate(modules.iter().map(|m| m.state), req.deleting));
-    out.modules = modules;
-    Ok(out)
+
+    /// The objects other modules than `name` hold.
+    fn held_by_others(&self, name: &str) -> HashSet<ObjectKey> {
+        self.objects_of
+            .iter()
+            .filter(|(m, _)| *m != name)
+            .flat_map(|(_, o)| o.iter().cloned())
+            .collect()
+    }
+
+    /// How many objects the inventory lists for `name`.
+    fn installed_objects(&self, name: &str) -> usize {
+        self.inventory
+            .modules
+            .get(name)
+            .map_or(0, |r| r.objects.len())
+    }
+}
+
+/// Each planned module's requirements.
+fn requirements(planned: &BTreeMap<String, Planned>) -> BTreeMap<String, Vec<String>> {
+    planned
+        .iter()
+        .map(|(name, p)| (name.clone(), p.deps.clone()))
+        .collect()
+}
+
+/// The report of a planned module: its channel and version, and how it ran.
+fn versioned(
+    name: &str,
+    plan: &Run<Candidate>,
+    state: State,
+    message: impl Into<Option<String>>,
+    objects: usize,
+) -> ModuleReport {
+    ModuleReport {
+        name: name.to_string(),
+        channel: Some(plan.channel.clone()),
+        version: Some(plan.candidate.version.clone()),
+        digest: Some(plan.candidate.digest.clone()),
+        state,
+        message: message.into(),
+        objects: objects as u32,
+        shadow: None,
+    }
 }
 
 /// Compare what a shadow version would apply with what the current version applied.
@@ -732,12 +722,5 @@ mod tests {
         assert!(cyclic.is_empty());
         let (_, cyclic) = topological(&deps(&[("a", &["b"]), ("b", &["a"]), ("c", &[])]));
         assert_eq!(cyclic, HashSet::from(["a".to_string(), "b".to_string()]));
-    }
-
-    #[test]
-    fn versions_compare_as_semver() {
-        assert!(newer("1.10.0", "1.9.0"));
-        assert!(!newer("1.0.0", "1.0.0"));
-        assert!(!newer("x", "1.0.0"));
     }
 }

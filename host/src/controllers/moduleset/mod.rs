@@ -2,13 +2,16 @@
 //! ModuleSet on its target cluster through `crate::modules`.
 //!
 //! - `controller.rs`: watches ModuleSets; wakes on catalog changes and on drift.
-//! - `reconcile.rs`: one pass — finalizer, target, `modules::set::reconcile_set`, status,
-//!   Events.
+//! - `decide.rs`: what a pass decides — whether to look at the set, the status and Events
+//!   after each outcome, when to look again — as pure functions.
+//! - `reconcile.rs`: one pass — finalizer, target, `modules::set::reconcile_set`, then the
+//!   status write and Events `decide.rs` chose.
 //! - `targets.rs`: clients for target clusters from kubeconfig Secrets (or the local one).
 //! - `drift.rs`: watches of managed objects on targets; a change by someone else
 //!   re-queues the owning ModuleSet.
 
 mod controller;
+mod decide;
 pub mod drift;
 mod reconcile;
 pub mod targets;

@@ -83,6 +83,19 @@ impl Targets {
         )))
     }
 
+    /// The host's own cluster, connected once.
+    async fn local(&self) -> Result<Arc<Target>, String> {
+        self.local
+            .get_or_try_init(|| async {
+                let target = Target::connect(self.control.clone(), "local".into(), None, None)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok::<_, String>(Arc::new(target))
+            })
+            .await
+            .cloned()
+    }
+
     /// The target of a ModuleSet in `namespace`; `Err` says why it cannot be reached.
     pub async fn get(
         &self,
@@ -100,16 +113,7 @@ impl Targets {
                     "spec.target is required: ModuleSets in namespace {namespace} may not install into the host's own cluster (the operator allows it per namespace with --local-modules)"
                 ));
             }
-            return self
-                .local
-                .get_or_try_init(|| async {
-                    let target = Target::connect(self.control.clone(), "local".into(), None, None)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    Ok::<_, String>(Arc::new(target))
-                })
-                .await
-                .cloned();
+            return self.local().await;
         };
         let secrets: Api<Secret> = Api::namespaced(self.control.clone(), namespace);
         let name = &spec.secret_name;
