@@ -12,7 +12,9 @@ use std::path::Path;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-pub use condition::{Condition, ConditionStatus, set_condition};
+pub use condition::{
+    Condition, ConditionStatus, ConditionType, Reason, Word, find_condition, set_condition,
+};
 pub use kubeconfig::{
     KubeconfigState, RuntimeKubeconfig, RuntimeKubeconfigSpec, RuntimeKubeconfigStatus, SecretRef,
 };

@@ -6,24 +6,26 @@
 use std::time::Duration;
 
 use crate::controllers::kit::Note;
-use crate::crd::{ConditionStatus, ModuleSet, ModuleSetStatus, set_condition};
+use crate::crd::{
+    ConditionStatus, ConditionType, ModuleSet, ModuleSetStatus, Reason, set_condition,
+};
 use crate::modules::set::Notice;
 use crate::modules::{ModuleReport, SetOutcome, State};
 
 /// Re-check settled ModuleSets this often even without events (drift safety net).
 pub(crate) const RESYNC: Duration = Duration::from_secs(600);
 
-// The words of a ModuleSet's conditions, kept here in one place.
-const READY: &str = "Ready";
-const TARGET_REACHABLE: &str = "TargetReachable";
-const CONNECTED: &str = "Connected";
-const TARGET_UNREACHABLE: &str = "TargetUnreachable";
-const RECONCILE_FAILED: &str = "ReconcileFailed";
-const MODULES_READY: &str = "ModulesReady";
-const MODULE_ERROR: &str = "ModuleError";
-const MODULE_WARNING: &str = "ModuleWarning";
-const MODULES_DELETING: &str = "Deleting";
-const MODULES_PROCESSING: &str = "ModulesProcessing";
+// The words of a ModuleSet's conditions.
+const READY: ConditionType = ConditionType::Ready;
+const TARGET_REACHABLE: ConditionType = ConditionType::TargetReachable;
+const CONNECTED: Reason = Reason::Connected;
+const TARGET_UNREACHABLE: Reason = Reason::TargetUnreachable;
+const RECONCILE_FAILED: Reason = Reason::ReconcileFailed;
+const MODULES_READY: Reason = Reason::ModulesReady;
+const MODULE_ERROR: Reason = Reason::ModuleError;
+const MODULE_WARNING: Reason = Reason::ModuleWarning;
+const MODULES_DELETING: Reason = Reason::Deleting;
+const MODULES_PROCESSING: Reason = Reason::ModulesProcessing;
 
 /// What to do with a set before looking at its modules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,9 +70,9 @@ fn current(set: &ModuleSet, old: &ModuleSetStatus) -> ModuleSetStatus {
 fn condition(
     set: &ModuleSet,
     status: &mut ModuleSetStatus,
-    type_: &str,
+    type_: ConditionType,
     ok: bool,
-    reason: &str,
+    reason: Reason,
     message: impl Into<String>,
 ) {
     let truth = if ok {
@@ -107,7 +109,7 @@ pub(crate) fn target_unreachable(
     condition(set, &mut status, READY, false, TARGET_UNREACHABLE, message);
     status.state = Some(stuck(set));
     let notes = if old.conditions != status.conditions {
-        vec![Note::warning(TARGET_UNREACHABLE, message)]
+        vec![Note::warning(TARGET_UNREACHABLE.as_str(), message)]
     } else {
         Vec::new()
     };
@@ -173,7 +175,7 @@ pub(crate) fn summary(modules: &[ModuleReport]) -> String {
 
 /// The Ready condition: true with every module Ready; else the set's state as the reason
 /// and each module that is not Ready in the message.
-pub(crate) fn readiness(state: State, modules: &[ModuleReport]) -> (bool, &'static str, String) {
+pub(crate) fn readiness(state: State, modules: &[ModuleReport]) -> (bool, Reason, String) {
     let not_ready: Vec<String> = modules
         .iter()
         .filter(|m| m.state != State::Ready)
@@ -331,7 +333,7 @@ mod tests {
         let c = status
             .conditions
             .iter()
-            .find(|c| c.type_ == READY)
+            .find(|c| c.is(READY))
             .expect("a Ready condition");
         (c.status, c.reason.as_str(), c.message.as_str())
     }
@@ -373,7 +375,7 @@ mod tests {
         for c in &status.conditions {
             assert_eq!(
                 (c.status, c.reason.as_str(), c.message.as_str()),
-                (ConditionStatus::False, TARGET_UNREACHABLE, "gone"),
+                (ConditionStatus::False, TARGET_UNREACHABLE.as_str(), "gone"),
                 "{}",
                 c.type_
             );
@@ -390,7 +392,7 @@ mod tests {
     #[test]
     fn an_unreachable_target_is_announced_once() {
         let (first, notes) = target_unreachable(&set(false), &ModuleSetStatus::default(), "gone");
-        assert_eq!(notes, [Note::warning(TARGET_UNREACHABLE, "gone")]);
+        assert_eq!(notes, [Note::warning(TARGET_UNREACHABLE.as_str(), "gone")]);
         let (_, again) = target_unreachable(&set(false), &first, "gone");
         assert!(again.is_empty());
     }
@@ -399,7 +401,10 @@ mod tests {
     fn an_unreachable_target_for_another_reason_is_announced_again() {
         let (first, _) = target_unreachable(&set(false), &ModuleSetStatus::default(), "gone");
         let (_, notes) = target_unreachable(&set(false), &first, "refused");
-        assert_eq!(notes, [Note::warning(TARGET_UNREACHABLE, "refused")]);
+        assert_eq!(
+            notes,
+            [Note::warning(TARGET_UNREACHABLE.as_str(), "refused")]
+        );
     }
 
     #[test]
@@ -414,9 +419,9 @@ mod tests {
                 c.message.as_str()
             ),
             (
-                TARGET_REACHABLE,
+                TARGET_REACHABLE.as_str(),
                 ConditionStatus::True,
-                CONNECTED,
+                CONNECTED.as_str(),
                 "Kubernetes v1.31.2"
             )
         );
@@ -436,7 +441,7 @@ mod tests {
             ready_condition(&status),
             (
                 ConditionStatus::False,
-                RECONCILE_FAILED,
+                RECONCILE_FAILED.as_str(),
                 "inventory refused"
             )
         );
@@ -478,7 +483,7 @@ mod tests {
             ready_condition(&status),
             (
                 ConditionStatus::True,
-                MODULES_READY,
+                MODULES_READY.as_str(),
                 "every module is Ready"
             )
         );

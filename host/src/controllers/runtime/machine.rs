@@ -12,7 +12,9 @@ use kube::{Resource, ResourceExt};
 use super::states;
 use crate::controllers::kit::{self, Controller, Note};
 use crate::controllers::{Context, ReconcileError, labels};
-use crate::crd::{ConditionStatus, Runtime, RuntimeState, RuntimeStatus, set_condition};
+use crate::crd::{
+    ConditionStatus, ConditionType, Reason, Runtime, RuntimeState, RuntimeStatus, set_condition,
+};
 use crate::metrics::Dependency;
 
 /// Every step of the Runtime state machine, one file each in `states/`.
@@ -141,9 +143,9 @@ impl Machine {
 
     pub fn condition(
         &mut self,
-        type_: &str,
+        type_: ConditionType,
         status: ConditionStatus,
-        reason: &str,
+        reason: Reason,
         message: impl Into<String>,
     ) {
         let generation = Some(self.generation());
@@ -172,18 +174,18 @@ impl Machine {
             && self.status.observed_generation == generation
             && !self.annotated(labels::FORCE_PATCH)
             && self.status.conditions.iter().any(|c| {
-                c.type_ == "Configured"
+                c.is(ConditionType::Configured)
                     && c.status == ConditionStatus::True
                     && c.observed_generation == generation
             })
     }
 
     /// Give up until the Runtime changes: state Failed, the reason in `Provisioned`.
-    pub fn fail(&mut self, reason: &str, message: String) -> Transition {
-        tracing::warn!(runtime = %self.id(), reason, %message, "runtime failed");
+    pub fn fail(&mut self, reason: Reason, message: String) -> Transition {
+        tracing::warn!(runtime = %self.id(), %reason, %message, "runtime failed");
         self.set_state(RuntimeState::Failed);
         self.condition(
-            "Provisioned",
+            ConditionType::Provisioned,
             ConditionStatus::False,
             reason,
             message.clone(),
@@ -197,13 +199,18 @@ impl Machine {
     /// (a plugin timed out, Gardener is unreachable). The state stays; condition `type_`
     /// says why and when the next attempt is; an Event is published when the reason or
     /// message is new.
-    pub fn wait_retrying(&mut self, type_: &str, reason: &str, message: String) -> Transition {
+    pub fn wait_retrying(
+        &mut self,
+        type_: ConditionType,
+        reason: Reason,
+        message: String,
+    ) -> Transition {
         let delay = kit::retry_later(&self.ctx, &kit::key(self.runtime.as_ref()), &message);
         let known = self
             .status
             .conditions
             .iter()
-            .any(|c| c.type_ == type_ && c.reason == reason && c.message.starts_with(&message));
+            .any(|c| c.is(type_) && c.because(reason) && c.message.starts_with(&message));
         if !known {
             self.event(
                 EventType::Warning,
@@ -223,14 +230,14 @@ impl Machine {
     }
 
     /// What `wait_retrying` waited for under condition `type_` works again.
-    pub fn waited_for(&mut self, type_: &str, message: &str) {
+    pub fn waited_for(&mut self, type_: ConditionType, message: &str) {
         let waiting = self
             .status
             .conditions
             .iter()
-            .any(|c| c.type_ == type_ && c.status == ConditionStatus::False);
+            .any(|c| c.is(type_) && c.status == ConditionStatus::False);
         if waiting {
-            self.condition(type_, ConditionStatus::True, "Recovered", message);
+            self.condition(type_, ConditionStatus::True, Reason::Recovered, message);
         }
     }
 
@@ -250,7 +257,10 @@ impl Machine {
                 Ok(Transition::Stop(action)) => {
                     if self.gardener_answered {
                         self.ctx.metrics.dependencies.up(Dependency::Gardener);
-                        self.waited_for("GardenerReachable", "the Gardener Shoot API answers");
+                        self.waited_for(
+                            ConditionType::GardenerReachable,
+                            "the Gardener Shoot API answers",
+                        );
                     }
                     self.status.step = Some(step.name().to_string());
                     self.persist().await?;
@@ -267,8 +277,11 @@ impl Machine {
                         .metrics
                         .dependencies
                         .down(Dependency::Gardener, &message);
-                    let waiting =
-                        self.wait_retrying("GardenerReachable", "GardenerUnavailable", message);
+                    let waiting = self.wait_retrying(
+                        ConditionType::GardenerReachable,
+                        Reason::GardenerUnavailable,
+                        message,
+                    );
                     self.status.step = Some(step.name().to_string());
                     self.persist().await?;
                     return Ok(match waiting {

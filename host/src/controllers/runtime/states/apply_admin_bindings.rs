@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 use super::super::machine::{Machine, Step, Transition};
 use crate::controllers::{ReconcileError, runtime_cluster};
 use crate::crd::ConditionStatus;
+use crate::crd::{ConditionType, Reason};
 use crate::gardener::FIELD_MANAGER;
 
 /// Binding names are derived from runtime and user, so a renamed user is a create plus a
@@ -67,9 +68,9 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         tracing::info!(runtime = %m.id(), created, deleted, "admin bindings updated");
     }
     m.condition(
-        "Configured",
+        ConditionType::Configured,
         ConditionStatus::True,
-        "AdministratorsConfigured",
+        Reason::AdministratorsConfigured,
         format!("{} administrator binding(s)", admins.len()),
     );
     Ok(Transition::Next(Step::Ready))

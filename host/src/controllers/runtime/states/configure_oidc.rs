@@ -7,6 +7,7 @@ use serde_json::json;
 use super::super::machine::{Machine, Step, Transition};
 use crate::controllers::{ReconcileError, runtime_cluster};
 use crate::crd::ConditionStatus;
+use crate::crd::{ConditionType, Reason};
 use crate::gardener::FIELD_MANAGER;
 
 fn resource() -> ApiResource {
@@ -31,7 +32,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         .status
         .conditions
         .iter()
-        .any(|c| c.type_ == "OidcConfigured");
+        .any(|c| c.is(ConditionType::OidcConfigured));
     if configs.is_empty() && !had_any {
         return Ok(Transition::Next(Step::ApplyAdminBindings));
     }
@@ -79,9 +80,9 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         }
     }
     m.condition(
-        "OidcConfigured",
+        ConditionType::OidcConfigured,
         ConditionStatus::True,
-        "OidcConfigured",
+        Reason::OidcConfigured,
         format!("{} additional OIDC provider(s) configured", wanted.len()),
     );
     Ok(Transition::Next(Step::ApplyAdminBindings))

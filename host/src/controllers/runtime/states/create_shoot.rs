@@ -4,6 +4,7 @@ use super::super::machine::{Machine, Step, Transition};
 use super::super::shoot_doc;
 use super::render::{record_applied, render};
 use crate::controllers::ReconcileError;
+use crate::crd::Reason;
 use crate::crd::{RuntimeState, ShootRef};
 
 pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
@@ -18,7 +19,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     if let Some(existing) = existing {
         if !shoot_doc::is_ours(&existing, &m.runtime) {
             return Ok(m.fail(
-                "ShootNameTaken",
+                Reason::ShootNameTaken,
                 format!(
                     "Shoot {namespace}/{name} exists and belongs to another Runtime (field spec.shoot.name)"
                 ),

@@ -6,6 +6,7 @@ use kube::runtime::controller::Action;
 use super::super::machine::{Machine, Step, Transition};
 use crate::controllers::ReconcileError;
 use crate::crd::{ConditionStatus, RuntimeKubeconfig};
+use crate::crd::{ConditionType, Reason};
 
 pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let api: Api<RuntimeKubeconfig> = Api::namespaced(m.ctx.client.clone(), &m.namespace());
@@ -16,9 +17,9 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         api.delete(&m.id(), &DeleteParams::default()).await?;
     }
     m.condition(
-        "Deprovisioned",
+        ConditionType::Deprovisioned,
         ConditionStatus::Unknown,
-        "KubeconfigDeletionPending",
+        Reason::KubeconfigDeletionPending,
         "waiting for the kubeconfig Secret to be removed",
     );
     // Owned object: its disappearance wakes us.

@@ -7,6 +7,7 @@ use super::super::machine::{Machine, Step, Transition};
 use super::super::shoot_doc;
 use crate::controllers::ReconcileError;
 use crate::crd::ConditionStatus;
+use crate::crd::{ConditionType, Reason};
 use crate::gardener::{CONFIRM_DELETION, FORCE_DELETION};
 
 pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
@@ -29,9 +30,9 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     }
     let Some(shoot) = shoot else {
         m.condition(
-            "Deprovisioned",
+            ConditionType::Deprovisioned,
             ConditionStatus::True,
-            "ShootDeleted",
+            Reason::ShootDeleted,
             "the Shoot is gone",
         );
         return Ok(Transition::Next(Step::RemoveFinalizer));
@@ -41,9 +42,9 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         // The recorded Shoot was replaced by one this Runtime did not create: not ours to
         // delete.
         m.condition(
-            "Deprovisioned",
+            ConditionType::Deprovisioned,
             ConditionStatus::True,
-            "ShootNotOurs",
+            Reason::ShootNotOurs,
             format!("Shoot {name} belongs to another Runtime; left alone"),
         );
         return Ok(Transition::Next(Step::RemoveFinalizer));
@@ -67,9 +68,9 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         );
     }
     m.condition(
-        "Deprovisioned",
+        ConditionType::Deprovisioned,
         ConditionStatus::Unknown,
-        "ShootDeletionPending",
+        Reason::ShootDeletionPending,
         format!("waiting for Gardener to delete Shoot {name}"),
     );
     Ok(Transition::Stop(Action::requeue(

@@ -11,6 +11,7 @@ use crate::controllers::{ReconcileError, labels};
 use crate::crd::{
     ConditionStatus, KubeconfigState, RuntimeKubeconfig, RuntimeKubeconfigSpec, SecretRef,
 };
+use crate::crd::{ConditionType, Reason};
 use crate::gardener::FIELD_MANAGER;
 
 pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
@@ -61,13 +62,17 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     if !ready {
         let message = existing
             .and_then(|k| k.status)
-            .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready"))
+            .and_then(|s| {
+                s.conditions
+                    .into_iter()
+                    .find(|c| c.is(ConditionType::Ready))
+            })
             .map(|c| c.message)
             .unwrap_or_else(|| "waiting for the kubeconfig Secret".into());
         m.condition(
-            "KubeconfigReady",
+            ConditionType::KubeconfigReady,
             ConditionStatus::Unknown,
-            "KubeconfigPending",
+            Reason::KubeconfigPending,
             message,
         );
         // The RuntimeKubeconfig is owned by the Runtime: its status change wakes us.
@@ -76,9 +81,9 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         )));
     }
     m.condition(
-        "KubeconfigReady",
+        ConditionType::KubeconfigReady,
         ConditionStatus::True,
-        "KubeconfigReady",
+        Reason::KubeconfigReady,
         format!("Secret {} holds the admin kubeconfig", secret_name(&id)),
     );
     Ok(Transition::Next(Step::ConfigureOidc))

@@ -8,6 +8,7 @@ use super::super::machine::{Machine, Step, Transition};
 use super::super::shoot_doc;
 use super::render::{record_applied, render};
 use crate::controllers::{ReconcileError, labels};
+use crate::crd::Reason;
 use crate::crd::RuntimeState;
 
 pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
@@ -21,7 +22,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     if let Some(why) = identity.mismatch_existing(&serde_json::to_value(shoot).unwrap_or_default())
     {
         return Ok(m.fail(
-            "ShootIdentityChanged",
+            Reason::ShootIdentityChanged,
             format!(
                 "the Runtime now describes another Shoot than the one it created ({why}); a Shoot's name, project and credentials binding cannot change (field spec.shoot)"
             ),

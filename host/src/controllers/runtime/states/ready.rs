@@ -5,6 +5,7 @@ use kube::runtime::controller::Action;
 use super::super::machine::{Machine, Transition};
 use crate::controllers::ReconcileError;
 use crate::crd::{ConditionStatus, RuntimeState};
+use crate::crd::{ConditionType, Reason};
 
 pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let name = m
@@ -15,9 +16,9 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         .unwrap_or_default();
     m.set_state(RuntimeState::Ready);
     m.condition(
-        "Provisioned",
+        ConditionType::Provisioned,
         ConditionStatus::True,
-        "ShootReady",
+        Reason::ShootReady,
         format!("Shoot {name} is reconciled"),
     );
     m.status.observed_generation = Some(m.generation());

@@ -13,6 +13,7 @@ use super::super::shoot_doc;
 use crate::controllers::kit;
 use crate::controllers::{ReconcileError, labels};
 use crate::crd::{ConditionStatus, PluginStamp, ShadowResult};
+use crate::crd::{ConditionType, Reason};
 use crate::plugins::{ChainOutput, ChannelChoice, ResolvedChain, Unavailable};
 use crate::wasm::{CallError, Failure, Fault};
 
@@ -61,25 +62,25 @@ pub fn resolve(m: &mut Machine) -> Result<Arc<ResolvedChain>, Unavailable> {
         Ok(chain) => Arc::new(chain),
         Err(err) => {
             m.condition(
-                "PluginsAvailable",
+                ConditionType::PluginsAvailable,
                 ConditionStatus::False,
-                "PluginUnavailable",
+                Reason::PluginUnavailable,
                 err.message.clone(),
             );
             return Err(err);
         }
     };
     m.condition(
-        "PluginsAvailable",
+        ConditionType::PluginsAvailable,
         ConditionStatus::True,
-        "Resolved",
+        Reason::Resolved,
         "every registry plugin of the chain is available".to_string(),
     );
     if chain.held_back.is_empty() {
         m.condition(
-            "PluginVersions",
+            ConditionType::PluginVersions,
             ConditionStatus::True,
-            "AsChannelsSay",
+            Reason::AsChannelsSay,
             "every plugin runs its channel's version".to_string(),
         );
     } else {
@@ -95,15 +96,17 @@ pub fn resolve(m: &mut Machine) -> Result<Arc<ResolvedChain>, Unavailable> {
             .collect::<Vec<_>>()
             .join("; ");
         let already = m.status.conditions.iter().any(|c| {
-            c.type_ == "PluginVersions" && c.reason == "DowngradeRefused" && c.message == message
+            c.is(ConditionType::PluginVersions)
+                && c.because(Reason::DowngradeRefused)
+                && c.message == message
         });
         if !already {
             m.event(EventType::Warning, "DowngradeRefused", message.clone());
         }
         m.condition(
-            "PluginVersions",
+            ConditionType::PluginVersions,
             ConditionStatus::False,
-            "DowngradeRefused",
+            Reason::DowngradeRefused,
             message,
         );
     }
@@ -145,7 +148,10 @@ pub async fn render(
         .map_err(|e| ReconcileError::Join(e.to_string()))?;
     match result {
         Ok(output) => {
-            m.waited_for("PluginsAvailable", "every plugin of the chain answered");
+            m.waited_for(
+                ConditionType::PluginsAvailable,
+                "every plugin of the chain answered",
+            );
             for (plugin, warning) in &output.warnings {
                 tracing::info!(runtime = %m.id(), plugin, warning, "plugin warning");
             }
@@ -161,25 +167,25 @@ pub async fn render(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RenderFailure {
     /// The Runtime must change: `Failed`.
-    Fail(&'static str),
+    Fail(Reason),
     /// Someone else must act (the plugin, its configuration) or nobody (a timeout): wait
     /// with backoff; a catalog change wakes the Runtime at once.
-    Wait(&'static str),
+    Wait(Reason),
 }
 
 /// Deterministic failures fail the Runtime; the plugin's own faults and transient ones
 /// make it wait, because editing the Runtime would not help.
 pub(crate) fn classify(error: &CallError) -> RenderFailure {
     match error.fault() {
-        Fault::Input if error.field().is_some() => RenderFailure::Fail("InvalidRuntime"),
-        Fault::Input => RenderFailure::Fail("PluginRejected"),
-        Fault::Grant => RenderFailure::Fail("PluginNotGranted"),
-        Fault::Config => RenderFailure::Wait("PluginConfigInvalid"),
-        Fault::Plugin => RenderFailure::Wait("PluginFailed"),
+        Fault::Input if error.field().is_some() => RenderFailure::Fail(Reason::InvalidRuntime),
+        Fault::Input => RenderFailure::Fail(Reason::PluginRejected),
+        Fault::Grant => RenderFailure::Fail(Reason::PluginNotGranted),
+        Fault::Config => RenderFailure::Wait(Reason::PluginConfigInvalid),
+        Fault::Plugin => RenderFailure::Wait(Reason::PluginFailed),
         Fault::Transient if matches!(error.cause, Failure::Busy { .. }) => {
-            RenderFailure::Wait("HostBusy")
+            RenderFailure::Wait(Reason::HostBusy)
         }
-        Fault::Transient => RenderFailure::Wait("PluginTimedOut"),
+        Fault::Transient => RenderFailure::Wait(Reason::PluginTimedOut),
     }
 }
 
@@ -193,12 +199,12 @@ fn plugin_failed(m: &mut Machine, error: &CallError) -> Transition {
         RenderFailure::Wait(reason) => reason,
     };
     let resolver = &m.ctx.renderer.resolver;
-    if reason == "PluginConfigInvalid"
+    if reason == Reason::PluginConfigInvalid
         && let Some(owner) = resolver.template.config_owner(&error.plugin)
     {
         resolver.catalog.refuse_config(owner, &message);
     }
-    m.wait_retrying("PluginsAvailable", reason, message)
+    m.wait_retrying(ConditionType::PluginsAvailable, reason, message)
 }
 
 /// Render with each shadow version and record how its Shoot differs from the real one.
@@ -309,4 +315,79 @@ pub fn record_applied(m: &mut Machine, desired: &Value, output: &ChainOutput) {
         .and_then(|c| c.chain.steps.first())
         .map(|s| s.plugin.info.contract_version.clone());
     m.status.shoot_hash = Some(shoot_doc::hash(desired));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tessera_sdk::{ErrorKind, PluginError};
+
+    fn error(cause: Failure) -> CallError {
+        CallError {
+            plugin: "provider".into(),
+            version: "1.0.0".into(),
+            cause,
+        }
+    }
+
+    fn refused(kind: ErrorKind, field: Option<&str>) -> CallError {
+        error(Failure::Plugin(PluginError {
+            kind,
+            message: "no".into(),
+            field: field.map(str::to_string),
+        }))
+    }
+
+    #[test]
+    fn an_invalid_runtime_fails_the_runtime() {
+        let e = refused(ErrorKind::InvalidInput, Some("spec.shoot.networking.nodes"));
+        assert_eq!(classify(&e), RenderFailure::Fail(Reason::InvalidRuntime));
+        let e = refused(ErrorKind::Unsupported, None);
+        assert_eq!(classify(&e), RenderFailure::Fail(Reason::PluginRejected));
+    }
+
+    #[test]
+    fn a_refused_plugin_configuration_waits_for_the_plugin() {
+        let e = refused(ErrorKind::InvalidInput, Some("config.mode"));
+        assert_eq!(
+            classify(&e),
+            RenderFailure::Wait(Reason::PluginConfigInvalid)
+        );
+        // A Runtime field that merely starts with the letters is the Runtime's.
+        let e = refused(ErrorKind::InvalidInput, Some("configuration"));
+        assert_eq!(classify(&e), RenderFailure::Fail(Reason::InvalidRuntime));
+    }
+
+    #[test]
+    fn timeouts_and_busy_sandboxes_wait_and_retry() {
+        let e = error(Failure::Timeout {
+            budget: Duration::from_millis(200),
+        });
+        assert_eq!(classify(&e), RenderFailure::Wait(Reason::PluginTimedOut));
+        let e = error(Failure::Busy {
+            detail: "all slots in use".into(),
+        });
+        assert_eq!(classify(&e), RenderFailure::Wait(Reason::HostBusy));
+    }
+
+    #[test]
+    fn a_plugin_bug_waits_for_a_new_plugin_version() {
+        let trap = error(Failure::Trap {
+            message: "unreachable".into(),
+            panic: None,
+        });
+        assert_eq!(classify(&trap), RenderFailure::Wait(Reason::PluginFailed));
+        let internal = refused(ErrorKind::Internal, Some("spec.shoot"));
+        assert_eq!(
+            classify(&internal),
+            RenderFailure::Wait(Reason::PluginFailed)
+        );
+    }
+
+    #[test]
+    fn what_a_plugin_was_not_granted_fails_the_runtime() {
+        let e = error(Failure::NotGranted("spec.purpose".into()));
+        assert_eq!(classify(&e), RenderFailure::Fail(Reason::PluginNotGranted));
+    }
 }

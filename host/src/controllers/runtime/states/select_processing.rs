@@ -5,6 +5,7 @@
 use super::super::machine::{Machine, Step, Transition};
 use super::super::shoot_doc;
 use crate::controllers::{ReconcileError, labels};
+use crate::crd::Reason;
 use crate::crd::ShootRef;
 
 pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
@@ -12,7 +13,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     if !shoot_doc::is_ours(shoot, &m.runtime) {
         let name = shoot.metadata.name.clone().unwrap_or_default();
         return Ok(m.fail(
-            "ShootNameTaken",
+            Reason::ShootNameTaken,
             format!("Shoot {name} belongs to another Runtime (field spec.shoot.name)"),
         ));
     }

@@ -5,6 +5,7 @@ use kube::runtime::controller::Action;
 use super::super::machine::{Machine, Step, Transition};
 use crate::controllers::ReconcileError;
 use crate::crd::{ConditionStatus, RuntimeState};
+use crate::crd::{ConditionType, Reason};
 use crate::gardener::{ErrorClass, OPERATION_ANNOTATION, ShootProgress, classify_codes};
 
 pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
@@ -17,13 +18,13 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         .as_ref()
         .is_none_or(|op| op.type_ == "Create");
     let (working_state, pending_reason) = if creating {
-        (RuntimeState::Provisioning, "ShootCreationPending")
+        (RuntimeState::Provisioning, Reason::ShootCreationPending)
     } else {
-        (RuntimeState::Updating, "ShootUpdatePending")
+        (RuntimeState::Updating, Reason::ShootUpdatePending)
     };
     let Some(op) = progress.last_operation.clone() else {
         m.condition(
-            "Provisioned",
+            ConditionType::Provisioned,
             ConditionStatus::Unknown,
             pending_reason,
             pending_message(creating, &name),
@@ -52,7 +53,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
                 progress.non_retryable,
             ) {
                 ErrorClass::Fatal => Ok(m.fail(
-                    "GardenerErrorFatal",
+                    Reason::GardenerErrorFatal,
                     format!("{} of Shoot {name} failed [{codes}]: {detail}", op.type_),
                 )),
                 ErrorClass::Retryable => {
@@ -79,9 +80,9 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
                     };
                     m.set_state(working_state);
                     m.condition(
-                        "Provisioned",
+                        ConditionType::Provisioned,
                         ConditionStatus::Unknown,
-                        "GardenerErrorRetrying",
+                        Reason::GardenerErrorRetrying,
                         format!(
                             "{} of Shoot {name} failed [{codes}]: {detail}; retrying",
                             op.type_
@@ -95,9 +96,9 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
             // Gardener retries by itself; report and wait.
             m.set_state(working_state);
             m.condition(
-                "Provisioned",
+                ConditionType::Provisioned,
                 ConditionStatus::Unknown,
-                "GardenerError",
+                Reason::GardenerError,
                 format!(
                     "{} of Shoot {name} hit an error, Gardener retries [{}]: {}",
                     op.type_,
@@ -112,7 +113,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
                 m.set_state(working_state);
             }
             m.condition(
-                "Provisioned",
+                ConditionType::Provisioned,
                 ConditionStatus::Unknown,
                 pending_reason,
                 // Progress percentages stay in the Shoot: one status write per phase.
@@ -126,12 +127,12 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
 /// After a Shoot was written: wait for Gardener, with `Provisioned` saying so and an Event.
 pub fn await_gardener(m: &mut Machine, creating: bool, shoot: &str) -> Transition {
     let (reason, event, verb) = if creating {
-        ("ShootCreationPending", "ShootCreated", "created")
+        (Reason::ShootCreationPending, "ShootCreated", "created")
     } else {
-        ("ShootUpdatePending", "ShootPatched", "patched")
+        (Reason::ShootUpdatePending, "ShootPatched", "patched")
     };
     m.condition(
-        "Provisioned",
+        ConditionType::Provisioned,
         ConditionStatus::Unknown,
         reason,
         pending_message(creating, shoot),
