@@ -20,4 +20,5 @@ pub mod pattern;
 pub mod plugins;
 pub mod render;
 pub mod time;
+pub mod version;
 pub mod wasm;

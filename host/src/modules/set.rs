@@ -164,23 +164,14 @@ fn at<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
     path.split('.').try_fold(value, |v, key| v.get(key))
 }
 
-/// The module's configuration: the Plugin's defaults with the set's values merged over;
-/// `Err` names a `locked` key the set tries to replace.
+/// The module's configuration: the Plugin's defaults with the set's values merged over as
+/// an RFC 7386 merge patch (the one JSON merge: `null` removes a default); `Err` names a
+/// `locked` key the set tries to replace.
 pub fn merge_config(
     defaults: Option<&Value>,
     config: Option<&Value>,
     locked: &[String],
 ) -> Result<Value, String> {
-    fn merge(base: &mut Value, over: &Value) {
-        match (base, over) {
-            (Value::Object(b), Value::Object(o)) => {
-                for (k, v) in o {
-                    merge(b.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-            (b, o) => *b = o.clone(),
-        }
-    }
     if let (Some(defaults), Some(config)) = (defaults, config)
         && let Some(key) = locked.iter().find(|k| {
             at(defaults, k).is_some() && at(config, k).is_some_and(|v| Some(v) != at(defaults, k))
@@ -194,7 +185,7 @@ pub fn merge_config(
         .cloned()
         .unwrap_or_else(|| Value::Object(Default::default()));
     if let Some(config) = config {
-        merge(&mut out, config);
+        tessera_sdk::util::merge_patch(&mut out, config);
     }
     Ok(out)
 }
@@ -698,6 +689,14 @@ mod tests {
             Ok(serde_json::json!({"manifest": "x", "values": {"a": 1, "b": 3}}))
         );
         assert_eq!(merge_config(None, None, &[]), Ok(serde_json::json!({})));
+        // `null` removes a default (RFC 7386), except a locked one.
+        let unset = serde_json::json!({"values": {"a": null}});
+        assert_eq!(
+            merge_config(Some(&defaults), Some(&unset), &locked),
+            Ok(serde_json::json!({"manifest": "x", "values": {"b": 2}}))
+        );
+        let unlock = serde_json::json!({"manifest": null});
+        assert!(merge_config(Some(&defaults), Some(&unlock), &locked).is_err());
         // A locked key the Plugin sets cannot be replaced by the set, nor nested below.
         let replace = serde_json::json!({"manifest": "kind: ClusterRoleBinding"});
         let err = merge_config(Some(&defaults), Some(&replace), &locked).unwrap_err();

@@ -96,13 +96,7 @@ pub struct Unavailable {
 }
 
 fn semver_lower(candidate: &str, applied: &str) -> bool {
-    match (
-        semver::Version::parse(candidate.trim_start_matches('v')),
-        semver::Version::parse(applied.trim_start_matches('v')),
-    ) {
-        (Ok(c), Ok(a)) => c < a,
-        _ => false,
-    }
+    crate::version::is_downgrade(applied, candidate)
 }
 
 impl ChainTemplate {

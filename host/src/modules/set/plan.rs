@@ -191,12 +191,9 @@ pub(crate) fn refused_downgrade<'i>(
     (lower && !offered.allows_downgrade() && !set_allows).then_some(installed.as_str())
 }
 
-/// Whether `a` is a higher version than `b` (both semver; anything else never is).
+/// Whether `a` is a higher version than `b` (anything that is no version never is).
 pub(crate) fn newer(a: &str, b: &str) -> bool {
-    match (semver::Version::parse(a), semver::Version::parse(b)) {
-        (Ok(a), Ok(b)) => a > b,
-        _ => false,
-    }
+    crate::version::is_downgrade(a, b)
 }
 
 /// Why a planned module does not run in this pass.
