@@ -35,6 +35,41 @@ pub struct KubeconfigError {
     pub message: String,
 }
 
+/// Why no client could be built from a kubeconfig.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    #[error("no kubeconfig found (not in a cluster, no $KUBECONFIG or ~/.kube/config): {0}")]
+    NoKubeconfig(String),
+    #[error("unusable kubeconfig: no current context, cluster or user it names ({0})")]
+    Unusable(String),
+    #[error("cannot build a client from it (TLS settings): {0}")]
+    Tls(String),
+}
+
+/// The one way the host builds a client: from `kubeconfig` (`None`: in-cluster or
+/// `$KUBECONFIG`), writing through `fence` when given. Returns the API server URL too, for
+/// messages. Kubeconfigs from Secrets pass [`KubeconfigPolicy`] first.
+pub async fn build_client(
+    kubeconfig: Option<Kubeconfig>,
+    fence: Option<&Arc<Fence>>,
+) -> Result<(Client, String), ClientError> {
+    let config = match kubeconfig {
+        Some(k) => Config::from_custom_kubeconfig(k, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| ClientError::Unusable(e.to_string()))?,
+        None => Config::infer()
+            .await
+            .map_err(|e| ClientError::NoKubeconfig(e.to_string()))?,
+    };
+    let server = config.cluster_url.to_string();
+    let builder = ClientBuilder::try_from(config).map_err(|e| ClientError::Tls(e.to_string()))?;
+    let client = match fence {
+        Some(fence) => builder.with_layer(&fence.layer()).build(),
+        None => builder.build(),
+    };
+    Ok((client, server))
+}
+
 const EXTERNAL: &str = "the host runs no programs, reads no files and uses no proxies for kubeconfigs from Secrets (an operator can allow it with --allow-external-kubeconfigs)";
 
 impl KubeconfigPolicy {
@@ -122,17 +157,63 @@ impl KubeconfigPolicy {
             .ok_or_else(|| fail("no such key"))?;
         let text = std::str::from_utf8(&bytes.0).map_err(|_| fail("not UTF-8"))?;
         let kubeconfig = self.parse(text, &source_name)?;
-        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        // The kubeconfig's own error text may quote its values: name the failure only.
+        build_client(Some(kubeconfig), Some(fence))
             .await
-            .map_err(|_| {
-                fail("unusable kubeconfig: no current context, cluster or user it names")
-            })?;
-        let server = config.cluster_url.to_string();
-        let client = ClientBuilder::try_from(config)
-            .map_err(|_| fail("cannot build a client from it (TLS settings)"))?
-            .with_layer(&fence.layer())
-            .build();
+            .map_err(|e| match e {
+                ClientError::Tls(_) => fail("cannot build a client from it (TLS settings)"),
+                _ => fail("unusable kubeconfig: no current context, cluster or user it names"),
+            })
+    }
+}
+
+/// Clients for kubeconfigs from Secrets, one per Secret version: a reconcile gets the
+/// client it got before unless the Secret changed (a rotation, a replaced Secret with the
+/// same name), so connections are reused and never outlive the credentials they were
+/// built from.
+#[derive(Default)]
+pub struct ClientCache {
+    /// (namespace, name, key) → (uid, resourceVersion, client, server).
+    entries: std::sync::Mutex<ClientEntries>,
+}
+
+type ClientEntries =
+    std::collections::HashMap<(String, String, String), (String, String, Client, String)>;
+
+impl ClientCache {
+    /// The client for the kubeconfig under `key` of `secret`, checked by `policy`.
+    pub async fn client(
+        &self,
+        policy: &KubeconfigPolicy,
+        secret: &Secret,
+        key: &str,
+        fence: &Arc<Fence>,
+    ) -> Result<(Client, String), KubeconfigError> {
+        let meta = &secret.metadata;
+        let id = (
+            meta.namespace.clone().unwrap_or_default(),
+            meta.name.clone().unwrap_or_default(),
+            key.to_string(),
+        );
+        let version = (
+            meta.uid.clone().unwrap_or_default(),
+            meta.resource_version.clone().unwrap_or_default(),
+        );
+        if let Some((uid, rv, client, server)) = self.entries.lock().expect("clients lock").get(&id)
+            && (uid, rv) == (&version.0, &version.1)
+        {
+            return Ok((client.clone(), server.clone()));
+        }
+        let (client, server) = policy.client(secret, key, fence).await?;
+        let entry = (version.0, version.1, client.clone(), server.clone());
+        self.entries.lock().expect("clients lock").insert(id, entry);
         Ok((client, server))
+    }
+
+    /// Forget the client of a Secret that is gone.
+    pub fn forget(&self, namespace: &str, name: &str) {
+        let mut entries = self.entries.lock().expect("clients lock");
+        entries.retain(|(ns, n, _), _| !(ns == namespace && n == name));
     }
 }
 

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::Api;
-use kube::client::ClientBuilder;
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::Kubeconfig;
 use kube_lease_manager::LeaseManagerBuilder;
 
 use crate::controllers::{
@@ -81,24 +80,13 @@ async fn client_with_url(
         }),
         message,
     };
-    let config = match path {
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| fail(e.to_string()))?,
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path).map_err(|e| fail(e.to_string()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| fail(e.to_string()))?
-        }
+    let kubeconfig = match path {
+        Some(path) => Some(Kubeconfig::read_from(path).map_err(|e| fail(e.to_string()))?),
+        None => None,
     };
-    let url = config.cluster_url.to_string();
-    let builder = ClientBuilder::try_from(config).map_err(|e| fail(e.to_string()))?;
-    let client = match fence {
-        Some(fence) => builder.with_layer(&fence.layer()).build(),
-        None => builder.build(),
-    };
-    Ok((client, url))
+    crate::kubeconfig::build_client(kubeconfig, fence)
+        .await
+        .map_err(|e| fail(e.to_string()))
 }
 
 /// Read the Lease once: while it names this host, hold the fence open until half a lease

@@ -156,6 +156,8 @@ pub struct Context {
     pub events: super::kit::EventSink,
     /// Retry state of every object (backoff with jitter, log cap).
     pub retries: super::kit::Retries,
+    /// One client per cluster credential (kubeconfig Secret version).
+    pub clusters: Arc<crate::kubeconfig::ClientCache>,
     /// Pulls registry plugins (`None`: the Plugin controller does not run).
     pub fetcher: Option<Arc<Fetcher>>,
     /// The first resolution of the Plugins present at start-up.
@@ -224,6 +226,7 @@ impl Context {
             metrics,
             events,
             retries,
+            clusters: Arc::default(),
             fetcher,
             initial_sync: InitialSync::default(),
         })

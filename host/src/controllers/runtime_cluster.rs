@@ -20,14 +20,13 @@ pub async fn client(
     };
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
     let name = super::labels::kubeconfig_secret(runtime_id);
-    let secret = secrets
-        .get_opt(&name)
-        .await?
-        .ok_or_else(|| fail(format!("Secret {namespace}/{name} does not exist")))?;
+    let secret = secrets.get_opt(&name).await?.ok_or_else(|| {
+        ctx.clusters.forget(namespace, &name);
+        fail(format!("Secret {namespace}/{name} does not exist"))
+    })?;
     let (client, _) = ctx
-        .config
-        .kubeconfigs
-        .client(&secret, "config", &ctx.fence)
+        .clusters
+        .client(&ctx.config.kubeconfigs, &secret, "config", &ctx.fence)
         .await
         .map_err(|e| fail(e.to_string()))?;
     Ok(client)

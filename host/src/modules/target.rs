@@ -99,15 +99,7 @@ impl Target {
 pub async fn connect_kubeconfig(
     kubeconfig: Option<kube::config::Kubeconfig>,
 ) -> Result<(Client, String), String> {
-    let config = match kubeconfig {
-        Some(k) => kube::Config::from_custom_kubeconfig(k, &Default::default())
-            .await
-            .map_err(|e| format!("unusable kubeconfig: {e}"))?,
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| format!("no kubeconfig: {e}"))?,
-    };
-    let server = config.cluster_url.to_string();
-    let client = Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))?;
-    Ok((client, server))
+    crate::kubeconfig::build_client(kubeconfig, None)
+        .await
+        .map_err(|e| e.to_string())
 }

@@ -29,6 +29,7 @@ pub async fn run(ctx: Arc<Context>) {
         targets: Targets::new(
             ctx.client.clone(),
             ctx.fence.clone(),
+            ctx.clusters.clone(),
             TargetRules {
                 secrets: ctx.config.module_targets.clone(),
                 local_namespaces: ctx.config.local_module_namespaces.clone(),

@@ -16,7 +16,7 @@ use crate::controllers::labels;
 use crate::crd::RuntimeKubeconfig;
 use crate::crd::moduleset::Target as TargetSpec;
 use crate::fence::Fence;
-use crate::kubeconfig::KubeconfigPolicy;
+use crate::kubeconfig::{ClientCache, KubeconfigPolicy};
 use crate::modules::Target;
 use crate::pattern::glob;
 
@@ -37,6 +37,8 @@ pub struct TargetRules {
 pub struct Targets {
     control: Client,
     fence: Arc<Fence>,
+    /// The host's one client per kubeconfig Secret version.
+    clusters: Arc<ClientCache>,
     rules: TargetRules,
     /// (namespace, secret) → (resourceVersion, target)
     remote: Mutex<RemoteCache>,
@@ -44,10 +46,16 @@ pub struct Targets {
 }
 
 impl Targets {
-    pub fn new(control: Client, fence: Arc<Fence>, rules: TargetRules) -> Self {
+    pub fn new(
+        control: Client,
+        fence: Arc<Fence>,
+        clusters: Arc<ClientCache>,
+        rules: TargetRules,
+    ) -> Self {
         Self {
             control,
             fence,
+            clusters,
             rules,
             remote: Mutex::new(HashMap::new()),
             local: tokio::sync::OnceCell::new(),
@@ -121,7 +129,10 @@ impl Targets {
             .get_opt(name)
             .await
             .map_err(|e| format!("Secret {namespace}/{name}: {e}"))?
-            .ok_or_else(|| format!("Secret {namespace}/{name} does not exist"))?;
+            .ok_or_else(|| {
+                self.clusters.forget(namespace, name);
+                format!("Secret {namespace}/{name} does not exist")
+            })?;
         let version = secret.metadata.resource_version.clone().unwrap_or_default();
         let key = (namespace.to_string(), name.clone());
         // Cached only once accepted; the Secret's owner and labels are part of its version.
@@ -135,9 +146,8 @@ impl Targets {
         }
         let field = spec.key.as_deref().unwrap_or("config");
         let (client, server) = self
-            .rules
-            .kubeconfigs
-            .client(&secret, field, &self.fence)
+            .clusters
+            .client(&self.rules.kubeconfigs, &secret, field, &self.fence)
             .await
             .map_err(|e| e.to_string())?;
         let target = Target::connect(client, server, spec.provider.clone(), spec.region.clone())
