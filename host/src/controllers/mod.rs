@@ -4,7 +4,7 @@
 pub mod context;
 pub mod kit;
 pub mod kubeconfig;
-pub mod labels;
+pub use crate::crd::labels;
 pub mod moduleset;
 pub mod plugin;
 pub mod runtime;

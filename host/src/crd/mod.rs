@@ -3,9 +3,13 @@
 
 mod condition;
 mod kubeconfig;
+pub mod labels;
 pub mod moduleset;
 mod plugin;
 mod runtime;
+
+/// The field manager of every server-side apply and status write Tessera makes.
+pub const FIELD_MANAGER: &str = "tessera";
 
 use std::path::Path;
 
@@ -84,7 +88,7 @@ where
 {
     let patch = status_merge_patch(status, fields);
     let params = kube::api::PatchParams {
-        field_manager: Some(crate::gardener::FIELD_MANAGER.into()),
+        field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
     };
     api.patch_status(name, &params, &kube::api::Patch::Merge(&patch))

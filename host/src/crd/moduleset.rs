@@ -3,8 +3,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::Condition;
-use crate::modules::engine::CustomResourcePolicy;
-use crate::modules::{ModuleReport, State};
 
 /// The modules wanted on one cluster (KLM's Kyma resource). Each module's plugin is the
 /// `Plugin` of the same name, at the version its release channel runs.
@@ -121,4 +119,82 @@ fn state_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         "type": "string",
         "enum": ["Ready", "Processing", "Warning", "Error", "Deleting"]
     })
+}
+
+/// A module's (and the set's) state, as KLM reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum State {
+    Ready,
+    Processing,
+    Warning,
+    Error,
+    Deleting,
+}
+
+impl State {
+    /// How much a state counts when aggregating (the highest wins).
+    pub(crate) fn weight(self) -> u8 {
+        match self {
+            State::Error => 4,
+            State::Warning => 3,
+            State::Deleting => 2,
+            State::Processing => 1,
+            State::Ready => 0,
+        }
+    }
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+/// What happens to the custom resources of a module's CRDs when it is removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum CustomResourcePolicy {
+    /// Delete the module's own custom resources, then its CRDs; wait (and say so) while
+    /// custom resources others created remain.
+    #[default]
+    CreateAndDelete,
+    /// Leave the CRDs and their custom resources in place.
+    Ignore,
+}
+
+/// One module in the set's status.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModuleReport {
+    pub name: String,
+    /// The channel the version came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    /// The installed (or installing) version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// `sha256:` of the plugin component.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    pub state: State,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// How many objects the module has applied.
+    #[serde(default)]
+    pub objects: u32,
+    /// The channel's shadow version, rendered next to this one and never applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ModuleShadow>,
+}
+
+/// How a shadow version's objects compare with the applied version's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModuleShadow {
+    pub version: String,
+    pub digest: String,
+    /// `Same`, `Differs` or `Failed`.
+    pub result: String,
+    /// Changed fields, `<Kind namespace/name>.<path>`, at most 40; or the shadow's error.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diff: Vec<String>,
 }

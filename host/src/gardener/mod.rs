@@ -13,5 +13,4 @@ pub use shoot::{
     ShootProgress, shoot_resource,
 };
 
-/// The field manager of every server-side apply Tessera makes.
-pub const FIELD_MANAGER: &str = "tessera";
+pub use crate::crd::FIELD_MANAGER;

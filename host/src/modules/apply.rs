@@ -17,7 +17,7 @@ use super::ownership::{
     MODULE_MANAGER_PREFIX, Owner, Whose, conflicting_managers, is_conflict, is_uid_mismatch, whose,
 };
 use super::target::Target;
-use crate::controllers::labels::{MANAGED_BY, MANAGED_BY_VALUE};
+use crate::crd::labels::{MANAGED_BY, MANAGED_BY_VALUE};
 
 /// The field manager of a module: each module owns its fields, so two modules wanting one
 /// field show up as a conflict instead of silent flapping.

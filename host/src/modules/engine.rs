@@ -8,7 +8,6 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tessera_sdk::Selector;
 
@@ -38,18 +37,7 @@ pub(crate) fn plugin_requeue(seconds: Option<u32>) -> Option<Duration> {
     seconds.map(|s| Duration::from_secs(s.into()).max(MIN_PLUGIN_REQUEUE))
 }
 
-/// What happens to the custom resources of a module's CRDs when it is removed.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
-pub enum CustomResourcePolicy {
-    /// Delete the module's own custom resources, then its CRDs; wait (and say so) while
-    /// custom resources others created remain.
-    #[default]
-    CreateAndDelete,
-    /// Leave the CRDs and their custom resources in place.
-    Ignore,
-}
+pub use crate::crd::moduleset::CustomResourcePolicy;
 
 /// One module to reconcile.
 pub struct ModuleRun<'a> {

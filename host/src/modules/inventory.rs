@@ -201,7 +201,7 @@ impl Inventory {
                 "name": name,
                 "namespace": NAMESPACE,
                 "annotations": {super::labels::SET: self.set},
-                "labels": {crate::controllers::labels::MANAGED_BY: crate::controllers::labels::MANAGED_BY_VALUE},
+                "labels": {crate::crd::labels::MANAGED_BY: crate::crd::labels::MANAGED_BY_VALUE},
             },
             "data": data,
         });

@@ -8,8 +8,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::apply::Applied;
@@ -29,33 +27,7 @@ use plan::{Gate, Offer, Offers, Plan, Ran, Removal, Run};
 /// The channel when neither the module nor the set names one.
 pub const DEFAULT_CHANNEL: &str = "regular";
 
-/// A module's (and the set's) state, as KLM reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum State {
-    Ready,
-    Processing,
-    Warning,
-    Error,
-    Deleting,
-}
-
-impl State {
-    fn weight(self) -> u8 {
-        match self {
-            State::Error => 4,
-            State::Warning => 3,
-            State::Deleting => 2,
-            State::Processing => 1,
-            State::Ready => 0,
-        }
-    }
-}
-
-impl std::fmt::Display for State {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{self:?}")
-    }
-}
+pub use crate::crd::moduleset::{ModuleReport, ModuleShadow, State};
 
 /// Error > Warning > Processing > Ready (a module still being removed counts as
 /// Processing unless the whole set is being deleted).
@@ -74,44 +46,6 @@ pub fn aggregate(states: impl IntoIterator<Item = State>, deleting: bool) -> Sta
         })
         .max_by_key(|s| s.weight())
         .unwrap_or(State::Ready)
-}
-
-/// One module in the set's status.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ModuleReport {
-    pub name: String,
-    /// The channel the version came from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub channel: Option<String>,
-    /// The installed (or installing) version.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-    /// `sha256:` of the plugin component.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub digest: Option<String>,
-    pub state: State,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// How many objects the module has applied.
-    #[serde(default)]
-    pub objects: u32,
-    /// The channel's shadow version, rendered next to this one and never applied.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shadow: Option<ModuleShadow>,
-}
-
-/// How a shadow version's objects compare with the applied version's.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ModuleShadow {
-    pub version: String,
-    pub digest: String,
-    /// `Same`, `Differs` or `Failed`.
-    pub result: String,
-    /// Changed fields, `<Kind namespace/name>.<path>`, at most 40; or the shadow's error.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub diff: Vec<String>,
 }
 
 /// One pass over a set.
