@@ -129,52 +129,52 @@ impl Renderer {
 }
 
 /// The clients of the host, all writing through the leader fence.
-pub struct Clients {
+pub(crate) struct Clients {
     /// The control plane: Runtimes, RuntimeKubeconfigs, Secrets, Events.
-    pub control: Client,
+    pub(crate) control: Client,
     /// Gardener: Shoots and admin kubeconfigs.
-    pub gardener: Client,
+    pub(crate) gardener: Client,
     /// The API server `gardener` talks to, for messages.
-    pub gardener_url: String,
+    pub(crate) gardener_url: String,
     /// Closed when this host may no longer be the leader; clients built later (target and
     /// runtime clusters) pass it too.
-    pub fence: Arc<Fence>,
+    pub(crate) fence: Arc<Fence>,
 }
 
 /// Shared by every reconcile.
-pub struct Context {
+pub(crate) struct Context {
     /// The control plane: Runtimes, RuntimeKubeconfigs, Secrets, Events.
-    pub client: Client,
+    pub(crate) client: Client,
     /// The leader fence every client the host builds passes.
-    pub fence: Arc<Fence>,
+    pub(crate) fence: Arc<Fence>,
     /// Gardener: Shoots and admin kubeconfigs.
-    pub shoots: ShootClient,
-    pub renderer: Renderer,
-    pub config: OperatorConfig,
-    pub metrics: Metrics,
+    pub(crate) shoots: ShootClient,
+    pub(crate) renderer: Renderer,
+    pub(crate) config: OperatorConfig,
+    pub(crate) metrics: Metrics,
     /// The one Event sink.
-    pub events: super::kit::EventSink,
+    pub(crate) events: super::kit::EventSink,
     /// Retry state of every object (backoff with jitter, log cap).
-    pub retries: super::kit::Retries,
+    pub(crate) retries: super::kit::Retries,
     /// One client per cluster credential (kubeconfig Secret version).
-    pub clusters: Arc<crate::kubeconfig::ClientCache>,
+    pub(crate) clusters: Arc<crate::kubeconfig::ClientCache>,
     /// Pulls registry plugins (`None`: the Plugin controller does not run).
-    pub fetcher: Option<Arc<Fetcher>>,
+    pub(crate) fetcher: Option<Arc<Fetcher>>,
     /// The first resolution of the Plugins present at start-up.
-    pub initial_sync: InitialSync,
+    pub(crate) initial_sync: InitialSync,
 }
 
 /// Logs once every Plugin that existed at start-up was resolved (how start-up time is
 /// measured) and tells /readyz.
 #[derive(Default)]
-pub struct InitialSync {
+pub(crate) struct InitialSync {
     pending: std::sync::Mutex<Option<std::collections::HashSet<String>>>,
     started: std::sync::OnceLock<std::time::Instant>,
 }
 
 impl InitialSync {
     /// The Plugins to wait for.
-    pub fn expect(&self, names: impl IntoIterator<Item = String>) {
+    pub(crate) fn expect(&self, names: impl IntoIterator<Item = String>) {
         let _ = self.started.set(std::time::Instant::now());
         let names: std::collections::HashSet<String> = names.into_iter().collect();
         let empty = names.is_empty();
@@ -185,7 +185,7 @@ impl InitialSync {
     }
 
     /// Plugin `name` was resolved (successfully or not).
-    pub fn done(&self, name: &str) {
+    pub(crate) fn done(&self, name: &str) {
         let mut pending = self.pending.lock().expect("sync lock");
         if let Some(set) = pending.as_mut() {
             set.remove(name);
@@ -201,13 +201,13 @@ impl InitialSync {
     }
 
     /// Whether the start-up resolution is over.
-    pub fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         self.pending.lock().expect("sync lock").is_none()
     }
 }
 
 impl Context {
-    pub fn new(
+    pub(crate) fn new(
         clients: Clients,
         renderer: Renderer,
         config: OperatorConfig,

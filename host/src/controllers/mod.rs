@@ -2,19 +2,20 @@
 //! per state in `runtime/states/`.
 
 pub mod context;
-pub mod kit;
-pub mod kubeconfig;
-pub use crate::crd::labels;
-pub mod moduleset;
-pub mod plugin;
-pub mod runtime;
-pub mod runtime_cluster;
+pub(crate) mod kit;
+pub(crate) mod kubeconfig;
+pub(crate) use crate::crd::labels;
+pub(crate) mod moduleset;
+pub(crate) mod plugin;
+pub(crate) mod runtime;
+pub(crate) mod runtime_cluster;
 
-pub use context::{Clients, Context, InitialSync, OperatorConfig, Renderer, Requeue};
+pub(crate) use context::{Clients, Context};
+pub use context::{OperatorConfig, Renderer, Requeue};
 
 /// Why a reconcile stopped early. Conflicts are expected and retried quietly.
 #[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
+pub(crate) enum ReconcileError {
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
     #[error("runtime cluster of {runtime}: {message}")]
@@ -30,7 +31,7 @@ pub enum ReconcileError {
 
 /// A Kubernetes client error in words: the status and message the API server gave, or
 /// why it could not be reached.
-pub fn describe_kube_error(e: &kube::Error) -> String {
+pub(crate) fn describe_kube_error(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) if s.message.is_empty() => format!("HTTP {} {}", s.code, s.reason),
         kube::Error::Api(s) => format!("HTTP {} {}: {}", s.code, s.reason, s.message),
@@ -60,18 +61,18 @@ fn is_conflict(e: &kube::Error) -> bool {
 
 impl ReconcileError {
     /// An optimistic-concurrency conflict: someone else wrote first, try again soon.
-    pub fn is_conflict(&self) -> bool {
+    pub(crate) fn is_conflict(&self) -> bool {
         matches!(self, Self::Kube(e) if is_conflict(e))
     }
 
     /// The leader fence refused a write: the lease is being confirmed; try again soon (if
     /// the lease is lost, the process ends anyway).
-    pub fn is_fenced(&self) -> bool {
+    pub(crate) fn is_fenced(&self) -> bool {
         matches!(self, Self::Kube(e) if crate::fence::refused(e))
     }
 
     /// A short machine-readable reason for metrics.
-    pub fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> &'static str {
         match self {
             Self::Kube(kube::Error::Api(e)) if e.code == 409 => "Conflict",
             e if e.is_fenced() => "Fenced",

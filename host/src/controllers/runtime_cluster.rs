@@ -9,7 +9,7 @@ use super::{Context, ReconcileError};
 /// A client for the cluster of `runtime_id`, from Secret `kubeconfig-<id>` key `config`:
 /// the Secret lives in the tenant's namespace, so its kubeconfig is checked like any other
 /// (see `crate::kubeconfig`), and the client writes through the leader fence.
-pub async fn client(
+pub(crate) async fn client(
     ctx: &Context,
     namespace: &str,
     runtime_id: &str,
@@ -34,7 +34,7 @@ pub async fn client(
 
 /// Labels of every object Tessera owns in a runtime cluster; nothing else is ever changed
 /// or deleted there.
-pub fn owned_labels(runtime_id: &str) -> serde_json::Value {
+pub(crate) fn owned_labels(runtime_id: &str) -> serde_json::Value {
     serde_json::json!({
         super::labels::MANAGED_BY: super::labels::MANAGED_BY_VALUE,
         super::labels::RUNTIME: runtime_id,
@@ -43,7 +43,10 @@ pub fn owned_labels(runtime_id: &str) -> serde_json::Value {
 
 /// The objects of `api`'s kind Tessera owns for `runtime_id`, from the API server's cache:
 /// cheap, and one the cache does not show yet is applied again, which changes nothing.
-pub async fn list_owned<K>(api: &kube::Api<K>, runtime_id: &str) -> Result<Vec<K>, ReconcileError>
+pub(crate) async fn list_owned<K>(
+    api: &kube::Api<K>,
+    runtime_id: &str,
+) -> Result<Vec<K>, ReconcileError>
 where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {

@@ -2,7 +2,7 @@
 
 /// What the host does about a failed Gardener operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorClass {
+pub(crate) enum ErrorClass {
     /// Ask Gardener to retry.
     Retryable,
     /// Give up: the Runtime becomes `Failed` until its spec changes.
@@ -20,7 +20,7 @@ const ALWAYS_RETRY: &[&str] = &[
 /// Classify the codes of a failed operation's `lastErrors`. A never-retry code wins over
 /// everything; then an always-retry code; otherwise retry unless Gardener marked an error
 /// `retryable: false` (`gardener_non_retryable`).
-pub fn classify_codes<'a>(
+pub(crate) fn classify_codes<'a>(
     codes: impl IntoIterator<Item = &'a str>,
     gardener_non_retryable: bool,
 ) -> ErrorClass {

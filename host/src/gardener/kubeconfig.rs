@@ -6,14 +6,14 @@ use serde_json::json;
 
 /// A kubeconfig issued by Gardener.
 #[derive(Debug, Clone)]
-pub struct AdminKubeconfig {
-    pub kubeconfig: String,
+pub(crate) struct AdminKubeconfig {
+    pub(crate) kubeconfig: String,
     /// When Gardener says it stops working.
-    pub expiry: jiff::Timestamp,
+    pub(crate) expiry: jiff::Timestamp,
 }
 
 /// Request an admin kubeconfig valid for `expiration_seconds`.
-pub async fn request_admin_kubeconfig(
+pub(crate) async fn request_admin_kubeconfig(
     client: &Client,
     namespace: &str,
     shoot: &str,

@@ -6,11 +6,11 @@ mod errors;
 mod kubeconfig;
 mod shoot;
 
-pub use errors::{ErrorClass, classify_codes};
-pub use kubeconfig::{AdminKubeconfig, request_admin_kubeconfig};
-pub use shoot::{
-    CONFIRM_DELETION, FORCE_DELETION, LastOperation, OPERATION_ANNOTATION, ShootClient, ShootError,
-    ShootProgress, shoot_resource,
+pub(crate) use errors::{ErrorClass, classify_codes};
+pub(crate) use kubeconfig::request_admin_kubeconfig;
+pub use shoot::shoot_resource;
+pub(crate) use shoot::{
+    CONFIRM_DELETION, FORCE_DELETION, OPERATION_ANNOTATION, ShootClient, ShootError, ShootProgress,
 };
 
-pub use crate::crd::FIELD_MANAGER;
+pub(crate) use crate::crd::FIELD_MANAGER;

@@ -11,11 +11,11 @@ use super::FIELD_MANAGER;
 use crate::plugins::ShootIdentity;
 
 /// Gardener refuses to delete a Shoot without this annotation set to `"true"`.
-pub const CONFIRM_DELETION: &str = "confirmation.gardener.cloud/deletion";
+pub(crate) const CONFIRM_DELETION: &str = "confirmation.gardener.cloud/deletion";
 /// Lets Gardener skip waiting for hanging finalizers on deletion.
-pub const FORCE_DELETION: &str = "confirmation.gardener.cloud/force-deletion";
+pub(crate) const FORCE_DELETION: &str = "confirmation.gardener.cloud/force-deletion";
 /// Operations requested from Gardener (`retry`, `reconcile`, …).
-pub const OPERATION_ANNOTATION: &str = "gardener.cloud/operation";
+pub(crate) const OPERATION_ANNOTATION: &str = "gardener.cloud/operation";
 
 /// The Shoot kind as a dynamic resource.
 pub fn shoot_resource() -> ApiResource {
@@ -27,34 +27,34 @@ pub fn shoot_resource() -> ApiResource {
 
 /// `status.lastOperation` of a Shoot.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LastOperation {
+pub(crate) struct LastOperation {
     /// Create, Reconcile, Delete, Migrate, Restore.
-    pub type_: String,
+    pub(crate) type_: String,
     /// Processing, Pending, Succeeded, Error, Failed, Aborted.
-    pub state: String,
-    pub description: String,
-    pub progress: i64,
+    pub(crate) state: String,
+    pub(crate) description: String,
+    pub(crate) progress: i64,
     /// `lastUpdateTime`, when Gardener wrote it.
-    pub last_update: Option<jiff::Timestamp>,
+    pub(crate) last_update: Option<jiff::Timestamp>,
 }
 
 /// What Gardener reported about a Shoot.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ShootProgress {
-    pub last_operation: Option<LastOperation>,
+pub(crate) struct ShootProgress {
+    pub(crate) last_operation: Option<LastOperation>,
     /// Every error code of `status.lastErrors`.
-    pub error_codes: Vec<String>,
+    pub(crate) error_codes: Vec<String>,
     /// The descriptions of `status.lastErrors`, joined.
-    pub error_description: String,
+    pub(crate) error_description: String,
     /// `metadata.generation` minus `status.observedGeneration` is work Gardener has not started.
-    pub generation: i64,
-    pub observed_generation: i64,
+    pub(crate) generation: i64,
+    pub(crate) observed_generation: i64,
     /// An error in `status.lastErrors` says `retryable: false`.
-    pub non_retryable: bool,
+    pub(crate) non_retryable: bool,
 }
 
 impl ShootProgress {
-    pub fn of(shoot: &DynamicObject) -> Self {
+    pub(crate) fn of(shoot: &DynamicObject) -> Self {
         let status = &shoot.data["status"];
         let last_operation = status["lastOperation"].as_object().map(|op| LastOperation {
             type_: op.get("type").and_then(Value::as_str).unwrap_or("").into(),
@@ -94,7 +94,7 @@ impl ShootProgress {
 
 /// A Shoot write the host refused or the API server failed.
 #[derive(Debug, thiserror::Error)]
-pub enum ShootError {
+pub(crate) enum ShootError {
     /// The document is not the Shoot the Runtime owns (a bug if it ever happens: the chain
     /// already refuses identity changes).
     #[error("refusing to write {0}")]
@@ -112,22 +112,22 @@ fn name_of(shoot: &DynamicObject) -> (&str, &str) {
 
 /// Shoots in one Gardener project namespace or another, through one client.
 #[derive(Clone)]
-pub struct ShootClient {
+pub(crate) struct ShootClient {
     client: Client,
     url: String,
 }
 
 impl ShootClient {
-    pub fn new(client: Client, url: String) -> Self {
+    pub(crate) fn new(client: Client, url: String) -> Self {
         Self { client, url }
     }
 
     /// The Gardener API server, for messages.
-    pub fn url(&self) -> &str {
+    pub(crate) fn url(&self) -> &str {
         &self.url
     }
 
-    pub fn client(&self) -> &Client {
+    pub(crate) fn client(&self) -> &Client {
         &self.client
     }
 
@@ -136,14 +136,18 @@ impl ShootClient {
     }
 
     /// The Shoot, or `None` when it does not exist.
-    pub async fn get(&self, namespace: &str, name: &str) -> kube::Result<Option<DynamicObject>> {
+    pub(crate) async fn get(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> kube::Result<Option<DynamicObject>> {
         self.api(namespace).get_opt(name).await
     }
 
     /// Create or update the Shoot with server-side apply as field manager `tessera`, after
     /// checking that it is the Shoot `identity` pins. Forced: Gardener's own defaulting and
     /// operators' one-off edits of fields Tessera renders are taken back.
-    pub async fn apply(
+    pub(crate) async fn apply(
         &self,
         identity: &ShootIdentity,
         shoot: &Value,
@@ -160,7 +164,7 @@ impl ShootClient {
 
     /// Merge annotations into exactly `shoot` (its uid is a precondition; `None` removes an
     /// annotation).
-    pub async fn annotate(
+    pub(crate) async fn annotate(
         &self,
         shoot: &DynamicObject,
         annotations: &[(&str, Option<&str>)],
@@ -179,7 +183,7 @@ impl ShootClient {
     /// Ask Gardener to delete exactly `shoot` (its uid is a precondition: a Shoot recreated
     /// under the same name by someone else is not touched). It must carry the confirmation
     /// annotation.
-    pub async fn delete(&self, shoot: &DynamicObject) -> kube::Result<()> {
+    pub(crate) async fn delete(&self, shoot: &DynamicObject) -> kube::Result<()> {
         let (namespace, name) = name_of(shoot);
         let params = DeleteParams {
             preconditions: Some(Preconditions {
@@ -197,7 +201,7 @@ impl ShootClient {
 
     /// Shoots carrying `label_selector`, in all namespaces, from the API server's cache
     /// (a quorum read would fetch and decode every Shoot from etcd).
-    pub async fn list(&self, label_selector: &str) -> kube::Result<Vec<DynamicObject>> {
+    pub(crate) async fn list(&self, label_selector: &str) -> kube::Result<Vec<DynamicObject>> {
         let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &shoot_resource());
         Ok(api
             .list(

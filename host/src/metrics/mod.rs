@@ -2,7 +2,7 @@
 
 mod server;
 
-pub use server::{Health, serve};
+pub(crate) use server::{Health, serve};
 
 use prometheus::{
     HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
@@ -13,42 +13,42 @@ use crate::crd::RuntimeState;
 /// Every metric the host exports, registered in its own registry.
 #[derive(Clone)]
 pub struct Metrics {
-    pub registry: Registry,
+    pub(crate) registry: Registry,
     /// 1 for the Runtime's current state, 0 for the others (KIM's runtime state metric).
-    pub runtime_state: IntGaugeVec,
+    pub(crate) runtime_state: IntGaugeVec,
     /// Expiry of each Runtime's kubeconfig, in Unix seconds.
-    pub kubeconfig_expiry: IntGaugeVec,
+    pub(crate) kubeconfig_expiry: IntGaugeVec,
     /// Reconciles that ended with an error instead of a planned transition.
-    pub unexpected_stops: IntCounterVec,
+    pub(crate) unexpected_stops: IntCounterVec,
     /// Reconciles by controller and outcome.
-    pub reconciles: IntCounterVec,
-    pub reconcile_duration: HistogramVec,
-    pub plugin_call_duration: HistogramVec,
+    pub(crate) reconciles: IntCounterVec,
+    pub(crate) reconcile_duration: HistogramVec,
+    pub(crate) plugin_call_duration: HistogramVec,
     /// 1 while this process holds the leader lease.
-    pub leader: IntGauge,
+    pub(crate) leader: IntGauge,
     /// Shadow renders per plugin and shadow version, by whether they differed.
-    pub shadow_renders: IntCounterVec,
+    pub(crate) shadow_renders: IntCounterVec,
     /// 1 when a Plugin's channel has a runnable version.
-    pub plugin_channel_ready: IntGaugeVec,
+    pub(crate) plugin_channel_ready: IntGaugeVec,
     /// 1 for the state each ModuleSet is in.
-    pub moduleset_state: IntGaugeVec,
+    pub(crate) moduleset_state: IntGaugeVec,
     /// Changes to managed objects on targets made by someone else, by kind.
-    pub module_drift: IntCounterVec,
+    pub(crate) module_drift: IntCounterVec,
     /// 1 while a dependency (Gardener, a registry, a target cluster) answers.
-    pub dependency_up: IntGaugeVec,
+    pub(crate) dependency_up: IntGaugeVec,
     /// What is down and why, for `/readyz`.
-    pub dependencies: std::sync::Arc<Dependencies>,
+    pub(crate) dependencies: std::sync::Arc<Dependencies>,
 }
 
 /// What the host depends on, as `/readyz` and `tessera_dependency_up` name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Dependency {
+pub(crate) enum Dependency {
     /// The Shoot API: without it no Runtime makes progress.
     Gardener,
 }
 
 impl Dependency {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Gardener => "gardener",
         }
@@ -57,21 +57,21 @@ impl Dependency {
 
 /// Dependencies that failed last time they were used, with the failure.
 #[derive(Debug, Default)]
-pub struct Dependencies {
+pub(crate) struct Dependencies {
     down: std::sync::Mutex<std::collections::BTreeMap<Dependency, String>>,
     gauge: std::sync::OnceLock<IntGaugeVec>,
 }
 
 impl Dependencies {
     /// `dependency` failed with `message`.
-    pub fn down(&self, dependency: Dependency, message: &str) {
+    pub(crate) fn down(&self, dependency: Dependency, message: &str) {
         self.set(dependency, 0);
         let mut down = self.down.lock().expect("dependencies lock");
         down.insert(dependency, message.to_string());
     }
 
     /// `dependency` answered.
-    pub fn up(&self, dependency: Dependency) {
+    pub(crate) fn up(&self, dependency: Dependency) {
         self.set(dependency, 1);
         self.down
             .lock()
@@ -80,7 +80,7 @@ impl Dependencies {
     }
 
     /// One line per dependency that is down.
-    pub fn problems(&self) -> Vec<String> {
+    pub(crate) fn problems(&self) -> Vec<String> {
         let down = self.down.lock().expect("dependencies lock");
         down.iter()
             .map(|(d, m)| format!("{}: {m}", d.as_str()))
@@ -101,7 +101,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let registry = Registry::new();
         let r = &registry;
         Self {
@@ -197,7 +197,12 @@ impl Metrics {
     }
 
     /// Record the Runtime's state (or forget it, with `None`, once the Runtime is gone).
-    pub fn set_runtime_state(&self, namespace: &str, runtime: &str, state: Option<RuntimeState>) {
+    pub(crate) fn set_runtime_state(
+        &self,
+        namespace: &str,
+        runtime: &str,
+        state: Option<RuntimeState>,
+    ) {
         for candidate in RuntimeState::ALL {
             let labels = [namespace, runtime, candidate.as_str()];
             match state {
@@ -213,7 +218,7 @@ impl Metrics {
     }
 
     /// The text exposition format.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         prometheus::TextEncoder::new()
             .encode_to_string(&self.registry.gather())
             .unwrap_or_default()

@@ -11,17 +11,17 @@ use super::Metrics;
 
 /// Liveness and readiness as the endpoints report them.
 #[derive(Debug, Default)]
-pub struct Health {
+pub(crate) struct Health {
     ready: AtomicBool,
 }
 
 impl Health {
     /// Ready: connected to the API server and either leading or standing by.
-    pub fn set_ready(&self, ready: bool) {
+    pub(crate) fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Relaxed);
     }
 
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Relaxed)
     }
 }
@@ -34,7 +34,7 @@ struct AppState {
 
 /// Bind `addr` and serve the endpoints until the process ends; returns the bound address
 /// (useful with port 0).
-pub async fn serve(
+pub(crate) async fn serve(
     addr: SocketAddr,
     metrics: Metrics,
     health: Arc<Health>,

@@ -21,7 +21,7 @@ use crate::crd::labels::{MANAGED_BY, MANAGED_BY_VALUE};
 
 /// The field manager of a module: each module owns its fields, so two modules wanting one
 /// field show up as a conflict instead of silent flapping.
-pub fn field_manager(module: &str) -> String {
+pub(crate) fn field_manager(module: &str) -> String {
     format!("tessera-module-{module}")
 }
 
@@ -39,12 +39,12 @@ fn rank(kind: &str) -> u8 {
 }
 
 /// Sort objects for applying (deleting goes in reverse).
-pub fn order(objects: &mut [(ObjectKey, Value)]) {
+pub(crate) fn order(objects: &mut [(ObjectKey, Value)]) {
     objects.sort_by_key(|(key, _)| rank(&key.kind));
 }
 
 /// Label and annotate `object` as applied by `module` of `set`, and key it.
-pub fn prepare(
+pub(crate) fn prepare(
     mut object: Value,
     set: &str,
     module: &str,
@@ -83,34 +83,34 @@ fn truncate(text: &str) -> String {
 
 /// One applied object as the API server returned it.
 #[derive(Debug, Clone)]
-pub struct Applied {
-    pub key: ObjectKey,
-    pub object: Value,
+pub(crate) struct Applied {
+    pub(crate) key: ObjectKey,
+    pub(crate) object: Value,
 }
 
 impl Applied {
     /// The uid the API server gave the object.
-    pub fn uid(&self) -> Option<String> {
+    pub(crate) fn uid(&self) -> Option<String> {
         self.object["metadata"]["uid"].as_str().map(str::to_string)
     }
 }
 
 /// Who applies, and whether objects others made may be taken over.
 #[derive(Debug, Clone, Copy)]
-pub struct Applier<'a> {
-    pub owner: Owner<'a>,
+pub(crate) struct Applier<'a> {
+    pub(crate) owner: Owner<'a>,
     /// The set allows taking over objects Tessera did not create.
-    pub adopt: bool,
+    pub(crate) adopt: bool,
 }
 
 /// How one object of an answer is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The uid of the object this module made, sent as a precondition; `None`: the object
     /// does not exist yet and is created.
-    pub uid: Option<String>,
+    pub(crate) uid: Option<String>,
     /// Take the fields over (an object the set adopts).
-    pub force: bool,
+    pub(crate) force: bool,
 }
 
 /// Objects looked up at once while planning.
@@ -120,7 +120,7 @@ const LOOKUPS: usize = 16;
 /// the inventory lists with a uid are updated under that uid; others are looked up, and an
 /// existing object this module did not make refuses the whole answer (unless the set
 /// adopts it; never another module's).
-pub async fn plan(
+pub(crate) async fn plan(
     target: &Target,
     applier: Applier<'_>,
     objects: &[(ObjectKey, Value)],
@@ -187,7 +187,7 @@ async fn look_up(
 
 /// Server-side apply `objects` (already ordered, checked against the grants and planned)
 /// with the module's field manager, without force unless adopting.
-pub async fn apply(
+pub(crate) async fn apply(
     target: &Target,
     applier: Applier<'_>,
     objects: Vec<(ObjectKey, Value)>,
@@ -366,7 +366,7 @@ async fn delete_exact(api: &Api<DynamicObject>, live: &DynamicObject) -> Result<
 /// that are this module's own (labels, and the recorded uid); returns those still present
 /// afterwards (finalizers pending). Entries naming objects the module did not create are
 /// skipped and reported in the log: the inventory is not a licence to delete.
-pub async fn prune(
+pub(crate) async fn prune(
     target: &Target,
     owner: Owner<'_>,
     entries: &[Entry],
@@ -401,7 +401,7 @@ pub async fn prune(
 
 /// Delete the objects `selector` reaches that are this module's own (a delete answer's
 /// `remove`); others are left alone.
-pub async fn remove_own(
+pub(crate) async fn remove_own(
     target: &Target,
     owner: Owner<'_>,
     record: &ModuleRecord,
@@ -424,7 +424,7 @@ pub async fn remove_own(
 
 /// Custom resources of the CRDs `crds` that this module did not create (they keep its
 /// CRDs from being removed: deleting a CRD deletes every resource of it).
-pub async fn foreign_custom_resources(
+pub(crate) async fn foreign_custom_resources(
     target: &Target,
     owner: Owner<'_>,
     record: &ModuleRecord,

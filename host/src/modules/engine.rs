@@ -24,7 +24,7 @@ use crate::grants::{Access, ObjectRef, Scope};
 use crate::wasm::{CallError, WasmRuntime, module_api as api};
 
 /// How many times a plugin may answer with requirements before its answer counts.
-pub const MAX_ROUNDS: usize = 5;
+pub(crate) const MAX_ROUNDS: usize = 5;
 /// Look again this soon while objects roll out.
 const ROLLOUT_REQUEUE: Duration = Duration::from_secs(5);
 
@@ -37,35 +37,35 @@ pub(crate) fn plugin_requeue(seconds: Option<u32>) -> Option<Duration> {
     seconds.map(|s| Duration::from_secs(s.into()).max(MIN_PLUGIN_REQUEUE))
 }
 
-pub use crate::crd::moduleset::CustomResourcePolicy;
+pub(crate) use crate::crd::moduleset::CustomResourcePolicy;
 
 /// One module to reconcile.
-pub struct ModuleRun<'a> {
-    pub target: &'a Target,
-    pub wasm: &'a Arc<WasmRuntime>,
+pub(crate) struct ModuleRun<'a> {
+    pub(crate) target: &'a Target,
+    pub(crate) wasm: &'a Arc<WasmRuntime>,
     /// `<namespace>/<name>` of the set.
-    pub set: &'a str,
-    pub module: &'a str,
-    pub candidate: &'a Candidate,
+    pub(crate) set: &'a str,
+    pub(crate) module: &'a str,
+    pub(crate) candidate: &'a Candidate,
     /// The module's configuration (the Plugin's defaults merged with the set's), JSON.
-    pub config: String,
+    pub(crate) config: String,
     /// The set allows taking over existing objects Tessera did not create.
-    pub adopt: bool,
+    pub(crate) adopt: bool,
 }
 
 /// The result of reconciling one module.
 #[derive(Debug, Clone)]
-pub struct Reconciled {
-    pub state: State,
-    pub message: Option<String>,
-    pub objects: usize,
-    pub requeue: Option<Duration>,
+pub(crate) struct Reconciled {
+    pub(crate) state: State,
+    pub(crate) message: Option<String>,
+    pub(crate) objects: usize,
+    pub(crate) requeue: Option<Duration>,
     /// Objects applied in this pass (for drift watches).
-    pub applied: Vec<Applied>,
+    pub(crate) applied: Vec<Applied>,
     /// What the plugin asked for, as it returned it (for shadow comparisons).
-    pub desired: Vec<Value>,
+    pub(crate) desired: Vec<Value>,
     /// What the plugin read (a shadow version is given the same).
-    pub observed: Vec<api::ObservedObjects>,
+    pub(crate) observed: Vec<api::ObservedObjects>,
 }
 
 impl Reconciled {
@@ -255,7 +255,7 @@ impl ModuleRun<'_> {
 
     /// What the plugin would apply, without applying anything (shadow versions), given
     /// what the current version read.
-    pub async fn render(
+    pub(crate) async fn render(
         &self,
         recorded: &[api::ObservedObjects],
     ) -> Result<Result<Vec<Value>, String>, ModuleError> {
@@ -349,7 +349,7 @@ impl ModuleRun<'_> {
     }
 
     /// Reconcile the module: apply, prune, judge readiness.
-    pub async fn reconcile(
+    pub(crate) async fn reconcile(
         &self,
         inventory: &mut Inventory,
         keep: &HashSet<ObjectKey>,
@@ -486,7 +486,7 @@ impl ModuleRun<'_> {
     }
 
     /// Uninstall: the plugin's delete answer, then the inventory. `Ready` means gone.
-    pub async fn delete(
+    pub(crate) async fn delete(
         &self,
         inventory: &mut Inventory,
         keep: &HashSet<ObjectKey>,
@@ -568,7 +568,7 @@ async fn own_crds(
 
 /// Remove what the inventory lists for `owner.module` and the module created (also used
 /// when its plugin is gone).
-pub async fn prune_inventory(
+pub(crate) async fn prune_inventory(
     target: &Target,
     owner: Owner<'_>,
     inventory: &mut Inventory,

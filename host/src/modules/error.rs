@@ -14,14 +14,14 @@ pub enum ModuleError {
 }
 
 impl ModuleError {
-    pub fn object(object: impl std::fmt::Display, message: impl Into<String>) -> Self {
+    pub(crate) fn object(object: impl std::fmt::Display, message: impl Into<String>) -> Self {
         Self::Object {
             object: object.to_string(),
             message: message.into(),
         }
     }
 
-    pub fn module(module: &str, message: impl Into<String>) -> Self {
+    pub(crate) fn module(module: &str, message: impl Into<String>) -> Self {
         Self::Module {
             module: module.to_string(),
             message: message.into(),

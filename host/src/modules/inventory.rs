@@ -20,23 +20,23 @@ use super::error::ModuleError;
 use super::target::Target;
 
 /// Namespace of the inventories on the target.
-pub const NAMESPACE: &str = "tessera-system";
+pub(crate) const NAMESPACE: &str = "tessera-system";
 const MANAGER: &str = "tessera-inventory";
 
 /// One object on the target.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ObjectKey {
-    pub api_version: String,
-    pub kind: String,
+pub(crate) struct ObjectKey {
+    pub(crate) api_version: String,
+    pub(crate) kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    pub name: String,
+    pub(crate) namespace: Option<String>,
+    pub(crate) name: String,
 }
 
 impl ObjectKey {
     /// The key of a manifest (`apiVersion`, `kind`, `metadata.namespace/name`).
-    pub fn of(object: &serde_json::Value) -> Option<Self> {
+    pub(crate) fn of(object: &serde_json::Value) -> Option<Self> {
         Some(Self {
             api_version: object["apiVersion"].as_str()?.to_string(),
             kind: object["kind"].as_str()?.to_string(),
@@ -45,12 +45,12 @@ impl ObjectKey {
         })
     }
 
-    pub fn is_crd(&self) -> bool {
+    pub(crate) fn is_crd(&self) -> bool {
         self.kind == "CustomResourceDefinition"
     }
 
     /// The API group (`""`: core).
-    pub fn group(&self) -> &str {
+    pub(crate) fn group(&self) -> &str {
         self.api_version
             .split_once('/')
             .map(|(g, _)| g)
@@ -69,35 +69,35 @@ impl fmt::Display for ObjectKey {
 
 /// One object a module applied.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Entry {
+pub(crate) struct Entry {
     #[serde(flatten)]
-    pub key: ObjectKey,
+    pub(crate) key: ObjectKey,
     /// The uid of the object this module created (absent while it is being created, and in
     /// inventories from before uids were recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uid: Option<String>,
+    pub(crate) uid: Option<String>,
 }
 
 /// What one module has installed.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ModuleRecord {
+pub(crate) struct ModuleRecord {
     /// The version that applied these objects (the downgrade guard compares with it).
-    pub version: String,
+    pub(crate) version: String,
     #[serde(default)]
-    pub digest: String,
+    pub(crate) digest: String,
     #[serde(default)]
-    pub objects: Vec<Entry>,
+    pub(crate) objects: Vec<Entry>,
 }
 
 impl ModuleRecord {
     /// The keys of the objects, in order.
-    pub fn keys(&self) -> impl Iterator<Item = &ObjectKey> {
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &ObjectKey> {
         self.objects.iter().map(|e| &e.key)
     }
 
     /// The recorded uid of `key`.
-    pub fn uid(&self, key: &ObjectKey) -> Option<&str> {
+    pub(crate) fn uid(&self, key: &ObjectKey) -> Option<&str> {
         self.objects
             .iter()
             .find(|e| &e.key == key)
@@ -105,17 +105,17 @@ impl ModuleRecord {
     }
 
     /// Whether the record lists `key`.
-    pub fn lists(&self, key: &ObjectKey) -> bool {
+    pub(crate) fn lists(&self, key: &ObjectKey) -> bool {
         self.objects.iter().any(|e| &e.key == key)
     }
 }
 
 /// The inventory of one ModuleSet on its target.
 #[derive(Debug, Clone, Default)]
-pub struct Inventory {
+pub(crate) struct Inventory {
     /// `<namespace>/<name>` of the set.
-    pub set: String,
-    pub modules: BTreeMap<String, ModuleRecord>,
+    pub(crate) set: String,
+    pub(crate) modules: BTreeMap<String, ModuleRecord>,
     /// Modules whose record changed here but not yet on the target ([`Inventory::stage`]).
     unsaved: BTreeSet<String>,
 }
@@ -126,7 +126,7 @@ fn name_of(set: &str) -> String {
 
 impl Inventory {
     /// Read the inventory of `set` (empty when there is none).
-    pub async fn load(target: &Target, set: &str) -> Result<Self, ModuleError> {
+    pub(crate) async fn load(target: &Target, set: &str) -> Result<Self, ModuleError> {
         let api: Api<ConfigMap> = Api::namespaced(target.client.clone(), NAMESPACE);
         let mut modules = BTreeMap::new();
         if let Some(cm) = api.get_opt(&name_of(set)).await? {
@@ -148,7 +148,7 @@ impl Inventory {
     }
 
     /// Store `record` for `module` (`None`: forget the module), with whatever was staged.
-    pub async fn save(
+    pub(crate) async fn save(
         &mut self,
         target: &Target,
         module: &str,
@@ -162,7 +162,7 @@ impl Inventory {
     /// [`Inventory::flush`] writes it. For what only refines a record already written (the
     /// uids of objects it lists): lost in a crash, it is found again by looking the objects
     /// up, so it need not cost a write of its own.
-    pub fn stage(&mut self, module: &str, record: Option<ModuleRecord>) {
+    pub(crate) fn stage(&mut self, module: &str, record: Option<ModuleRecord>) {
         let changed = match record {
             Some(r) if self.modules.get(module) != Some(&r) => {
                 self.modules.insert(module.to_string(), r);
@@ -177,7 +177,7 @@ impl Inventory {
     }
 
     /// Write every staged record, in one request.
-    pub async fn flush(&mut self, target: &Target) -> Result<(), ModuleError> {
+    pub(crate) async fn flush(&mut self, target: &Target) -> Result<(), ModuleError> {
         if self.unsaved.is_empty() {
             return Ok(());
         }
@@ -233,7 +233,7 @@ impl Inventory {
     }
 
     /// Remove the inventory ConfigMap (after the last module is gone).
-    pub async fn delete(target: &Target, set: &str) -> Result<(), ModuleError> {
+    pub(crate) async fn delete(target: &Target, set: &str) -> Result<(), ModuleError> {
         let api: Api<ConfigMap> = Api::namespaced(target.client.clone(), NAMESPACE);
         match api.delete(&name_of(set), &Default::default()).await {
             Ok(_) => Ok(()),

@@ -12,7 +12,7 @@ use crate::grants::{Access, Grants, ObjectRef, Scope};
 use crate::wasm::{Limits, module_api as api};
 
 /// Where a conversation's reads come from.
-pub enum Reads<'a> {
+pub(crate) enum Reads<'a> {
     /// The target cluster, through the plugin's read grant.
     Live {
         target: &'a Target,
@@ -25,7 +25,7 @@ pub enum Reads<'a> {
 
 /// Running totals of a conversation, against the plugin's caps.
 #[derive(Debug, Default)]
-pub struct Spent {
+pub(crate) struct Spent {
     objects: u32,
     bytes: usize,
 }
@@ -51,7 +51,7 @@ fn describe(s: &Selector) -> String {
 impl Reads<'_> {
     /// The objects for `selector` as JSON text; `Ok(Err(why))` when the plugin may not
     /// have them (the module fails with that message).
-    pub async fn observe(
+    pub(crate) async fn observe(
         &self,
         selector: &Selector,
         spent: &mut Spent,

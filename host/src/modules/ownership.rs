@@ -7,19 +7,19 @@ use serde_json::Value;
 use super::labels;
 
 /// Field managers that are Tessera's own modules.
-pub const MODULE_MANAGER_PREFIX: &str = "tessera-module-";
+pub(crate) const MODULE_MANAGER_PREFIX: &str = "tessera-module-";
 
 /// The module asking.
 #[derive(Debug, Clone, Copy)]
-pub struct Owner<'a> {
+pub(crate) struct Owner<'a> {
     /// `<namespace>/<name>` of the ModuleSet.
-    pub set: &'a str,
-    pub module: &'a str,
+    pub(crate) set: &'a str,
+    pub(crate) module: &'a str,
 }
 
 /// Whose an object is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Whose {
+pub(crate) enum Whose {
     /// This module of this set made it (labels agree and, when recorded, the uid does).
     Ours,
     /// Another module or set of Tessera manages it.
@@ -30,7 +30,7 @@ pub enum Whose {
 
 impl Whose {
     /// Why the object is not taken over, for a module's message.
-    pub fn refusal(&self) -> String {
+    pub(crate) fn refusal(&self) -> String {
         match self {
             Whose::Ours => String::new(),
             Whose::Tessera { set, module } => format!(
@@ -49,7 +49,7 @@ impl Whose {
 
 /// Whose `object` (as the API server returned it) is, for `owner`; `recorded` is the uid
 /// the inventory lists for it, if any.
-pub fn whose(object: &Value, owner: Owner<'_>, recorded: Option<&str>) -> Whose {
+pub(crate) fn whose(object: &Value, owner: Owner<'_>, recorded: Option<&str>) -> Whose {
     let meta = &object["metadata"];
     let module = meta["labels"][labels::MODULE].as_str();
     let set = meta["annotations"][labels::SET].as_str();
@@ -87,7 +87,7 @@ fn managers(object: &Value) -> Vec<String> {
 }
 
 /// The field managers a server-side apply conflict names (`conflict with "kubectl-edit"`).
-pub fn conflicting_managers(message: &str) -> Vec<String> {
+pub(crate) fn conflicting_managers(message: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut rest = message;
     while let Some(at) = rest.find("with \"") {
@@ -105,13 +105,13 @@ pub fn conflicting_managers(message: &str) -> Vec<String> {
 /// Whether an API error says the object is not the one whose uid was sent: 409 "uid
 /// mismatch" when it is gone, 422 "metadata.uid … immutable" when another object of the
 /// same name replaced it (what Kubernetes 1.20 answers).
-pub fn is_uid_mismatch(code: u16, message: &str) -> bool {
+pub(crate) fn is_uid_mismatch(code: u16, message: &str) -> bool {
     (code == 409 && message.contains("uid mismatch"))
         || (code == 422 && message.contains("metadata.uid"))
 }
 
 /// Whether an API error is a server-side apply conflict with another field manager.
-pub fn is_conflict(code: u16, message: &str) -> bool {
+pub(crate) fn is_conflict(code: u16, message: &str) -> bool {
     code == 409 && message.contains("conflict")
 }
 

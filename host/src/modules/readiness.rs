@@ -9,7 +9,7 @@ fn int(v: &Value) -> i64 {
 
 /// Why `object` (as returned by the API server) is not ready yet; `None` when it is, or
 /// when its kind has no generic check.
-pub fn not_ready(object: &Value) -> Option<String> {
+pub(crate) fn not_ready(object: &Value) -> Option<String> {
     let kind = object["kind"].as_str().unwrap_or_default();
     let status = &object["status"];
     let generation = int(&object["metadata"]["generation"]);

@@ -25,13 +25,13 @@ mod plan;
 use plan::{Gate, Offer, Offers, Plan, Ran, Removal, Run};
 
 /// The channel when neither the module nor the set names one.
-pub const DEFAULT_CHANNEL: &str = "regular";
+pub(crate) const DEFAULT_CHANNEL: &str = "regular";
 
 pub use crate::crd::moduleset::{ModuleReport, ModuleShadow, State};
 
 /// Error > Warning > Processing > Ready (a module still being removed counts as
 /// Processing unless the whole set is being deleted).
-pub fn aggregate(states: impl IntoIterator<Item = State>, deleting: bool) -> State {
+pub(crate) fn aggregate(states: impl IntoIterator<Item = State>, deleting: bool) -> State {
     if deleting {
         return State::Deleting;
     }
@@ -87,7 +87,7 @@ pub struct SetOutcome {
     pub state: Option<State>,
     /// Look again after this long (the shortest a module asked for).
     pub requeue: Option<Duration>,
-    pub applied: Vec<Applied>,
+    pub(crate) applied: Vec<Applied>,
     /// Deleting and nothing is left on the target.
     pub deleted: bool,
     pub notices: Vec<Notice>,
@@ -101,7 +101,7 @@ fn at<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
 /// The module's configuration: the Plugin's defaults with the set's values merged over as
 /// an RFC 7386 merge patch (the one JSON merge: `null` removes a default); `Err` names a
 /// `locked` key the set tries to replace.
-pub fn merge_config(
+pub(crate) fn merge_config(
     defaults: Option<&Value>,
     config: Option<&Value>,
     locked: &[String],

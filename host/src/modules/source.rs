@@ -16,21 +16,21 @@ use crate::wasm::{Limits, LoadedModule, WasmRuntime};
 /// A plugin version that can run a module.
 #[derive(Debug, Clone)]
 pub struct Candidate {
-    pub version: String,
+    pub(crate) version: String,
     /// `sha256:` of the component.
-    pub digest: String,
-    pub plugin: Arc<LoadedModule>,
-    pub limits: Limits,
+    pub(crate) digest: String,
+    pub(crate) plugin: Arc<LoadedModule>,
+    pub(crate) limits: Limits,
     /// The Plugin's configuration; the module's configuration is merged over it.
-    pub defaults: Option<Value>,
+    pub(crate) defaults: Option<Value>,
     /// Keys of `defaults` the module's configuration may not replace.
-    pub locked_config: Vec<String>,
+    pub(crate) locked_config: Vec<String>,
     /// What the operator granted the plugin.
-    pub grants: Arc<Grants>,
+    pub(crate) grants: Arc<Grants>,
     /// The channel permits going below the installed version.
-    pub allow_downgrade: bool,
+    pub(crate) allow_downgrade: bool,
     /// The channel's shadow version: rendered and compared, never applied.
-    pub shadow: Option<Box<Candidate>>,
+    pub(crate) shadow: Option<Box<Candidate>>,
 }
 
 /// Where module plugins come from.
@@ -42,8 +42,8 @@ pub trait ModuleSource: Send + Sync {
 }
 
 /// Plugins resolved from `Plugin` resources.
-pub struct CatalogSource {
-    pub catalog: Arc<Catalog>,
+pub(crate) struct CatalogSource {
+    pub(crate) catalog: Arc<Catalog>,
 }
 
 fn candidate(
@@ -107,10 +107,10 @@ fn locked(operator: &[String], inspection: &Inspection) -> Vec<String> {
 /// channel. Settings (grants, limits, configuration) come from the configuration file's
 /// `modules` section.
 pub struct DirectorySource {
-    pub dir: PathBuf,
-    pub files: HashMap<String, PathBuf>,
-    pub settings: BTreeMap<String, ModuleSettings>,
-    pub wasm: Arc<WasmRuntime>,
+    pub(crate) dir: PathBuf,
+    pub(crate) files: HashMap<String, PathBuf>,
+    pub(crate) settings: BTreeMap<String, ModuleSettings>,
+    pub(crate) wasm: Arc<WasmRuntime>,
     loaded: Mutex<HashMap<String, Candidate>>,
 }
 

@@ -14,17 +14,17 @@ use super::error::ModuleError;
 
 /// A resolved kind: how to address it and whether it lives in namespaces.
 #[derive(Debug, Clone)]
-pub struct Kind {
-    pub resource: ApiResource,
-    pub namespaced: bool,
+pub(crate) struct Kind {
+    pub(crate) resource: ApiResource,
+    pub(crate) namespaced: bool,
 }
 
 /// A target cluster.
 pub struct Target {
-    pub client: Client,
+    pub(crate) client: Client,
     /// The API server URL, which identifies the cluster for drift watches.
-    pub server: String,
-    pub facts: ClusterFacts,
+    pub(crate) server: String,
+    pub(crate) facts: ClusterFacts,
     kinds: Mutex<HashMap<(String, String), Kind>>,
 }
 
@@ -58,7 +58,11 @@ impl Target {
     }
 
     /// How to address `api_version`/`kind`; `None` when the cluster does not serve it (yet).
-    pub async fn kind(&self, api_version: &str, kind: &str) -> Result<Option<Kind>, ModuleError> {
+    pub(crate) async fn kind(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Option<Kind>, ModuleError> {
         let key = (api_version.to_string(), kind.to_string());
         if let Some(found) = self.kinds.lock().expect("kinds lock").get(&key) {
             return Ok(Some(found.clone()));
@@ -87,7 +91,7 @@ impl Target {
     }
 
     /// An API for `kind` in `namespace` (ignored for cluster-scoped kinds).
-    pub fn api(&self, kind: &Kind, namespace: Option<&str>) -> Api<DynamicObject> {
+    pub(crate) fn api(&self, kind: &Kind, namespace: Option<&str>) -> Api<DynamicObject> {
         match (kind.namespaced, namespace) {
             (true, Some(ns)) => Api::namespaced_with(self.client.clone(), ns, &kind.resource),
             _ => Api::all_with(self.client.clone(), &kind.resource),

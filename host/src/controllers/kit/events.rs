@@ -10,14 +10,14 @@ const NOTE_CHARS: usize = 1024;
 
 /// An Event waiting to be published after the status is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Note {
-    pub warning: bool,
-    pub reason: &'static str,
-    pub text: String,
+pub(crate) struct Note {
+    pub(crate) warning: bool,
+    pub(crate) reason: &'static str,
+    pub(crate) text: String,
 }
 
 impl Note {
-    pub fn normal(reason: &'static str, text: impl Into<String>) -> Self {
+    pub(crate) fn normal(reason: &'static str, text: impl Into<String>) -> Self {
         Self {
             warning: false,
             reason,
@@ -25,7 +25,7 @@ impl Note {
         }
     }
 
-    pub fn warning(reason: &'static str, text: impl Into<String>) -> Self {
+    pub(crate) fn warning(reason: &'static str, text: impl Into<String>) -> Self {
         Self {
             warning: true,
             reason,
@@ -36,12 +36,12 @@ impl Note {
 
 /// Publishes Events as the host's reporter.
 #[derive(Clone)]
-pub struct EventSink {
+pub(crate) struct EventSink {
     recorder: Recorder,
 }
 
 impl EventSink {
-    pub fn new(client: Client, instance: String) -> Self {
+    pub(crate) fn new(client: Client, instance: String) -> Self {
         let reporter = Reporter {
             controller: "tessera".into(),
             instance: Some(instance),
@@ -52,7 +52,12 @@ impl EventSink {
     }
 
     /// Publish `notes` about `reference` (`action`: what the controller was doing).
-    pub async fn publish(&self, reference: &ObjectReference, action: &str, notes: Vec<Note>) {
+    pub(crate) async fn publish(
+        &self,
+        reference: &ObjectReference,
+        action: &str,
+        notes: Vec<Note>,
+    ) {
         for note in notes {
             let event = Event {
                 type_: if note.warning {

@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 /// Whether `obj` carries `finalizer`.
-pub fn has<K: Resource>(obj: &K, finalizer: &str) -> bool {
+pub(crate) fn has<K: Resource>(obj: &K, finalizer: &str) -> bool {
     obj.meta()
         .finalizers
         .as_ref()
@@ -15,7 +15,7 @@ pub fn has<K: Resource>(obj: &K, finalizer: &str) -> bool {
 }
 
 /// Add `finalizer` to `obj` unless it is there. Returns whether it wrote.
-pub async fn add<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<bool, kube::Error>
+pub(crate) async fn add<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<bool, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
@@ -29,7 +29,7 @@ where
 }
 
 /// Remove `finalizer` from `obj` if it is there. Returns whether it wrote.
-pub async fn remove<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<bool, kube::Error>
+pub(crate) async fn remove<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<bool, kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {

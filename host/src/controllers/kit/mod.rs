@@ -3,7 +3,7 @@
 //! repeated log lines) and the reconcile guard (a span per reconcile, duration and outcome
 //! per controller).
 
-pub mod finalizer;
+pub(crate) mod finalizer;
 
 mod events;
 mod retries;
@@ -15,14 +15,14 @@ use kube::Resource;
 use kube::runtime::controller::Action;
 use tracing::Instrument;
 
-pub use events::{EventSink, Note};
-pub use retries::{LogLine, Retries, Retry};
+pub(crate) use events::{EventSink, Note};
+pub(crate) use retries::{LogLine, Retries, Retry};
 
 use crate::controllers::{Context, ReconcileError};
 
 /// The controllers, as metric labels and span fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Controller {
+pub(crate) enum Controller {
     Runtime,
     Plugin,
     Kubeconfig,
@@ -30,7 +30,7 @@ pub enum Controller {
 }
 
 impl Controller {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Runtime => "runtime",
             Self::Plugin => "plugin",
@@ -42,7 +42,7 @@ impl Controller {
 
 /// `Kind/namespace/name` (or `Kind/name`): the key of an object's retry state and the
 /// identity its reconcile span carries.
-pub fn key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
+pub(crate) fn key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
     let meta = obj.meta();
     let name = meta.name.as_deref().unwrap_or_default();
     match meta.namespace.as_deref() {
@@ -53,7 +53,7 @@ pub fn key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
 
 /// Run one reconcile of `obj` inside a span naming it; record its duration and outcome,
 /// and forget its failures once it succeeds.
-pub async fn guarded<K, F>(
+pub(crate) async fn guarded<K, F>(
     controller: Controller,
     obj: &K,
     ctx: &Context,
@@ -84,7 +84,7 @@ where
 }
 
 /// Record how long `step` of a reconcile took.
-pub fn observe(ctx: &Context, controller: Controller, step: &str, started: Instant) {
+pub(crate) fn observe(ctx: &Context, controller: Controller, step: &str, started: Instant) {
     ctx.metrics
         .reconcile_duration
         .with_label_values(&[controller.as_str(), step])
@@ -93,7 +93,7 @@ pub fn observe(ctx: &Context, controller: Controller, step: &str, started: Insta
 
 /// The one error policy: conflicts retry at once (quietly), everything else backs off
 /// exponentially with jitter per object, logging the same failure once per quiet period.
-pub fn error_policy<K: Resource<DynamicType = ()>>(
+pub(crate) fn error_policy<K: Resource<DynamicType = ()>>(
     controller: Controller,
     obj: &K,
     error: &ReconcileError,
@@ -120,7 +120,7 @@ pub fn error_policy<K: Resource<DynamicType = ()>>(
 
 /// A retryable wait decided by a reconcile (a plugin timed out, Gardener is down): the same
 /// backoff and log cap as errors, without failing the reconcile.
-pub fn retry_later(ctx: &Context, key: &str, message: &str) -> Duration {
+pub(crate) fn retry_later(ctx: &Context, key: &str, message: &str) -> Duration {
     let retry = ctx.retries.fail(key, message);
     log_retry(key, message, &retry);
     retry.delay

@@ -11,7 +11,7 @@ use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 const LOG_EVERY: Duration = Duration::from_secs(300);
 
 /// Per-object retry state, keyed by `Kind/namespace/name`.
-pub struct Retries {
+pub(crate) struct Retries {
     builder: ExponentialBuilder,
     entries: Mutex<HashMap<String, Entry>>,
 }
@@ -28,16 +28,16 @@ struct Entry {
 
 /// What to do about one more failure.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Retry {
-    pub delay: Duration,
+pub(crate) struct Retry {
+    pub(crate) delay: Duration,
     /// 1 for the first failure in a row.
-    pub attempt: u32,
-    pub log: LogLine,
+    pub(crate) attempt: u32,
+    pub(crate) log: LogLine,
 }
 
 /// Whether the failure is worth a log line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogLine {
+pub(crate) enum LogLine {
     /// New (or changed) failure: log it.
     Write,
     /// The same failure again after a quiet period: log it with how often it was not.
@@ -48,7 +48,7 @@ pub enum LogLine {
 
 impl Retries {
     /// Delays from `min` doubling to `max`, each stretched by a random 0–100 %.
-    pub fn new(min: Duration, max: Duration) -> Self {
+    pub(crate) fn new(min: Duration, max: Duration) -> Self {
         Self {
             builder: ExponentialBuilder::new()
                 .with_jitter()
@@ -61,7 +61,7 @@ impl Retries {
     }
 
     /// One more failure of `key`, described by `message`.
-    pub fn fail(&self, key: &str, message: &str) -> Retry {
+    pub(crate) fn fail(&self, key: &str, message: &str) -> Retry {
         let now = Instant::now();
         let mut entries = self.entries.lock().expect("retries lock");
         let entry = entries.entry(key.to_string()).or_insert_with(|| Entry {
@@ -99,17 +99,11 @@ impl Retries {
 
     /// `key` succeeded: the next failure starts from the shortest delay again. Failures
     /// recorded after `since` (a retryable wait decided in the same reconcile) are kept.
-    pub fn succeeded(&self, key: &str, since: Instant) {
+    pub(crate) fn succeeded(&self, key: &str, since: Instant) {
         let mut entries = self.entries.lock().expect("retries lock");
         if entries.get(key).is_some_and(|e| e.touched < since) {
             entries.remove(key);
         }
-    }
-
-    /// Failures in a row of `key` so far.
-    pub fn attempts(&self, key: &str) -> u32 {
-        let entries = self.entries.lock().expect("retries lock");
-        entries.get(key).map_or(0, |e| e.attempt)
     }
 }
 
@@ -133,7 +127,7 @@ mod tests {
         }
         // Another object has its own count.
         assert!(r.fail("b", "boom").delay < Duration::from_secs(2));
-        assert_eq!(r.attempts("a"), 8);
+        assert_eq!(r.fail("a", "boom").attempt, 9);
     }
 
     #[test]
@@ -153,8 +147,12 @@ mod tests {
         let before = Instant::now();
         r.fail("a", "boom");
         r.succeeded("a", before);
-        assert_eq!(r.attempts("a"), 1, "failed during this pass: kept");
+        assert_eq!(
+            r.fail("a", "boom").attempt,
+            2,
+            "failed during this pass: kept"
+        );
         r.succeeded("a", Instant::now());
-        assert_eq!(r.attempts("a"), 0);
+        assert_eq!(r.fail("a", "boom").attempt, 1);
     }
 }

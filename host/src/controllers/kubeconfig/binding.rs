@@ -13,7 +13,7 @@ use crate::crd::{Runtime, RuntimeKubeconfig};
 /// Why `rkc` may not act, if it may not: it must be controlled by the Runtime it names, in
 /// its own namespace and with that Runtime's uid; name the Shoot that Runtime recorded; and
 /// keep its kubeconfig in the Secret `kubeconfig-<runtime>` of its own namespace.
-pub fn unbound(rkc: &RuntimeKubeconfig, runtime: Option<&Runtime>) -> Option<String> {
+pub(crate) fn unbound(rkc: &RuntimeKubeconfig, runtime: Option<&Runtime>) -> Option<String> {
     let namespace = rkc.namespace().unwrap_or_default();
     let spec = &rkc.spec;
     let Some(owner) = rkc
@@ -66,7 +66,7 @@ pub fn unbound(rkc: &RuntimeKubeconfig, runtime: Option<&Runtime>) -> Option<Str
 
 /// Whether `secret` is the one `rkc` created: labelled as a kubeconfig of its Runtime and
 /// controlled by this very RuntimeKubeconfig (uid).
-pub fn owns(rkc: &RuntimeKubeconfig, secret: &Secret) -> bool {
+pub(crate) fn owns(rkc: &RuntimeKubeconfig, secret: &Secret) -> bool {
     let l = secret.labels();
     let labelled = l.get(labels::KUBECONFIG).map(String::as_str) == Some("true")
         && l.get(labels::RUNTIME) == Some(&rkc.spec.runtime);

@@ -10,7 +10,7 @@ use crate::controllers::labels;
 use crate::crd::RuntimeKubeconfig;
 
 /// Delete kubeconfig Secrets whose controlling RuntimeKubeconfig is gone; returns how many.
-pub async fn remove_orphaned_secrets(
+pub(crate) async fn remove_orphaned_secrets(
     client: &Client,
     namespace: Option<&str>,
 ) -> Result<usize, kube::Error> {

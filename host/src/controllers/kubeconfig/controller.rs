@@ -12,7 +12,7 @@ use crate::controllers::{Context, ReconcileError, labels};
 use crate::crd::RuntimeKubeconfig;
 
 /// Run the RuntimeKubeconfig controller until shutdown.
-pub async fn run(ctx: Arc<Context>) {
+pub(crate) async fn run(ctx: Arc<Context>) {
     let (kubeconfigs, secrets): (Api<RuntimeKubeconfig>, Api<Secret>) = match &ctx.config.namespace
     {
         Some(ns) => (

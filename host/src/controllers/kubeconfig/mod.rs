@@ -6,5 +6,5 @@ mod cleanup;
 mod controller;
 mod reconcile;
 
-pub use cleanup::remove_orphaned_secrets;
-pub use controller::run;
+pub(crate) use cleanup::remove_orphaned_secrets;
+pub(crate) use controller::run;

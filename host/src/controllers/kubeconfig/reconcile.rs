@@ -19,7 +19,7 @@ use crate::crd::{
 use crate::gardener::{FIELD_MANAGER, request_admin_kubeconfig};
 use crate::time::{format_rfc3339, now_rfc3339, parse_rfc3339};
 
-pub async fn reconcile(
+pub(crate) async fn reconcile(
     rkc: Arc<RuntimeKubeconfig>,
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {

@@ -14,7 +14,7 @@ use crate::controllers::{Context, ReconcileError};
 use crate::crd::ModuleSet;
 
 /// Run the ModuleSet controller until shutdown.
-pub async fn run(ctx: Arc<Context>) {
+pub(crate) async fn run(ctx: Arc<Context>) {
     let sets: Api<ModuleSet> = match &ctx.config.namespace {
         Some(ns) => Api::namespaced(ctx.client.clone(), ns),
         None => Api::all(ctx.client.clone()),

@@ -271,10 +271,10 @@ pub(crate) fn notice_notes(before: &[ModuleReport], notices: &[Notice]) -> Vec<N
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Requeue {
     /// At the latest.
-    pub after: Duration,
+    pub(crate) after: Duration,
     /// Sooner if the object's backoff says so, counting this as one more failure with this
     /// text: failures on the target are often transient (an admission webhook, a quota).
-    pub backoff: Option<String>,
+    pub(crate) backoff: Option<String>,
 }
 
 /// The shortest time a module asked for, at most [`RESYNC`]; with a module in Error, also

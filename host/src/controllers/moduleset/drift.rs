@@ -34,7 +34,7 @@ type WatchKey = (String, String, String);
 const IN_USE_CHECK: Duration = Duration::from_secs(60);
 
 /// The watches and what the host itself last wrote.
-pub struct Drift {
+pub(crate) struct Drift {
     tx: mpsc::UnboundedSender<ObjectRef<ModuleSet>>,
     metrics: Metrics,
     watched: Mutex<HashMap<WatchKey, Watch>>,
@@ -45,7 +45,9 @@ pub struct Drift {
 }
 
 impl Drift {
-    pub fn new(metrics: Metrics) -> (Arc<Self>, mpsc::UnboundedReceiver<ObjectRef<ModuleSet>>) {
+    pub(crate) fn new(
+        metrics: Metrics,
+    ) -> (Arc<Self>, mpsc::UnboundedReceiver<ObjectRef<ModuleSet>>) {
         let (tx, rx) = mpsc::unbounded_channel();
         (
             Arc::new(Self {
@@ -61,7 +63,7 @@ impl Drift {
 
     /// Remember what we applied and make sure its kinds are watched on `target` with the
     /// target's current credentials (a watch started with older ones is replaced).
-    pub async fn track(self: &Arc<Self>, target: &Arc<Target>, applied: &[Applied]) {
+    pub(crate) async fn track(self: &Arc<Self>, target: &Arc<Target>, applied: &[Applied]) {
         let kinds = self.remember(target, applied);
         for (api_version, kind) in kinds {
             let key = (target.server.clone(), api_version.clone(), kind.clone());

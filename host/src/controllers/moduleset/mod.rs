@@ -12,8 +12,8 @@
 
 mod controller;
 mod decide;
-pub mod drift;
+pub(crate) mod drift;
 mod reconcile;
-pub mod targets;
+pub(crate) mod targets;
 
-pub use controller::run;
+pub(crate) use controller::run;

@@ -28,10 +28,10 @@ const STATUS_FIELDS: &[&str] = &[
 ];
 
 /// What ModuleSet reconciles share.
-pub struct ModuleContext {
-    pub ctx: Arc<Context>,
-    pub targets: Targets,
-    pub drift: Arc<Drift>,
+pub(crate) struct ModuleContext {
+    pub(crate) ctx: Arc<Context>,
+    pub(crate) targets: Targets,
+    pub(crate) drift: Arc<Drift>,
 }
 
 const STATES: [State; 5] = [
@@ -59,7 +59,7 @@ fn set_state_metric(ctx: &Context, set: &ModuleSet, state: Option<State>) {
     }
 }
 
-pub async fn reconcile(
+pub(crate) async fn reconcile(
     set: Arc<ModuleSet>,
     mctx: Arc<ModuleContext>,
 ) -> Result<Action, ReconcileError> {

@@ -25,16 +25,16 @@ type RemoteCache = HashMap<(String, String), (String, Arc<Target>)>;
 
 /// Which targets ModuleSets may use.
 #[derive(Debug, Clone, Default)]
-pub struct TargetRules {
+pub(crate) struct TargetRules {
     /// Secrets (`namespace/name`, `*` globs) allowed besides Tessera's kubeconfig Secrets.
-    pub secrets: Vec<String>,
+    pub(crate) secrets: Vec<String>,
     /// Namespaces (`*` globs) whose sets may install into the host's own cluster.
-    pub local_namespaces: Vec<String>,
-    pub kubeconfigs: KubeconfigPolicy,
+    pub(crate) local_namespaces: Vec<String>,
+    pub(crate) kubeconfigs: KubeconfigPolicy,
 }
 
 /// The cache.
-pub struct Targets {
+pub(crate) struct Targets {
     control: Client,
     fence: Arc<Fence>,
     /// The host's one client per kubeconfig Secret version.
@@ -46,7 +46,7 @@ pub struct Targets {
 }
 
 impl Targets {
-    pub fn new(
+    pub(crate) fn new(
         control: Client,
         fence: Arc<Fence>,
         clusters: Arc<ClientCache>,
@@ -105,7 +105,7 @@ impl Targets {
     }
 
     /// The target of a ModuleSet in `namespace`; `Err` says why it cannot be reached.
-    pub async fn get(
+    pub(crate) async fn get(
         &self,
         namespace: &str,
         spec: Option<&TargetSpec>,

@@ -12,7 +12,7 @@ use crate::controllers::{Context, ReconcileError};
 use crate::crd::Plugin;
 
 /// Run the Plugin controller until shutdown.
-pub async fn run(ctx: Arc<Context>) {
+pub(crate) async fn run(ctx: Arc<Context>) {
     let plugins: Api<Plugin> = Api::all(ctx.client.clone());
     let mut config = watcher::Config::default().any_semantic();
     if let Some(selector) = &ctx.config.plugin_selector {

@@ -5,4 +5,4 @@
 mod controller;
 mod reconcile;
 
-pub use controller::run;
+pub(crate) use controller::run;

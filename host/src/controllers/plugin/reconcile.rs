@@ -185,7 +185,7 @@ fn grant_status(spec: &PluginSpec, channels: &BTreeMap<String, ChannelEntry>) ->
     }
 }
 
-pub async fn reconcile_plugin(
+pub(crate) async fn reconcile_plugin(
     plugin: Arc<Plugin>,
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {

@@ -15,7 +15,7 @@ use crate::metrics::Dependency;
 use kube::runtime::WatchStreamExt;
 
 /// Run the Runtime controller until shutdown.
-pub async fn run(ctx: Arc<Context>) {
+pub(crate) async fn run(ctx: Arc<Context>) {
     let (runtimes, kubeconfigs): (Api<Runtime>, Api<RuntimeKubeconfig>) =
         match &ctx.config.namespace {
             Some(ns) => (
@@ -87,7 +87,7 @@ fn runtime_of(
 }
 
 /// A watch failure in words.
-pub fn describe_watch_error(e: &watcher::Error) -> String {
+pub(crate) fn describe_watch_error(e: &watcher::Error) -> String {
     match e {
         watcher::Error::InitialListFailed(e)
         | watcher::Error::WatchStartFailed(e)
@@ -98,7 +98,7 @@ pub fn describe_watch_error(e: &watcher::Error) -> String {
 }
 
 /// Ticks of a watch channel as a stream (the first, current value is skipped).
-pub fn tokio_stream_of(
+pub(crate) fn tokio_stream_of(
     mut rx: tokio::sync::watch::Receiver<u64>,
 ) -> impl futures::Stream<Item = ()> + Send + 'static {
     rx.mark_unchanged();

@@ -19,7 +19,7 @@ use crate::metrics::Dependency;
 
 /// Every step of the Runtime state machine, one file each in `states/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     Initialise,
     CreateShoot,
     SelectProcessing,
@@ -36,7 +36,7 @@ pub enum Step {
 }
 
 impl Step {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Initialise => "Initialise",
             Self::CreateShoot => "CreateShoot",
@@ -57,7 +57,7 @@ impl Step {
 
 /// What a step decided.
 #[derive(Debug)]
-pub enum Transition {
+pub(crate) enum Transition {
     /// Go on with another step in this reconcile.
     Next(Step),
     /// Stop here; write the status and come back as `Action` says (or on a watch event).
@@ -68,24 +68,24 @@ pub enum Transition {
 const MAX_STEPS: usize = 32;
 
 /// One reconcile of one Runtime.
-pub struct Machine {
-    pub runtime: Arc<Runtime>,
-    pub ctx: Arc<Context>,
+pub(crate) struct Machine {
+    pub(crate) runtime: Arc<Runtime>,
+    pub(crate) ctx: Arc<Context>,
     /// Working copy, written back when it differs from the Runtime's status.
-    pub status: RuntimeStatus,
+    pub(crate) status: RuntimeStatus,
     /// The Shoot as last read or written in this reconcile.
-    pub shoot: Option<DynamicObject>,
+    pub(crate) shoot: Option<DynamicObject>,
     events: Vec<Note>,
     /// Set by `RemoveFinalizer`.
-    pub finalizer_removed: bool,
+    pub(crate) finalizer_removed: bool,
     /// The Runtime's chain, once resolved in this reconcile.
-    pub chain: Option<Arc<crate::plugins::ResolvedChain>>,
+    pub(crate) chain: Option<Arc<crate::plugins::ResolvedChain>>,
     /// A Shoot API call of this reconcile succeeded.
-    pub gardener_answered: bool,
+    pub(crate) gardener_answered: bool,
 }
 
 impl Machine {
-    pub fn new(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Self {
+    pub(crate) fn new(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Self {
         let status = runtime.status.clone().unwrap_or_default();
         Self {
             runtime,
@@ -100,36 +100,36 @@ impl Machine {
     }
 
     /// The runtime id.
-    pub fn id(&self) -> String {
+    pub(crate) fn id(&self) -> String {
         self.runtime.name_any()
     }
 
-    pub fn namespace(&self) -> String {
+    pub(crate) fn namespace(&self) -> String {
         self.runtime.namespace().unwrap_or_default()
     }
 
     /// The Shoot this Runtime owns, as the host pins it.
-    pub fn identity(&self) -> crate::plugins::ShootIdentity {
+    pub(crate) fn identity(&self) -> crate::plugins::ShootIdentity {
         crate::plugins::ShootIdentity::of(
             &self.runtime.spec.inner,
             &self.ctx.renderer.resolver.template.project,
         )
     }
 
-    pub fn generation(&self) -> i64 {
+    pub(crate) fn generation(&self) -> i64 {
         self.runtime.metadata.generation.unwrap_or(0)
     }
 
-    pub fn runtimes(&self) -> Api<Runtime> {
+    pub(crate) fn runtimes(&self) -> Api<Runtime> {
         Api::namespaced(self.ctx.client.clone(), &self.namespace())
     }
 
-    pub fn annotated(&self, key: &str) -> bool {
+    pub(crate) fn annotated(&self, key: &str) -> bool {
         labels::is_true(self.runtime.metadata.annotations.as_ref(), key)
     }
 
     /// Set the coarse state; transitions become Events.
-    pub fn set_state(&mut self, state: RuntimeState) {
+    pub(crate) fn set_state(&mut self, state: RuntimeState) {
         // Pending is only ever a moment before Provisioning: not worth an Event.
         if self.status.state != Some(state) && state != RuntimeState::Pending {
             self.event(
@@ -141,7 +141,7 @@ impl Machine {
         self.status.state = Some(state);
     }
 
-    pub fn condition(
+    pub(crate) fn condition(
         &mut self,
         type_: ConditionType,
         status: ConditionStatus,
@@ -160,7 +160,7 @@ impl Machine {
     }
 
     /// Queue an Event, published after the status is written.
-    pub fn event(&mut self, type_: EventType, reason: &'static str, note: String) {
+    pub(crate) fn event(&mut self, type_: EventType, reason: &'static str, note: String) {
         self.events.push(match type_ {
             EventType::Warning => Note::warning(reason, note),
             EventType::Normal => Note::normal(reason, note),
@@ -168,7 +168,7 @@ impl Machine {
     }
 
     /// Ready for this generation with the cluster prepared: nothing to do.
-    pub fn is_settled(&self) -> bool {
+    pub(crate) fn is_settled(&self) -> bool {
         let generation = Some(self.generation());
         self.status.state == Some(RuntimeState::Ready)
             && self.status.observed_generation == generation
@@ -181,7 +181,7 @@ impl Machine {
     }
 
     /// Give up until the Runtime changes: state Failed, the reason in `Provisioned`.
-    pub fn fail(&mut self, reason: Reason, message: String) -> Transition {
+    pub(crate) fn fail(&mut self, reason: Reason, message: String) -> Transition {
         tracing::warn!(runtime = %self.id(), %reason, %message, "runtime failed");
         self.set_state(RuntimeState::Failed);
         self.condition(
@@ -199,7 +199,7 @@ impl Machine {
     /// (a plugin timed out, Gardener is unreachable). The state stays; condition `type_`
     /// says why and when the next attempt is; an Event is published when the reason or
     /// message is new.
-    pub fn wait_retrying(
+    pub(crate) fn wait_retrying(
         &mut self,
         type_: ConditionType,
         reason: Reason,
@@ -230,7 +230,7 @@ impl Machine {
     }
 
     /// What `wait_retrying` waited for under condition `type_` works again.
-    pub fn waited_for(&mut self, type_: ConditionType, message: &str) {
+    pub(crate) fn waited_for(&mut self, type_: ConditionType, message: &str) {
         let waiting = self
             .status
             .conditions
@@ -242,7 +242,7 @@ impl Machine {
     }
 
     /// Run steps from `Initialise` until one stops, then persist.
-    pub async fn run(mut self) -> Result<Action, ReconcileError> {
+    pub(crate) async fn run(mut self) -> Result<Action, ReconcileError> {
         let id = self.id();
         let mut step = Step::Initialise;
         for _ in 0..MAX_STEPS {

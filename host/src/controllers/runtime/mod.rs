@@ -6,7 +6,6 @@
 mod controller;
 mod machine;
 mod shoot_doc;
-pub mod states;
+pub(crate) mod states;
 
-pub use controller::{describe_watch_error, run, tokio_stream_of};
-pub use machine::{Machine, Step, Transition};
+pub(crate) use controller::{describe_watch_error, run, tokio_stream_of};

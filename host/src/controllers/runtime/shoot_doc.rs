@@ -21,7 +21,7 @@ const TRANSIENT_ANNOTATIONS: &[&str] = &[
 ];
 
 /// The Runtime as plugins receive it: what the user wrote, without server bookkeeping.
-pub fn runtime_json(runtime: &Runtime) -> String {
+pub(crate) fn runtime_json(runtime: &Runtime) -> String {
     let meta = &runtime.metadata;
     json!({
         "apiVersion": "tessera.dev/v1alpha1",
@@ -40,7 +40,7 @@ pub fn runtime_json(runtime: &Runtime) -> String {
 }
 
 /// The current Shoot as plugins receive it on patch.
-pub fn current_json(shoot: &DynamicObject) -> String {
+pub(crate) fn current_json(shoot: &DynamicObject) -> String {
     let mut value = serde_json::to_value(shoot).unwrap_or(Value::Null);
     if let Some(meta) = value["metadata"].as_object_mut() {
         meta.remove("managedFields");
@@ -50,7 +50,7 @@ pub fn current_json(shoot: &DynamicObject) -> String {
 
 /// The Shoot to apply: the chain's output with Tessera's ownership labels and the Runtime
 /// generation, and only the metadata Tessera manages.
-pub fn desired(rendered: &Value, runtime: &Runtime) -> Value {
+pub(crate) fn desired(rendered: &Value, runtime: &Runtime) -> Value {
     let mut shoot = rendered.clone();
     let meta = rendered["metadata"].clone();
     let mut annotations = meta["annotations"].as_object().cloned().unwrap_or_default();
@@ -80,20 +80,20 @@ pub fn desired(rendered: &Value, runtime: &Runtime) -> Value {
 }
 
 /// `sha256:<hex>` of a document.
-pub fn hash(value: &Value) -> String {
+pub(crate) fn hash(value: &Value) -> String {
     let bytes = serde_json::to_vec(value).unwrap_or_default();
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
 
 /// Whether the Shoot was made for this Runtime.
-pub fn is_ours(shoot: &DynamicObject, runtime: &Runtime) -> bool {
+pub(crate) fn is_ours(shoot: &DynamicObject, runtime: &Runtime) -> bool {
     let l = shoot.labels();
     l.get(labels::RUNTIME) == Some(&runtime.name_any())
         && l.get(labels::RUNTIME_NAMESPACE) == runtime.namespace().as_ref()
 }
 
 /// The Runtime generation the Shoot was rendered from.
-pub fn rendered_generation(shoot: &DynamicObject) -> Option<i64> {
+pub(crate) fn rendered_generation(shoot: &DynamicObject) -> Option<i64> {
     shoot
         .annotations()
         .get(labels::RUNTIME_GENERATION)?
@@ -102,7 +102,7 @@ pub fn rendered_generation(shoot: &DynamicObject) -> Option<i64> {
 }
 
 /// Label selector for the Shoots of one Runtime.
-pub fn selector(runtime: &Runtime) -> String {
+pub(crate) fn selector(runtime: &Runtime) -> String {
     format!(
         "{}={},{}={}",
         labels::RUNTIME,

@@ -40,27 +40,27 @@ pub(crate) trait Offers {
 #[derive(Debug)]
 pub(crate) struct Run<C> {
     /// The channel the version came from.
-    pub channel: String,
-    pub candidate: C,
+    pub(crate) channel: String,
+    pub(crate) candidate: C,
     /// The module's configuration, JSON.
-    pub config: String,
+    pub(crate) config: String,
     /// The set allows taking over existing objects.
-    pub adopt: bool,
+    pub(crate) adopt: bool,
     /// Why the channel's version was not taken (a refused downgrade): reported as Warning.
-    pub held: Option<String>,
+    pub(crate) held: Option<String>,
 }
 
 /// What the pass does with the modules of the spec.
 #[derive(Debug)]
 pub(crate) struct Plan<C> {
     /// Modules to run, by name.
-    pub run: BTreeMap<String, Run<C>>,
+    pub(crate) run: BTreeMap<String, Run<C>>,
     /// Modules no longer managed: their inventory record is forgotten, their objects left.
-    pub unmanaged: Vec<String>,
+    pub(crate) unmanaged: Vec<String>,
     /// Modules settled without running (unmanaged, unresolvable, misconfigured, held back).
-    pub reports: BTreeMap<String, ModuleReport>,
+    pub(crate) reports: BTreeMap<String, ModuleReport>,
     /// Refused downgrades, in the spec's order.
-    pub notices: Vec<Notice>,
+    pub(crate) notices: Vec<Notice>,
 }
 
 /// The modules a pass wants: none while the set is being deleted.
@@ -241,9 +241,9 @@ pub(crate) fn gate(
 /// A module's result as its report carries it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Ran {
-    pub state: State,
-    pub message: Option<String>,
-    pub objects: usize,
+    pub(crate) state: State,
+    pub(crate) message: Option<String>,
+    pub(crate) objects: usize,
 }
 
 /// How a module that ran reads: a held-back version turns Ready or Processing into Warning;

@@ -14,12 +14,12 @@ use crate::gardener::FIELD_MANAGER;
 
 /// Binding names are derived from runtime and user, so a renamed user is a create plus a
 /// delete, and Runtimes sharing a cluster (tests, benchmarks) never collide.
-pub fn binding_name(runtime_id: &str, user: &str) -> String {
+pub(crate) fn binding_name(runtime_id: &str, user: &str) -> String {
     let digest = Sha256::digest(format!("{runtime_id}/{user}").as_bytes());
     format!("tessera-admin-{}", &hex::encode(digest)[..12])
 }
 
-pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let admins = m.runtime.spec.inner.security.administrators.clone();
     let client = runtime_cluster::client(&m.ctx, &m.namespace(), &m.id()).await?;
     let api: Api<ClusterRoleBinding> = Api::all(client);

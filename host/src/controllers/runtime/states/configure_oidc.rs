@@ -17,7 +17,7 @@ fn resource() -> ApiResource {
     )
 }
 
-pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let configs = m
         .runtime
         .spec

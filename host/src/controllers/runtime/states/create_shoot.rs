@@ -7,7 +7,7 @@ use crate::controllers::ReconcileError;
 use crate::crd::Reason;
 use crate::crd::{RuntimeState, ShootRef};
 
-pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let (desired, output) = match render(m, None).await? {
         Ok(rendered) => rendered,
         Err(failed) => return Ok(failed),

@@ -8,7 +8,7 @@ use crate::controllers::ReconcileError;
 use crate::crd::{ConditionStatus, RuntimeKubeconfig};
 use crate::crd::{ConditionType, Reason};
 
-pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let api: Api<RuntimeKubeconfig> = Api::namespaced(m.ctx.client.clone(), &m.namespace());
     let Some(existing) = api.get_opt(&m.id()).await? else {
         return Ok(Transition::Next(Step::DeleteShoot));

@@ -10,7 +10,7 @@ use crate::crd::ConditionStatus;
 use crate::crd::{ConditionType, Reason};
 use crate::gardener::{CONFIRM_DELETION, FORCE_DELETION};
 
-pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let mut shoot = match &m.status.shoot {
         Some(r) => {
             let shoot = m.ctx.shoots.get(&r.namespace, &r.name).await?;

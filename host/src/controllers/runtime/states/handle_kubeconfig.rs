@@ -14,7 +14,7 @@ use crate::crd::{
 use crate::crd::{ConditionType, Reason};
 use crate::gardener::FIELD_MANAGER;
 
-pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let id = m.id();
     let namespace = m.namespace();
     let api: Api<RuntimeKubeconfig> = Api::namespaced(m.ctx.client.clone(), &namespace);

@@ -7,7 +7,7 @@ use crate::controllers::kit::finalizer;
 use crate::controllers::{ReconcileError, labels};
 use crate::crd::RuntimeState;
 
-pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let has_finalizer = finalizer::has(m.runtime.as_ref(), labels::RUNTIME_FINALIZER);
     if m.runtime.metadata.deletion_timestamp.is_some() {
         if !has_finalizer {

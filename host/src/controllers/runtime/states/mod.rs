@@ -23,7 +23,7 @@ use super::machine::{Machine, Step, Transition};
 use crate::controllers::ReconcileError;
 
 /// Run one step.
-pub async fn run(step: Step, m: &mut Machine) -> Result<Transition, ReconcileError> {
+pub(crate) async fn run(step: Step, m: &mut Machine) -> Result<Transition, ReconcileError> {
     match step {
         Step::Initialise => initialise::run(m).await,
         Step::CreateShoot => create_shoot::run(m).await,

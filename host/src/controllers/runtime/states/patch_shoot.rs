@@ -11,7 +11,7 @@ use crate::controllers::{ReconcileError, labels};
 use crate::crd::Reason;
 use crate::crd::RuntimeState;
 
-pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let current = m.shoot.clone();
     let (desired, output) = match render(m, current.as_ref()).await? {
         Ok(rendered) => rendered,

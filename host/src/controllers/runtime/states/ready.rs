@@ -7,7 +7,7 @@ use crate::controllers::ReconcileError;
 use crate::crd::{ConditionStatus, RuntimeState};
 use crate::crd::{ConditionType, Reason};
 
-pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let name = m
         .status
         .shoot

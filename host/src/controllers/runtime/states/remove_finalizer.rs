@@ -6,7 +6,7 @@ use super::super::machine::{Machine, Transition};
 use crate::controllers::kit::finalizer;
 use crate::controllers::{ReconcileError, labels};
 
-pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     finalizer::remove(&m.runtimes(), m.runtime.as_ref(), labels::RUNTIME_FINALIZER).await?;
     tracing::info!(runtime = %m.id(), "Runtime deleted");
     m.finalizer_removed = true;

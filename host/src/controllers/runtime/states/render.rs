@@ -39,7 +39,7 @@ fn channel_choice(m: &Machine) -> ChannelChoice {
 }
 
 /// The Runtime's chain for this reconcile (resolved once), with its conditions.
-pub fn resolve(m: &mut Machine) -> Result<Arc<ResolvedChain>, Unavailable> {
+pub(crate) fn resolve(m: &mut Machine) -> Result<Arc<ResolvedChain>, Unavailable> {
     if let Some(chain) = &m.chain {
         return Ok(chain.clone());
     }
@@ -115,7 +115,7 @@ pub fn resolve(m: &mut Machine) -> Result<Arc<ResolvedChain>, Unavailable> {
 }
 
 /// Stop and come back later: a registry plugin of the chain is not available yet.
-pub fn wait_for_plugins(m: &Machine, err: &Unavailable) -> Transition {
+pub(crate) fn wait_for_plugins(m: &Machine, err: &Unavailable) -> Transition {
     let why = format!("waiting for plugin {}: {}", err.plugin, err.message);
     let delay = kit::retry_later(&m.ctx, &kit::key(m.runtime.as_ref()), &why);
     Transition::Stop(Action::requeue(delay))
@@ -123,7 +123,7 @@ pub fn wait_for_plugins(m: &Machine, err: &Unavailable) -> Transition {
 
 /// The Shoot to apply and the chain output it came from, or the transition to take
 /// instead (`Failed`, or waiting for a plugin).
-pub async fn render(
+pub(crate) async fn render(
     m: &mut Machine,
     current: Option<&DynamicObject>,
 ) -> Result<Result<(Value, ChainOutput), Transition>, ReconcileError> {
@@ -292,7 +292,7 @@ async fn render_shadows(
 }
 
 /// Remember what produced the applied Shoot.
-pub fn record_applied(m: &mut Machine, desired: &Value, output: &ChainOutput) {
+pub(crate) fn record_applied(m: &mut Machine, desired: &Value, output: &ChainOutput) {
     let channels: Vec<Option<String>> = m
         .chain
         .as_ref()

@@ -8,7 +8,7 @@ use crate::controllers::{ReconcileError, labels};
 use crate::crd::Reason;
 use crate::crd::ShootRef;
 
-pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let shoot = m.shoot.as_ref().expect("initialise read the Shoot");
     if !shoot_doc::is_ours(shoot, &m.runtime) {
         let name = shoot.metadata.name.clone().unwrap_or_default();

@@ -4,7 +4,7 @@ use super::super::machine::{Machine, Step, Transition};
 use super::render::render;
 use crate::controllers::ReconcileError;
 
-pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let current = m.shoot.clone();
     match render(m, current.as_ref()).await? {
         Ok(_) => Ok(Transition::Next(Step::WaitForShoot)),

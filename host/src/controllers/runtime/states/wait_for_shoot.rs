@@ -8,7 +8,7 @@ use crate::crd::{ConditionStatus, RuntimeState};
 use crate::crd::{ConditionType, Reason};
 use crate::gardener::{ErrorClass, OPERATION_ANNOTATION, ShootProgress, classify_codes};
 
-pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let shoot = m.shoot.clone().expect("initialise read the Shoot");
     let name = shoot.metadata.name.clone().unwrap_or_default();
     let progress = ShootProgress::of(&shoot);
@@ -125,7 +125,7 @@ pub async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
 }
 
 /// After a Shoot was written: wait for Gardener, with `Provisioned` saying so and an Event.
-pub fn await_gardener(m: &mut Machine, creating: bool, shoot: &str) -> Transition {
+pub(crate) fn await_gardener(m: &mut Machine, creating: bool, shoot: &str) -> Transition {
     let (reason, event, verb) = if creating {
         (Reason::ShootCreationPending, "ShootCreated", "created")
     } else {
@@ -147,7 +147,7 @@ pub fn await_gardener(m: &mut Machine, creating: bool, shoot: &str) -> Transitio
 
 /// The `Provisioned` message while Gardener works; the same text from creation until
 /// success, so Gardener's progress updates cause no Runtime writes.
-pub fn pending_message(creating: bool, shoot: &str) -> String {
+pub(crate) fn pending_message(creating: bool, shoot: &str) -> String {
     if creating {
         format!("waiting for Gardener to create Shoot {shoot}")
     } else {
