@@ -47,7 +47,7 @@ pub struct OperatorOptions {
 pub enum OperatorError {
     #[error("kubeconfig {path}: {message}")]
     Kubeconfig { path: String, message: String },
-    #[error("Kubernetes client: {0}")]
+    #[error("Kubernetes client: {}", crate::kube_text::describe(.0))]
     Kube(#[from] kube::Error),
     #[error("metrics endpoint {addr}: {source}")]
     Metrics {

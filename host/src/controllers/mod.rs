@@ -16,7 +16,7 @@ pub use context::{OperatorConfig, Renderer, Requeue};
 /// Why a reconcile stopped early. Conflicts are expected and retried quietly.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ReconcileError {
-    #[error("Kubernetes API: {0}")]
+    #[error("Kubernetes API: {}", describe_kube_error(.0))]
     Kube(#[from] kube::Error),
     #[error("runtime cluster of {runtime}: {message}")]
     RuntimeCluster { runtime: String, message: String },
@@ -29,17 +29,7 @@ pub(crate) enum ReconcileError {
     Gardener(kube::Error),
 }
 
-/// A Kubernetes client error in words: the status and message the API server gave, or
-/// why it could not be reached.
-pub(crate) fn describe_kube_error(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) if s.message.is_empty() => format!("HTTP {} {}", s.code, s.reason),
-        kube::Error::Api(s) => format!("HTTP {} {}: {}", s.code, s.reason, s.message),
-        kube::Error::HyperError(e) => format!("cannot connect: {e}"),
-        kube::Error::Service(e) => format!("cannot connect: {e}"),
-        other => other.to_string(),
-    }
-}
+pub(crate) use crate::kube_text::describe as describe_kube_error;
 
 impl From<crate::gardener::ShootError> for ReconcileError {
     fn from(e: crate::gardener::ShootError) -> Self {
