@@ -62,6 +62,46 @@ fn module_reconciler_round_trip() {
     );
 }
 
+/// Both worlds end in the one evaluator: a module reconciler reading the environment is
+/// refused exactly like a shoot extension.
+#[test]
+fn module_reconcilers_get_the_same_sandbox_checks() {
+    use tessera::wasm::Failure;
+    let rt = runtime();
+    let bytes = std::fs::read(test_plugin_dir().join("hostile-module.wasm")).unwrap();
+    let module = rt
+        .load_module(&bytes, "hostile-module.wasm")
+        .expect("loads");
+    let input = |mode: &str| ReconcileInput {
+        module: "hostile-module".into(),
+        version: "1.0.0".into(),
+        config: serde_json::json!({ "mode": mode, "namespace": "default", "name": "x" })
+            .to_string(),
+        cluster: ClusterFacts {
+            kubernetes_version: None,
+            provider: None,
+            region: None,
+        },
+        observed: vec![],
+    };
+    let limits = Limits::default();
+    let err = module
+        .reconcile(rt, &input("read-env"), &limits)
+        .unwrap_err();
+    assert!(
+        matches!(&err.cause, Failure::CapabilityDenied { capability } if capability == "the environment"),
+        "{err}"
+    );
+    let huge = module
+        .reconcile(rt, &input("huge-message"), &limits)
+        .unwrap_err();
+    assert!(
+        matches!(&huge.cause, Failure::OutputTooLarge { .. }),
+        "{huge}"
+    );
+    assert!(module.reconcile(rt, &input("ok"), &limits).is_ok());
+}
+
 #[test]
 fn kinds_are_not_interchangeable() {
     let err = runtime().load(&bytes(), "module-example.wasm").unwrap_err();

@@ -9,9 +9,7 @@ use super::engine::WasmRuntime;
 use super::error::{CallError, Failure, LoadError};
 use super::inspect::Inspection;
 use super::limits::Limits;
-use super::plugin::{
-    Checked, PluginInfo, PluginKind, classify, emitted, from_wit_error, new_store,
-};
+use super::plugin::{Checked, PluginInfo, PluginKind, evaluate, from_wit_error, new_store};
 use super::sandbox::PluginState;
 use super::text;
 
@@ -107,9 +105,7 @@ impl LoadedModule {
             version: self.info.version.clone(),
             cause,
         };
-        let value = result.map_err(|err| fail(classify(err, &store, limits)))?;
-        emitted(&mut store, size(&value)).map_err(fail)?;
-        Ok(value)
+        evaluate(&mut store, limits, result, size).map_err(fail)
     }
 
     fn plugin_error(&self, err: module_api::PluginError) -> CallError {

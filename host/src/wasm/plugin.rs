@@ -359,21 +359,14 @@ impl LoadedPlugin {
                 .tessera_plugin_shoot_extension_api()
                 .call_extend(&mut store, &wit_input)
         });
-        if store.data().environment_read && result.is_ok() {
-            return Err(self.fail(Failure::CapabilityDenied {
-                capability: "the environment".into(),
-            }));
-        }
-        let output = match result {
-            Ok(Ok(output)) => output,
-            Ok(Err(err)) => {
-                emitted(&mut store, err.message.len()).map_err(|f| self.fail(f))?;
-                return Err(self.fail(Failure::Plugin(from_wit_error(err))));
-            }
-            Err(err) => return Err(self.fail(classify(err, &store, limits))),
+        let answer = evaluate(&mut store, limits, result, |r| match r {
+            Ok(o) => o.shoot.len() + o.warnings.iter().map(String::len).sum::<usize>(),
+            Err(e) => e.message.len(),
+        });
+        let output = match answer.map_err(|f| self.fail(f))? {
+            Ok(output) => output,
+            Err(err) => return Err(self.fail(Failure::Plugin(from_wit_error(err)))),
         };
-        let size = output.shoot.len() + output.warnings.iter().map(String::len).sum::<usize>();
-        emitted(&mut store, size).map_err(|f| self.fail(f))?;
         let shoot = match serde_json::from_str::<serde_json::Value>(&output.shoot) {
             Ok(value @ serde_json::Value::Object(_)) => value,
             Ok(other) => {
@@ -394,6 +387,25 @@ impl LoadedPlugin {
         };
         Ok((raw, shoot))
     }
+}
+
+/// The one evaluator every call of either world ends in: a trap or limit becomes its typed
+/// failure, reading the environment is refused, and what the call returned counts against
+/// its budget (measured by `size`).
+pub(crate) fn evaluate<R>(
+    store: &mut Store<PluginState>,
+    limits: &Limits,
+    result: wasmtime::Result<R>,
+    size: impl FnOnce(&R) -> usize,
+) -> Result<R, Failure> {
+    let value = result.map_err(|err| classify(err, store, limits))?;
+    if store.data().environment_read {
+        return Err(Failure::CapabilityDenied {
+            capability: "the environment".into(),
+        });
+    }
+    emitted(store, size(&value))?;
+    Ok(value)
 }
 
 /// Count what a call returned against its budget (log lines already count).

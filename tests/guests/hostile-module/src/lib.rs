@@ -102,6 +102,13 @@ impl ModuleReconciler for HostileModule {
                 );
                 Ok(ModuleOutput::ready(desired(config)))
             }
+            // Ambient authority: the same evaluator as shoot extensions refuses it.
+            "read-env" => {
+                let home = std::env::var("HOME").unwrap_or_default();
+                let mut cm = configmap(config);
+                cm["data"]["home"] = json!(home);
+                Ok(ModuleOutput::ready(vec![cm]))
+            }
             "huge-message" => Ok(ModuleOutput::ready(desired(config))
                 .with_state(tessera_sdk::ModuleState::Warning, "m".repeat(8 << 20))),
             _ => Ok(ModuleOutput::ready(desired(config))),
