@@ -711,6 +711,166 @@ async fn single_cluster(cp: &ControlPlane) -> Result {
     Ok(())
 }
 
+/// A token of ServiceAccount `default/<name>` on the target, bound to cluster-admin.
+async fn service_account_token(cp: &ControlPlane, name: &str) -> Result<String> {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use kube::api::PostParams;
+    let client = tessera_tests::probe::client_for(&cp.runtime.kubeconfig).await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client, "default");
+    let account = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .map_err(|e| format!("ServiceAccount {name}: {e}"))?;
+    let subject = format!("--serviceaccount=default:{name}");
+    kubectl_ok(
+        &cp.runtime,
+        &[
+            "create",
+            "clusterrolebinding",
+            name,
+            "--clusterrole=cluster-admin",
+            &subject,
+        ],
+    )?;
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let issued = accounts
+        .create_token_request(name, &PostParams::default(), &request)
+        .await
+        .map_err(|e| format!("TokenRequest {name}: {e}"))?;
+    issued
+        .status
+        .and_then(|s| s.token)
+        .ok_or_else(|| format!("TokenRequest {name}: no token issued"))
+}
+
+/// Point the fixture's target Secret at the target with `token`.
+async fn set_target_token(f: &Fixture<'_>, token: &str) -> Result {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{Patch, PatchParams};
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: t\n  context: {{cluster: t, user: u}}\ncurrent-context: t\n",
+        f.cp.runtime.server
+    );
+    let patch = json!({"stringData": {"config": kubeconfig}});
+    Api::<Secret>::namespaced(f.client.clone(), &f.ns)
+        .patch(
+            "kubeconfig-target",
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map_err(|e| format!("target Secret: {e}"))?;
+    Ok(())
+}
+
+/// The target's kubeconfig Secret is rotated and the old token revoked: drift repair goes
+/// on with the new credentials, and the host does not spin on 401s.
+async fn credentials_rotate(cp: &ControlPlane) -> Result {
+    let f = Fixture::new(cp, "mods-rotate").await?;
+    // Namespaces finalize (no kube-controller-manager here).
+    let _rollouts = Rollouts::start(&cp.runtime.kubeconfig);
+    set_target_token(&f, &service_account_token(cp, "rotate-a").await?).await?;
+    f.push("manifest", "manifest", "1.0.0")?;
+    f.plugin(
+        "rotate-page",
+        json!({
+            "kind": "module-reconciler",
+            "versions": [{"version": "1.0.0", "ref": f.reference("manifest", "1.0.0")}],
+            "channels": [{"name": "regular", "version": "1.0.0"}],
+            "config": {"manifest": DASHBOARD, "values": {"namespace": "rotate", "title": "Overview"}},
+            "grants": {"write": [
+                {"apiGroups": [""], "kinds": ["Namespace"], "clusterScoped": true, "names": ["rotate"]},
+                {"apiGroups": [""], "kinds": ["ConfigMap"], "namespaces": ["rotate"]},
+            ]},
+        }),
+    )
+    .await?;
+    let log = "info,kube=warn,tower=warn,hyper=warn,tessera::controllers::moduleset::drift=debug";
+    let host = f.host_with("a", &["--log", log]);
+    let spec = json!({"target": {"secretName": "kubeconfig-target"}, "modules": [{"name": "rotate-page"}]});
+    f.apply_set("rot", spec).await?;
+    f.wait_set("rot", &host, "Ready", |s| state_is(s, State::Ready))
+        .await?;
+    // Rotation: the Secret gets new credentials, the old ones are revoked.
+    set_target_token(&f, &service_account_token(cp, "rotate-b").await?).await?;
+    kubectl_ok(
+        &cp.runtime,
+        &["delete", "serviceaccount", "rotate-a", "-n", "default"],
+    )?;
+    for round in 0..2 {
+        kubectl_ok(
+            &cp.runtime,
+            &[
+                "patch",
+                "configmap",
+                "dashboard",
+                "-n",
+                "rotate",
+                "--type=merge",
+                "-p",
+                r#"{"data":{"title":"hacked"}}"#,
+            ],
+        )?;
+        eventually(
+            &format!("drift repaired after rotation ({round})"),
+            LIMIT,
+            || async {
+                let page = target_get(cp, &["configmap", "dashboard", "-n", "rotate"])?;
+                (page["data"]["title"] == "Overview").then_some(())
+            },
+        )
+        .await
+        .map_err(|e| format!("{e}\n{}", tail(&host.logs(), 20)))?;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+    // The drift watch was started again with the new credentials.
+    let watches = host
+        .logs()
+        .lines()
+        .filter(|l| l.contains("watching module objects for drift") && l.contains("ConfigMap"))
+        .count();
+    if watches < 2 {
+        return Err(format!(
+            "the ConfigMap watch started {watches} times, expected a restart with the new credentials"
+        ));
+    }
+    let refused = host
+        .logs()
+        .lines()
+        .filter(|l| l.contains("401") || l.contains("Unauthorized"))
+        .count();
+    println!("credentials_rotate: {refused} log lines about refused credentials");
+    if refused > 5 {
+        return Err(format!(
+            "{refused} lines about 401s:\n{}",
+            tail(&host.logs(), 20)
+        ));
+    }
+    f.sets()
+        .delete("rot", &DeleteParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    eventually("rot gone", LIMIT, || async {
+        f.sets().get_opt("rot").await.ok()?.is_none().then_some(())
+    })
+    .await
+    .map_err(|e| {
+        let status = futures::executor::block_on(f.sets().get("rot"))
+            .ok()
+            .and_then(|s| serde_json::to_string_pretty(&s.status).ok());
+        format!("{e}\nstatus: {status:?}\n{}", tail(&host.logs(), 30))
+    })?;
+    Ok(())
+}
+
 fn main() {
     let sim = PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
     let script = Script {
@@ -728,6 +888,7 @@ fn main() {
                 Box::pin(controller_lifecycle(cp))
             }),
             ("single_cluster", |cp| Box::pin(single_cluster(cp))),
+            ("credentials_rotate", |cp| Box::pin(credentials_rotate(cp))),
         ],
     )
 }
