@@ -149,13 +149,22 @@ impl ControlPlane {
     /// Make the simulator answer Shoot API requests whose URI contains `needle` with
     /// `code` (404: the Shoot API is gone), or end that outage with `None`.
     pub fn sim_outage(&self, needle: &str, code: Option<u16>) {
+        self.sim_get(&format!("/_sim/outage/{needle}/{}", code.unwrap_or(0)));
+    }
+
+    /// Like [`ControlPlane::sim_outage`], for any request through the simulator (a target
+    /// cluster reached through it, say).
+    pub fn sim_outage_any(&self, needle: &str, code: Option<u16>) {
+        self.sim_get(&format!("/_sim/outage-any/{needle}/{}", code.unwrap_or(0)));
+    }
+
+    fn sim_get(&self, path: &str) {
         let addr = self.sim_url.trim_start_matches("http://");
         let mut stream = std::net::TcpStream::connect(addr).expect("simulator");
         use std::io::{Read, Write};
         write!(
             stream,
-            "GET /_sim/outage/{needle}/{} HTTP/1.1\r\nhost: sim\r\nconnection: close\r\n\r\n",
-            code.unwrap_or(0)
+            "GET {path} HTTP/1.1\r\nhost: sim\r\nconnection: close\r\n\r\n"
         )
         .unwrap();
         let mut text = String::new();

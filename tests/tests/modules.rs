@@ -871,6 +871,80 @@ async fn credentials_rotate(cp: &ControlPlane) -> Result {
     Ok(())
 }
 
+/// A target answering 500 for a while: the set reports the error, retries at growing
+/// intervals with jitter, logs it a bounded number of times, and recovers by itself.
+async fn target_answers_500(cp: &ControlPlane) -> Result {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::PostParams;
+    let f = Fixture::new(cp, "mods-flaky").await?;
+    // The target is reached through the simulator, which can fail its requests.
+    let text = std::fs::read_to_string(&cp.kubeconfig).map_err(|e| e.to_string())?;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "kubeconfig-flaky"}, "stringData": {"config": text},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(f.client.clone(), &f.ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .map_err(|e| format!("Secret: {e}"))?;
+    f.push("manifest", "manifest", "1.0.0")?;
+    f.plugin(
+        "flaky-page",
+        json!({
+            "kind": "module-reconciler",
+            "versions": [{"version": "1.0.0", "ref": f.reference("manifest", "1.0.0")}],
+            "channels": [{"name": "regular", "version": "1.0.0"}],
+            "config": {"manifest": DASHBOARD, "values": {"namespace": "flaky500", "title": "Overview"}},
+            "grants": {"write": [
+                {"apiGroups": [""], "kinds": ["Namespace"], "clusterScoped": true, "names": ["flaky500"]},
+                {"apiGroups": [""], "kinds": ["ConfigMap"], "namespaces": ["flaky500"]},
+            ]},
+        }),
+    )
+    .await?;
+    cp.sim_outage_any("flaky500", Some(500));
+    let target = format!("{}/kubeconfig-flaky", f.ns);
+    let log = "info,kube=warn,tower=warn,hyper=warn,tessera::controllers::kit=debug";
+    let host = f.bare_host("a", &["--module-target", &target, "--log", log]);
+    let spec =
+        json!({"target": {"secretName": "kubeconfig-flaky"}, "modules": [{"name": "flaky-page"}]});
+    f.apply_set("flaky", spec).await?;
+    f.wait_set("flaky", &host, "Error", |s| state_is(s, State::Error))
+        .await?;
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let object = "ModuleSet/mods-flaky/flaky";
+    let lines: Vec<String> = host
+        .logs()
+        .lines()
+        .filter(|l| l.contains(object) && !l.contains("\"level\":\"DEBUG\""))
+        .map(str::to_string)
+        .collect();
+    let delays: Vec<f64> = host
+        .logs()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["fields"]["object"] == object)
+        .filter_map(|v| v["fields"]["retry_in_s"].as_f64())
+        .collect();
+    println!(
+        "target_answers_500: {} retries in ~35 s, delays {delays:?} s, {} log lines above DEBUG",
+        delays.len(),
+        lines.len()
+    );
+    if lines.len() > 5 {
+        return Err(format!("{} log lines:\n{}", lines.len(), lines.join("\n")));
+    }
+    if delays.len() < 4 || delays.windows(2).take(3).any(|w| w[1] <= w[0]) {
+        return Err(format!("retries should back off: {delays:?}"));
+    }
+    cp.sim_outage_any("flaky500", None);
+    f.wait_set("flaky", &host, "Ready after the outage", |s| {
+        state_is(s, State::Ready)
+    })
+    .await?;
+    Ok(())
+}
+
 fn main() {
     let sim = PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
     let script = Script {
@@ -889,6 +963,7 @@ fn main() {
             }),
             ("single_cluster", |cp| Box::pin(single_cluster(cp))),
             ("credentials_rotate", |cp| Box::pin(credentials_rotate(cp))),
+            ("target_answers_500", |cp| Box::pin(target_answers_500(cp))),
         ],
     )
 }

@@ -78,8 +78,18 @@ pub enum Command {
 }
 
 pub fn init_tracing(global: &Global) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&global.log)
+    let mut filter = tracing_subscriber::EnvFilter::try_new(&global.log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // kube's client logs every failed request at ERROR, in its own words; the host reports
+    // each failure once, in words, under its error policy's log cap. Asked for by name, it
+    // still shows.
+    if !global.log.contains("kube_client") {
+        filter = filter.add_directive(
+            "kube_client::client::builder=off"
+                .parse()
+                .expect("directive"),
+        );
+    }
     // Colour only for a person at a terminal, never in files and pipes.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()

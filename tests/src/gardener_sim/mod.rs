@@ -59,9 +59,10 @@ pub(crate) struct Sim {
     pub config: SimConfig,
     pub next_token: AtomicUsize,
     pub consumed: std::sync::Mutex<std::collections::HashMap<(String, String), usize>>,
-    /// Simulated outages of the Shoot API: requests whose URI contains the key are
-    /// answered with the HTTP status (set through `/_sim/outage/<needle>/<code>`).
-    pub outages: std::sync::Mutex<std::collections::BTreeMap<String, u16>>,
+    /// Simulated outages: requests whose URI contains the key are answered with the HTTP
+    /// status — Shoot API requests only when the flag is set (`/_sim/outage/<needle>/<code>`),
+    /// any request otherwise (`/_sim/outage-any/<needle>/<code>`).
+    pub outages: std::sync::Mutex<std::collections::BTreeMap<String, (u16, bool)>>,
 }
 
 impl Sim {

@@ -51,8 +51,9 @@ fn status(code: StatusCode, reason: &str, message: String) -> Response {
         .into_response()
 }
 
-/// `<needle>/<code>`: answer Shoot API requests containing `needle` with `code` (0: end).
-fn set_outage(sim: &Sim, rest: &str) -> Response {
+/// `<needle>/<code>`: answer requests containing `needle` (only Shoot API requests when
+/// `shoots_only`) with `code` (0: end).
+fn set_outage(sim: &Sim, rest: &str, shoots_only: bool) -> Response {
     let Some((needle, code)) = rest.split_once('/') else {
         return status(
             StatusCode::BAD_REQUEST,
@@ -64,7 +65,7 @@ fn set_outage(sim: &Sim, rest: &str) -> Response {
     let mut outages = sim.outages.lock().expect("outages lock");
     match code {
         0 => outages.remove(needle),
-        code => outages.insert(needle.to_string(), code),
+        code => outages.insert(needle.to_string(), (code, shoots_only)),
     };
     (StatusCode::OK, "ok").into_response()
 }
@@ -72,13 +73,13 @@ fn set_outage(sim: &Sim, rest: &str) -> Response {
 /// The status a simulated outage answers `request` with.
 fn outage(sim: &Sim, request: &Request) -> Option<StatusCode> {
     let uri = request.uri().to_string();
-    if !uri.contains("/apis/core.gardener.cloud/") {
-        return None;
-    }
+    let shoots = uri.contains("/apis/core.gardener.cloud/");
     let outages = sim.outages.lock().expect("outages lock");
-    let code = outages
+    let (code, _) = outages
         .iter()
-        .find(|(needle, _)| uri.contains(needle.as_str()))?
+        .find(|(needle, (_, shoots_only))| {
+            uri.contains(needle.as_str()) && (shoots || !shoots_only)
+        })?
         .1;
     StatusCode::from_u16(*code).ok()
 }
@@ -98,7 +99,10 @@ async fn handle(State(sim): State<Arc<Sim>>, request: Request) -> Response {
         return ([("content-type", "application/json")], body.to_string()).into_response();
     }
     if let Some(rest) = path.strip_prefix("/_sim/outage/") {
-        return set_outage(&sim, rest);
+        return set_outage(&sim, rest, true);
+    }
+    if let Some(rest) = path.strip_prefix("/_sim/outage-any/") {
+        return set_outage(&sim, rest, false);
     }
     if let Some(code) = outage(&sim, &request) {
         return status(

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use crate::controllers::kit::Note;
 use crate::crd::{
-    ConditionStatus, ConditionType, ModuleSet, ModuleSetStatus, Reason, set_condition,
+    ConditionStatus, ConditionType, ModuleSet, ModuleSetStatus, Reason, find_condition,
+    set_condition,
 };
 use crate::modules::set::Notice;
 use crate::modules::{ModuleReport, SetOutcome, State};
@@ -283,7 +284,13 @@ pub(crate) fn next_requeue(requested: Option<Duration>, status: &ModuleSetStatus
     let failed = status.state == Some(State::Error);
     Requeue {
         after: requested.unwrap_or(RESYNC).min(RESYNC),
-        backoff: failed.then(|| status.summary.clone().unwrap_or_default()),
+        // The Ready condition names each failing module and why: that is the failure.
+        backoff: failed.then(|| {
+            find_condition(&status.conditions, READY)
+                .map(|c| c.message.clone())
+                .or_else(|| status.summary.clone())
+                .unwrap_or_default()
+        }),
     }
 }
 
@@ -682,8 +689,19 @@ mod tests {
     }
 
     #[test]
-    fn a_set_in_error_backs_off_as_a_failure_named_by_its_summary() {
-        let requeue = next_requeue(None, &with_state(State::Error, "1/2 Ready"));
+    fn a_set_in_error_backs_off_as_a_failure_named_by_its_ready_message() {
+        let mut status = with_state(State::Error, "1/2 Ready");
+        let requeue = next_requeue(None, &status);
         assert_eq!(requeue.backoff.as_deref(), Some("1/2 Ready"));
+        condition(
+            &set(false),
+            &mut status,
+            READY,
+            false,
+            MODULE_ERROR,
+            "page is Error: HTTP 500",
+        );
+        let requeue = next_requeue(None, &status);
+        assert_eq!(requeue.backoff.as_deref(), Some("page is Error: HTTP 500"));
     }
 }
