@@ -8,6 +8,8 @@ mod shoot;
 
 pub(crate) use errors::{ErrorClass, classify_codes};
 pub(crate) use kubeconfig::request_admin_kubeconfig;
+#[cfg(test)]
+pub(crate) use shoot::LastOperation;
 pub use shoot::shoot_resource;
 pub(crate) use shoot::{
     CONFIRM_DELETION, FORCE_DELETION, OPERATION_ANNOTATION, ShootClient, ShootError, ShootProgress,

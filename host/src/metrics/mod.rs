@@ -100,91 +100,88 @@ impl Default for Metrics {
     }
 }
 
+/// Name and help of each metric.
+type Doc = (&'static str, &'static str);
+
+const RUNTIME_STATE: Doc = (
+    "tessera_runtime_state",
+    "1 for the state each Runtime is in (labels: namespace, runtime, state)",
+);
+const KUBECONFIG_EXPIRY: Doc = (
+    "tessera_kubeconfig_expiration_timestamp_seconds",
+    "When the kubeconfig of each Runtime expires (Unix seconds)",
+);
+const UNEXPECTED_STOPS: Doc = (
+    "tessera_state_machine_unexpected_stops_total",
+    "Reconciles that stopped on an error instead of a planned transition",
+);
+const RECONCILES: Doc = (
+    "tessera_reconciles_total",
+    "Reconciles by controller and outcome (ok|conflict|error)",
+);
+const RECONCILE_DURATION: Doc = (
+    "tessera_reconcile_duration_seconds",
+    "Time spent in a reconcile (step Reconcile) and in each state-machine step",
+);
+const PLUGIN_CALL_DURATION: Doc = (
+    "tessera_plugin_call_duration_seconds",
+    "Duration of one plugin call, sandbox set-up included",
+);
+const LEADER: Doc = (
+    "tessera_leader",
+    "1 while this process holds the leader lease",
+);
+const SHADOW_RENDERS: Doc = (
+    "tessera_shadow_renders_total",
+    "Renders with a shadow version, by plugin, shadow version and result (same|differs|failed)",
+);
+const PLUGIN_CHANNEL_READY: Doc = (
+    "tessera_plugin_channel_ready",
+    "1 when the channel of a Plugin has a runnable version",
+);
+const MODULESET_STATE: Doc = (
+    "tessera_moduleset_state",
+    "1 for the state each ModuleSet is in (labels: namespace, name, state)",
+);
+const MODULE_DRIFT: Doc = (
+    "tessera_module_object_events_total",
+    "Changes to module-managed objects on targets not made by the host (edits, deletions, status updates), by kind",
+);
+const DEPENDENCY_UP: Doc = (
+    "tessera_dependency_up",
+    "1 while a dependency answers (gardener: the Shoot API), 0 while it fails",
+);
+
+const RECONCILE_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+const CALL_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0,
+];
+
 impl Metrics {
     pub(crate) fn new() -> Self {
         let registry = Registry::new();
         let r = &registry;
+        let leader = IntGauge::new(LEADER.0, LEADER.1).expect("metric");
         Self {
-            runtime_state: gauges(
-                r,
-                "tessera_runtime_state",
-                "1 for the state each Runtime is in (labels: namespace, runtime, state)",
-                &["namespace", "runtime", "state"],
-            ),
-            kubeconfig_expiry: gauges(
-                r,
-                "tessera_kubeconfig_expiration_timestamp_seconds",
-                "When the kubeconfig of each Runtime expires (Unix seconds)",
-                &["namespace", "runtime"],
-            ),
-            unexpected_stops: counters(
-                r,
-                "tessera_state_machine_unexpected_stops_total",
-                "Reconciles that stopped on an error instead of a planned transition",
-                &["controller", "step", "reason"],
-            ),
-            reconciles: counters(
-                r,
-                "tessera_reconciles_total",
-                "Reconciles by controller and outcome (ok|conflict|error)",
-                &["controller", "result"],
-            ),
+            runtime_state: gauges(r, RUNTIME_STATE, &["namespace", "runtime", "state"]),
+            kubeconfig_expiry: gauges(r, KUBECONFIG_EXPIRY, &["namespace", "runtime"]),
+            unexpected_stops: counters(r, UNEXPECTED_STOPS, &["controller", "step", "reason"]),
+            reconciles: counters(r, RECONCILES, &["controller", "result"]),
             reconcile_duration: histograms(
                 r,
-                "tessera_reconcile_duration_seconds",
-                "Time spent in a reconcile (step Reconcile) and in each state-machine step",
+                RECONCILE_DURATION,
                 &["controller", "step"],
-                vec![
-                    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-                ],
+                RECONCILE_BUCKETS,
             ),
-            plugin_call_duration: histograms(
-                r,
-                "tessera_plugin_call_duration_seconds",
-                "Duration of one plugin call, sandbox set-up included",
-                &["plugin"],
-                vec![
-                    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0,
-                ],
-            ),
-            leader: register(
-                r,
-                IntGauge::new(
-                    "tessera_leader",
-                    "1 while this process holds the leader lease",
-                )
-                .expect("metric"),
-            ),
-            shadow_renders: counters(
-                r,
-                "tessera_shadow_renders_total",
-                "Renders with a shadow version, by plugin, shadow version and result (same|differs|failed)",
-                &["plugin", "version", "result"],
-            ),
-            plugin_channel_ready: gauges(
-                r,
-                "tessera_plugin_channel_ready",
-                "1 when the channel of a Plugin has a runnable version",
-                &["plugin", "channel"],
-            ),
-            moduleset_state: gauges(
-                r,
-                "tessera_moduleset_state",
-                "1 for the state each ModuleSet is in (labels: namespace, name, state)",
-                &["namespace", "name", "state"],
-            ),
-            module_drift: counters(
-                r,
-                "tessera_module_object_events_total",
-                "Changes to module-managed objects on targets not made by the host (edits, deletions, status updates), by kind",
-                &["kind"],
-            ),
-            dependency_up: gauges(
-                r,
-                "tessera_dependency_up",
-                "1 while a dependency answers (gardener: the Shoot API; registry; target:<namespace>/<secret>), 0 while it fails",
-                &["dependency"],
-            ),
+            plugin_call_duration: histograms(r, PLUGIN_CALL_DURATION, &["plugin"], CALL_BUCKETS),
+            leader: register(r, leader),
+            shadow_renders: counters(r, SHADOW_RENDERS, &["plugin", "version", "result"]),
+            plugin_channel_ready: gauges(r, PLUGIN_CHANNEL_READY, &["plugin", "channel"]),
+            moduleset_state: gauges(r, MODULESET_STATE, &["namespace", "name", "state"]),
+            module_drift: counters(r, MODULE_DRIFT, &["kind"]),
+            dependency_up: gauges(r, DEPENDENCY_UP, &["dependency"]),
             dependencies: std::sync::Arc::default(),
             registry,
         }
@@ -232,14 +229,14 @@ fn register<M: prometheus::core::Collector + Clone + 'static>(registry: &Registr
     m
 }
 
-fn gauges(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+fn gauges(registry: &Registry, (name, help): Doc, labels: &[&str]) -> IntGaugeVec {
     register(
         registry,
         IntGaugeVec::new(Opts::new(name, help), labels).expect("metric"),
     )
 }
 
-fn counters(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+fn counters(registry: &Registry, (name, help): Doc, labels: &[&str]) -> IntCounterVec {
     register(
         registry,
         IntCounterVec::new(Opts::new(name, help), labels).expect("metric"),
@@ -248,12 +245,11 @@ fn counters(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> Int
 
 fn histograms(
     registry: &Registry,
-    name: &str,
-    help: &str,
+    (name, help): Doc,
     labels: &[&str],
-    buckets: Vec<f64>,
+    buckets: &[f64],
 ) -> HistogramVec {
-    let opts = HistogramOpts::new(name, help).buckets(buckets);
+    let opts = HistogramOpts::new(name, help).buckets(buckets.to_vec());
     register(registry, HistogramVec::new(opts, labels).expect("metric"))
 }
 

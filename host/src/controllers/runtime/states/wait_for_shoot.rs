@@ -1,5 +1,7 @@
 //! Follow Gardener's `status.lastOperation` until the Shoot is reconciled.
 
+use std::time::Duration;
+
 use kube::runtime::controller::Action;
 
 use super::super::machine::{Machine, Step, Transition};
@@ -7,6 +9,75 @@ use crate::controllers::ReconcileError;
 use crate::crd::{ConditionStatus, RuntimeState};
 use crate::crd::{ConditionType, Reason};
 use crate::gardener::{ErrorClass, OPERATION_ANNOTATION, ShootProgress, classify_codes};
+
+/// What Gardener's progress on the Shoot means for the Runtime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Reconciled, and Gardener has seen the latest generation.
+    Done,
+    /// Gardener is working on it (or has not started).
+    Working,
+    /// Failed for good: the Runtime fails with this message.
+    Fatal(String),
+    /// Failed, retryable: ask Gardener to retry (`ask`) unless asked already, and look again
+    /// after `wait`.
+    Retry {
+        message: String,
+        ask: bool,
+        wait: Duration,
+    },
+    /// Gardener hit an error and retries by itself.
+    GardenerRetries(String),
+}
+
+/// Decide from `progress` of Shoot `name`: `retry_requested` when the retry annotation is
+/// set; a retryable failure is retried once it is `retry_after` old.
+pub(crate) fn verdict(
+    progress: &ShootProgress,
+    name: &str,
+    retry_requested: bool,
+    retry_after: Duration,
+    now: jiff::Timestamp,
+) -> Verdict {
+    let Some(op) = &progress.last_operation else {
+        return Verdict::Working;
+    };
+    let caught_up = progress.observed_generation >= progress.generation;
+    let codes = progress.error_codes.join(", ");
+    match op.state.as_str() {
+        "Succeeded" if caught_up => Verdict::Done,
+        "Failed" | "Aborted" => {
+            let detail = match progress.error_description.as_str() {
+                "" => op.description.as_str(),
+                d => d,
+            };
+            let message = format!("{} of Shoot {name} failed [{codes}]: {detail}", op.type_);
+            let codes = progress.error_codes.iter().map(String::as_str);
+            if classify_codes(codes, progress.non_retryable) == ErrorClass::Fatal {
+                return Verdict::Fatal(message);
+            }
+            let age = op
+                .last_update
+                .map(|t| now.duration_since(t).unsigned_abs())
+                .unwrap_or(retry_after);
+            let (ask, wait) = match (retry_requested, age >= retry_after) {
+                (true, _) => (false, retry_after),
+                (false, true) => (true, retry_after),
+                (false, false) => (false, retry_after - age),
+            };
+            Verdict::Retry {
+                message: format!("{message}; retrying"),
+                ask,
+                wait,
+            }
+        }
+        "Error" => Verdict::GardenerRetries(format!(
+            "{} of Shoot {name} hit an error, Gardener retries [{codes}]: {}",
+            op.type_, progress.error_description
+        )),
+        _ => Verdict::Working,
+    }
+}
 
 pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let shoot = m.shoot.clone().expect("initialise read the Shoot");
@@ -22,101 +93,53 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     } else {
         (RuntimeState::Updating, Reason::ShootUpdatePending)
     };
-    let Some(op) = progress.last_operation.clone() else {
-        m.condition(
-            ConditionType::Provisioned,
-            ConditionStatus::Unknown,
-            pending_reason,
-            pending_message(creating, &name),
-        );
-        return Ok(Transition::Stop(Action::requeue(pending)));
-    };
-    let caught_up = progress.observed_generation >= progress.generation;
-    match op.state.as_str() {
-        "Succeeded" if caught_up => {
-            if m.is_settled() {
-                // Nothing changed since the Runtime became Ready: skip the runtime
-                // cluster; `Ready` rewrites nothing that is already true.
-                return Ok(Transition::Next(Step::Ready));
+    let requested = shoot
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.get(OPERATION_ANNOTATION).map(String::as_str) == Some("retry"));
+    let retry_after = m.ctx.config.requeue.retry;
+    let provisioned = ConditionType::Provisioned;
+    let unknown = ConditionStatus::Unknown;
+    match verdict(
+        &progress,
+        &name,
+        requested,
+        retry_after,
+        jiff::Timestamp::now(),
+    ) {
+        // Nothing changed since the Runtime became Ready: skip the runtime cluster;
+        // `Ready` rewrites nothing that is already true.
+        Verdict::Done if m.is_settled() => Ok(Transition::Next(Step::Ready)),
+        Verdict::Done => Ok(Transition::Next(Step::HandleKubeconfig)),
+        Verdict::Fatal(message) => Ok(m.fail(Reason::GardenerErrorFatal, message)),
+        Verdict::Retry { message, ask, wait } => {
+            if ask {
+                tracing::info!(runtime = %m.id(), shoot = %name, "asking Gardener to retry");
+                let retry = [(OPERATION_ANNOTATION, Some("retry"))];
+                m.ctx.shoots.annotate(&shoot, &retry).await?;
             }
-            Ok(Transition::Next(Step::HandleKubeconfig))
-        }
-        "Failed" | "Aborted" => {
-            let codes = progress.error_codes.join(", ");
-            let detail = if progress.error_description.is_empty() {
-                op.description.clone()
-            } else {
-                progress.error_description.clone()
-            };
-            match classify_codes(
-                progress.error_codes.iter().map(String::as_str),
-                progress.non_retryable,
-            ) {
-                ErrorClass::Fatal => Ok(m.fail(
-                    Reason::GardenerErrorFatal,
-                    format!("{} of Shoot {name} failed [{codes}]: {detail}", op.type_),
-                )),
-                ErrorClass::Retryable => {
-                    // Back off: ask for a retry once the failure is `requeue.retry` old.
-                    let retry_after = m.ctx.config.requeue.retry;
-                    let age = op
-                        .last_update
-                        .map(|t| jiff::Timestamp::now().duration_since(t).unsigned_abs())
-                        .unwrap_or(retry_after);
-                    let requested = shoot.metadata.annotations.as_ref().is_some_and(|a| {
-                        a.get(OPERATION_ANNOTATION).map(String::as_str) == Some("retry")
-                    });
-                    let wait = if requested {
-                        retry_after
-                    } else if age >= retry_after {
-                        tracing::info!(runtime = %m.id(), shoot = %name, codes = %codes, "asking Gardener to retry");
-                        m.ctx
-                            .shoots
-                            .annotate(&shoot, &[(OPERATION_ANNOTATION, Some("retry"))])
-                            .await?;
-                        retry_after
-                    } else {
-                        retry_after - age
-                    };
-                    m.set_state(working_state);
-                    m.condition(
-                        ConditionType::Provisioned,
-                        ConditionStatus::Unknown,
-                        Reason::GardenerErrorRetrying,
-                        format!(
-                            "{} of Shoot {name} failed [{codes}]: {detail}; retrying",
-                            op.type_
-                        ),
-                    );
-                    Ok(Transition::Stop(Action::requeue(wait)))
-                }
-            }
-        }
-        "Error" => {
-            // Gardener retries by itself; report and wait.
             m.set_state(working_state);
-            m.condition(
-                ConditionType::Provisioned,
-                ConditionStatus::Unknown,
-                Reason::GardenerError,
-                format!(
-                    "{} of Shoot {name} hit an error, Gardener retries [{}]: {}",
-                    op.type_,
-                    progress.error_codes.join(", "),
-                    progress.error_description
-                ),
-            );
+            m.condition(provisioned, unknown, Reason::GardenerErrorRetrying, message);
+            Ok(Transition::Stop(Action::requeue(wait)))
+        }
+        Verdict::GardenerRetries(message) => {
+            m.set_state(working_state);
+            m.condition(provisioned, unknown, Reason::GardenerError, message);
             Ok(Transition::Stop(Action::requeue(pending)))
         }
-        _ => {
-            if m.status.state != Some(RuntimeState::Ready) || !caught_up {
+        Verdict::Working => {
+            let caught_up = progress.observed_generation >= progress.generation;
+            if progress.last_operation.is_some()
+                && (m.status.state != Some(RuntimeState::Ready) || !caught_up)
+            {
                 m.set_state(working_state);
             }
+            // Progress percentages stay in the Shoot: one status write per phase.
             m.condition(
-                ConditionType::Provisioned,
-                ConditionStatus::Unknown,
+                provisioned,
+                unknown,
                 pending_reason,
-                // Progress percentages stay in the Shoot: one status write per phase.
                 pending_message(creating, &name),
             );
             Ok(Transition::Stop(Action::requeue(pending)))
@@ -152,5 +175,92 @@ pub(crate) fn pending_message(creating: bool, shoot: &str) -> String {
         format!("waiting for Gardener to create Shoot {shoot}")
     } else {
         format!("waiting for Gardener to reconcile Shoot {shoot}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gardener::LastOperation;
+
+    fn progress(state: &str, codes: &[&str], age_s: i64) -> (ShootProgress, jiff::Timestamp) {
+        let now = jiff::Timestamp::now();
+        let op = LastOperation {
+            type_: "Create".into(),
+            state: state.into(),
+            description: "described".into(),
+            progress: 50,
+            last_update: Some(now - jiff::SignedDuration::from_secs(age_s)),
+        };
+        let p = ShootProgress {
+            last_operation: Some(op),
+            error_codes: codes.iter().map(|c| c.to_string()).collect(),
+            error_description: String::new(),
+            generation: 2,
+            observed_generation: 2,
+            non_retryable: false,
+        };
+        (p, now)
+    }
+
+    const RETRY: Duration = Duration::from_secs(30);
+
+    #[test]
+    fn a_reconciled_shoot_that_caught_up_is_done() {
+        let (p, now) = progress("Succeeded", &[], 0);
+        assert_eq!(verdict(&p, "s", false, RETRY, now), Verdict::Done);
+        let behind = ShootProgress { generation: 3, ..p };
+        assert_eq!(verdict(&behind, "s", false, RETRY, now), Verdict::Working);
+    }
+
+    #[test]
+    fn no_operation_yet_is_working() {
+        let (mut p, now) = progress("Processing", &[], 0);
+        assert_eq!(verdict(&p, "s", false, RETRY, now), Verdict::Working);
+        p.last_operation = None;
+        assert_eq!(verdict(&p, "s", false, RETRY, now), Verdict::Working);
+    }
+
+    #[test]
+    fn a_fatal_error_code_fails_the_runtime_naming_it() {
+        let (p, now) = progress("Failed", &["ERR_INFRA_UNAUTHORIZED"], 0);
+        let Verdict::Fatal(message) = verdict(&p, "s", false, RETRY, now) else {
+            panic!("fatal expected");
+        };
+        assert!(message.contains("ERR_INFRA_UNAUTHORIZED") && message.contains("Shoot s"));
+    }
+
+    #[test]
+    fn a_retryable_failure_asks_gardener_once_it_is_old_enough() {
+        let (young, now) = progress("Failed", &["ERR_INFRA_QUOTA_EXCEEDED"], 10);
+        match verdict(&young, "s", false, RETRY, now) {
+            Verdict::Retry { ask, wait, .. } => {
+                assert!(!ask);
+                assert!(wait <= Duration::from_secs(20) && wait >= Duration::from_secs(19));
+            }
+            other => panic!("{other:?}"),
+        }
+        let (old, now) = progress("Failed", &["ERR_INFRA_QUOTA_EXCEEDED"], 40);
+        assert!(matches!(
+            verdict(&old, "s", false, RETRY, now),
+            Verdict::Retry { ask: true, .. }
+        ));
+        // Asked already: wait, do not ask again.
+        assert!(matches!(
+            verdict(&old, "s", true, RETRY, now),
+            Verdict::Retry {
+                ask: false,
+                wait: RETRY,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn an_error_gardener_retries_itself_is_reported() {
+        let (p, now) = progress("Error", &["ERR_X"], 0);
+        assert!(
+            matches!(verdict(&p, "s", false, RETRY, now), Verdict::GardenerRetries(m) if m.contains("ERR_X"))
+        );
     }
 }
