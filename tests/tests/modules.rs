@@ -384,7 +384,7 @@ async fn controller_lifecycle(cp: &ControlPlane) -> Result {
         .as_ref()
         .ok_or("no shadow result for dashboard")?;
     if shadow.version != "1.1.0"
-        || shadow.result != "Differs"
+        || shadow.result != tessera::crd::ShadowOutcome::Differs
         || !shadow.diff.iter().any(|l| l.contains("data.version"))
     {
         return Err(format!("dashboard shadow: {shadow:?}"));

@@ -721,7 +721,7 @@ async fn channels_reload_shadow(cp: &ControlPlane) -> Result {
     .await
     .map_err(|e| s.explain_runtime(e, "rt-b", &host))?;
     let shadow = &rt.status.as_ref().unwrap().shadow[0];
-    if shadow.result != "Differs"
+    if shadow.result != tessera::crd::ShadowOutcome::Differs
         || shadow.version != "1.1.0"
         || shadow.current_version != "1.0.0"
         || !shadow

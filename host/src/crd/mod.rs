@@ -28,7 +28,8 @@ pub use plugin::{
     ResolvedVersion, UpdatePolicy, Verification,
 };
 pub use runtime::{
-    PluginStamp, Runtime, RuntimeSpec, RuntimeState, RuntimeStatus, ShadowResult, ShootRef,
+    PluginStamp, Runtime, RuntimeSpec, RuntimeState, RuntimeStatus, ShadowOutcome, ShadowResult,
+    ShootRef,
 };
 
 /// API group of every Tessera resource.

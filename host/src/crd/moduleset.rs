@@ -192,8 +192,7 @@ pub struct ModuleReport {
 pub struct ModuleShadow {
     pub version: String,
     pub digest: String,
-    /// `Same`, `Differs` or `Failed`.
-    pub result: String,
+    pub result: super::ShadowOutcome,
     /// Changed fields, `<Kind namespace/name>.<path>`, at most 40; or the shadow's error.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub diff: Vec<String>,

@@ -78,6 +78,49 @@ pub struct PluginStamp {
     pub channel: Option<String>,
 }
 
+/// How a shadow version's render compares with the applied version's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ShadowOutcome {
+    Same,
+    Differs,
+    Failed,
+}
+
+impl ShadowOutcome {
+    /// `Same` or `Differs` by whether there is a difference.
+    pub fn of(diff: &[String]) -> Self {
+        if diff.is_empty() {
+            Self::Same
+        } else {
+            Self::Differs
+        }
+    }
+
+    /// As written in status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Same => "Same",
+            Self::Differs => "Differs",
+            Self::Failed => "Failed",
+        }
+    }
+
+    /// Lower-case, for metric labels and sentences.
+    pub fn as_lower(self) -> &'static str {
+        match self {
+            Self::Same => "same",
+            Self::Differs => "differs",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for ShadowOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The last render with a shadow version: what it would have changed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -89,8 +132,7 @@ pub struct ShadowResult {
     pub digest: String,
     /// The version that was applied instead.
     pub current_version: String,
-    /// `Same`, `Differs` or `Failed`.
-    pub result: String,
+    pub result: ShadowOutcome,
     /// Changed fields, one per line (`~ path: old → new`, `+ path: new`, `- path: old`),
     /// at most 40; or the shadow's error.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -27,6 +27,7 @@ use plan::{Gate, Offer, Offers, Plan, Ran, Removal, Run};
 /// The channel when neither the module nor the set names one.
 pub(crate) const DEFAULT_CHANNEL: &str = "regular";
 
+use crate::crd::ShadowOutcome;
 pub use crate::crd::moduleset::{ModuleReport, ModuleShadow, State};
 
 /// Error > Warning > Processing > Ready (a module still being removed counts as
@@ -552,16 +553,16 @@ fn compare_shadow(
         Value::Object(map)
     };
     let (result, diff) = match rendered {
-        Err(error) => ("Failed", vec![error]),
+        Err(error) => (ShadowOutcome::Failed, vec![error]),
         Ok(objects) => {
             let diff = crate::plugins::shadow::diff(&by_key(current), &by_key(&objects));
-            (if diff.is_empty() { "Same" } else { "Differs" }, diff)
+            (ShadowOutcome::of(&diff), diff)
         }
     };
     ModuleShadow {
         version: shadow.version.clone(),
         digest: shadow.digest.clone(),
-        result: result.to_string(),
+        result,
         diff,
     }
 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use crate::controllers::kit::Note;
 use crate::crd::{
-    ConditionStatus, ConditionType, ModuleSet, ModuleSetStatus, Reason, find_condition,
-    set_condition,
+    ConditionStatus, ConditionType, ModuleSet, ModuleSetStatus, Reason, ShadowOutcome,
+    find_condition, set_condition,
 };
 use crate::modules::set::Notice;
 use crate::modules::{ModuleReport, SetOutcome, State};
@@ -213,7 +213,7 @@ pub(crate) fn module_notes(before: &[ModuleReport], now: &[ModuleReport]) -> Vec
             ));
         }
         if let Some(shadow) = &m.shadow
-            && shadow.result != "Same"
+            && shadow.result != ShadowOutcome::Same
             && before.and_then(|b| b.shadow.as_ref()) != Some(shadow)
         {
             let lines: Vec<&str> = shadow.diff.iter().take(3).map(String::as_str).collect();
@@ -221,7 +221,7 @@ pub(crate) fn module_notes(before: &[ModuleReport], now: &[ModuleReport]) -> Vec
                 "module {}: shadow {} {}: {}",
                 m.name,
                 shadow.version,
-                shadow.result.to_lowercase(),
+                shadow.result.as_lower(),
                 lines.join("; ")
             );
             notes.push(Note::normal("ShadowDiff", text));
@@ -349,11 +349,11 @@ mod tests {
         notes.iter().map(|n| n.reason).collect()
     }
 
-    fn shadow(result: &str) -> ModuleShadow {
+    fn shadow(result: ShadowOutcome) -> ModuleShadow {
         ModuleShadow {
             version: "1.1.0".into(),
             digest: "sha256:1".into(),
-            result: result.into(),
+            result,
             diff: vec!["ConfigMap a/b.data.x".into()],
         }
     }
@@ -579,7 +579,7 @@ mod tests {
     #[test]
     fn a_shadow_that_differs_is_announced_once() {
         let mut now = module("a", State::Processing, None);
-        now.shadow = Some(shadow("Differs"));
+        now.shadow = Some(shadow(ShadowOutcome::Differs));
         let notes = module_notes(&[], std::slice::from_ref(&now));
         assert_eq!(
             notes,
@@ -594,7 +594,7 @@ mod tests {
     #[test]
     fn a_shadow_that_renders_the_same_is_not_announced() {
         let mut now = module("a", State::Processing, None);
-        now.shadow = Some(shadow("Same"));
+        now.shadow = Some(shadow(ShadowOutcome::Same));
         assert!(module_notes(&[], &[now]).is_empty());
     }
 

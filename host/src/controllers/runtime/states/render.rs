@@ -12,7 +12,7 @@ use super::super::machine::{Machine, Transition};
 use super::super::shoot_doc;
 use crate::controllers::kit;
 use crate::controllers::{ReconcileError, labels};
-use crate::crd::{ConditionStatus, PluginStamp, ShadowResult};
+use crate::crd::{ConditionStatus, PluginStamp, ShadowOutcome, ShadowResult};
 use crate::crd::{ConditionType, Reason};
 use crate::plugins::{ChainOutput, ChannelChoice, ResolvedChain, Unavailable};
 use crate::wasm::{CallError, Failure, Fault};
@@ -217,8 +217,6 @@ async fn render_shadows(
 ) -> Result<(), ReconcileError> {
     let mut results = Vec::with_capacity(chain.shadows.len());
     for shadow in &chain.shadows {
-        let current_step = &chain.chain.steps[shadow.index];
-        let plugin = current_step.plugin.name().to_string();
         let shadow_output = m
             .ctx
             .renderer
@@ -232,63 +230,70 @@ async fn render_shadows(
             )
             .await
             .map_err(|e| ReconcileError::Join(e.to_string()))?;
-        let (result, diff) = match shadow_output {
-            Ok(shadow_out) => {
-                let lines = crate::plugins::shadow::diff(&output.shoot, &shadow_out.shoot);
-                if lines.is_empty() {
-                    ("Same", lines)
-                } else {
-                    ("Differs", lines)
-                }
-            }
-            Err(err) => ("Failed", vec![err.to_string()]),
-        };
+        let entry = shadow_result(chain, shadow, output, shadow_output);
         m.ctx
             .metrics
             .shadow_renders
-            .with_label_values(&[
-                plugin.as_str(),
-                shadow.step.version.as_str(),
-                &result.to_lowercase(),
-            ])
+            .with_label_values(&[&entry.plugin, &entry.version, entry.result.as_lower()])
             .inc();
-        let total = diff.len();
-        let mut diff: Vec<String> = diff.into_iter().take(MAX_DIFF_LINES).collect();
-        if total > MAX_DIFF_LINES {
-            diff.push(format!("… {} more", total - MAX_DIFF_LINES));
-        }
-        let entry = ShadowResult {
-            plugin: plugin.clone(),
-            channel: shadow.channel.clone(),
-            version: shadow.step.version.clone(),
-            digest: shadow.digest.clone(),
-            current_version: current_step.version.clone(),
-            result: result.to_string(),
-            diff,
-        };
-        let seen_before = m.status.shadow.contains(&entry);
-        if !seen_before && result != "Same" {
-            let mut note = format!(
-                "shadow {plugin} {} (channel {}) vs applied {}: {}",
-                entry.version,
-                entry.channel,
-                entry.current_version,
-                entry.diff.join("; ")
-            );
-            if note.len() > 1000 {
-                note = format!("{}…", note.chars().take(999).collect::<String>());
-            }
-            let type_ = if result == "Failed" {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            };
+        if !m.status.shadow.contains(&entry)
+            && let Some((type_, note)) = shadow_note(&entry)
+        {
             m.event(type_, "ShadowDiff", note);
         }
         results.push(entry);
     }
     m.status.shadow = results;
     Ok(())
+}
+
+/// How the shadow render of `shadow` compares with the applied `output` (diff capped).
+fn shadow_result(
+    chain: &ResolvedChain,
+    shadow: &crate::plugins::template::Shadow,
+    output: &ChainOutput,
+    rendered: Result<ChainOutput, CallError>,
+) -> ShadowResult {
+    let current_step = &chain.chain.steps[shadow.index];
+    let (result, diff) = match rendered {
+        Ok(out) => {
+            let lines = crate::plugins::shadow::diff(&output.shoot, &out.shoot);
+            (ShadowOutcome::of(&lines), lines)
+        }
+        Err(err) => (ShadowOutcome::Failed, vec![err.to_string()]),
+    };
+    let total = diff.len();
+    let mut diff: Vec<String> = diff.into_iter().take(MAX_DIFF_LINES).collect();
+    if total > MAX_DIFF_LINES {
+        diff.push(format!("… {} more", total - MAX_DIFF_LINES));
+    }
+    ShadowResult {
+        plugin: current_step.plugin.name().to_string(),
+        channel: shadow.channel.clone(),
+        version: shadow.step.version.clone(),
+        digest: shadow.digest.clone(),
+        current_version: current_step.version.clone(),
+        result,
+        diff,
+    }
+}
+
+/// The Event a new shadow result is worth: none when it renders the same.
+fn shadow_note(entry: &ShadowResult) -> Option<(EventType, String)> {
+    let type_ = match entry.result {
+        ShadowOutcome::Same => return None,
+        ShadowOutcome::Differs => EventType::Normal,
+        ShadowOutcome::Failed => EventType::Warning,
+    };
+    let note = format!(
+        "shadow {} {} (channel {}) vs applied {}: {}",
+        entry.plugin,
+        entry.version,
+        entry.channel,
+        entry.current_version,
+        entry.diff.join("; ")
+    );
+    Some((type_, note))
 }
 
 /// Remember what produced the applied Shoot.
