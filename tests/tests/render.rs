@@ -86,8 +86,12 @@ fn warnings_name_their_plugin_and_digests_are_recorded() {
             .iter()
             .any(|(p, w)| p == "auditlog" && w.contains("eu-central-1"))
     );
-    assert_eq!(out.digests.len(), tessera::plugins::FIRST_PARTY.len());
-    assert!(out.digests.iter().all(|(_, _, d)| d.len() == 64));
+    assert_eq!(out.stamps.len(), tessera::plugins::FIRST_PARTY.len());
+    assert!(
+        out.stamps
+            .iter()
+            .all(|s| s.digest.len() == "sha256:".len() + 64)
+    );
 }
 
 fn plugin_failure(err: RenderError) -> (String, Option<String>, String) {

@@ -3,6 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::crd::PluginStamp;
+
 use std::sync::LazyLock;
 
 use serde_json::Value;
@@ -91,8 +93,8 @@ pub struct ChainOutput {
     pub shoot: serde_json::Value,
     /// (plugin, warning)
     pub warnings: Vec<(String, String)>,
-    /// (plugin, version, sha256) of every step, in order.
-    pub digests: Vec<(String, String, String)>,
+    /// What ran, step by step: plugin, version, component digest, channel.
+    pub stamps: Vec<PluginStamp>,
     /// (plugin, wall time of its call), in order.
     pub timings: Vec<(String, std::time::Duration)>,
 }
@@ -167,6 +169,19 @@ pub(crate) fn file_step(
 }
 
 impl ShootChain {
+    /// What each step runs: plugin, version, `sha256:` component digest, channel.
+    pub fn stamps(&self) -> Vec<PluginStamp> {
+        self.steps
+            .iter()
+            .map(|s| PluginStamp {
+                name: s.plugin.name().to_string(),
+                version: s.version.clone(),
+                digest: format!("sha256:{}", s.plugin.inspection.digest),
+                channel: s.channel.clone(),
+            })
+            .collect()
+    }
+
     /// Load every plugin the configuration names from `plugin_dir` (or its `file`).
     pub fn load(
         rt: &WasmRuntime,
@@ -236,17 +251,7 @@ impl ShootChain {
             shoot,
             warnings,
             timings,
-            digests: self
-                .steps
-                .iter()
-                .map(|s| {
-                    (
-                        s.plugin.name().to_string(),
-                        s.version.clone(),
-                        s.plugin.inspection.digest.clone(),
-                    )
-                })
-                .collect(),
+            stamps: self.stamps(),
         })
     }
 }

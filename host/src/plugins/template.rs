@@ -11,6 +11,7 @@ use super::channels::{Catalog, PluginEntry, Resolved};
 use super::config::{ChainConfig, DEFAULT_CHANNEL, LimitsOverride, Source};
 use super::fetch::Loaded;
 use super::identity::DEFAULT_PROJECT;
+use crate::crd::PluginStamp;
 use crate::grants::Grants;
 use crate::wasm::{Limits, WasmRuntime};
 
@@ -81,8 +82,6 @@ pub struct Shadow {
 #[derive(Debug, Clone)]
 pub struct ResolvedChain {
     pub chain: ShootChain,
-    /// (name, version, `sha256:` digest) of each step, in order.
-    pub stamps: Vec<(String, String, String)>,
     pub shadows: Vec<Shadow>,
     pub held_back: Vec<HeldBack>,
 }
@@ -217,12 +216,12 @@ impl ChainTemplate {
     }
 
     /// The chain for a Runtime that asks for `choice` and was last rendered with
-    /// `applied` (name, version, digest).
+    /// `applied`.
     pub fn resolve(
         &self,
         catalog: &Catalog,
         choice: &ChannelChoice,
-        applied: &[(String, String, String)],
+        applied: &[PluginStamp],
     ) -> Result<ResolvedChain, Unavailable> {
         let mut steps = Vec::with_capacity(self.steps.len());
         let mut shadows = Vec::new();
@@ -249,7 +248,9 @@ impl ChainTemplate {
                 .clone();
             let entry_channel = entry.channel(&step.plugin, &channel).map_err(unavailable)?;
             let mut current = &entry_channel.current;
-            if let Some((_, version, digest)) = applied.iter().find(|(n, _, _)| *n == step.name)
+            if let Some(PluginStamp {
+                version, digest, ..
+            }) = applied.iter().find(|a| a.name == step.name)
                 && semver_lower(&current.version, version)
                 && !(entry_channel.allow_downgrade || choice.allow_downgrade)
             {
@@ -284,19 +285,8 @@ impl ChainTemplate {
             }
             steps.push(chain_step);
         }
-        let stamps = steps
-            .iter()
-            .map(|s| {
-                (
-                    s.plugin.name().to_string(),
-                    s.version.clone(),
-                    format!("sha256:{}", s.plugin.inspection.digest),
-                )
-            })
-            .collect();
         Ok(ResolvedChain {
             chain: ShootChain { steps },
-            stamps,
             shadows,
             held_back,
         })

@@ -12,7 +12,7 @@ use super::super::machine::{Machine, Transition};
 use super::super::shoot_doc;
 use crate::controllers::kit;
 use crate::controllers::{ReconcileError, labels};
-use crate::crd::{ConditionStatus, PluginStamp, ShadowOutcome, ShadowResult};
+use crate::crd::{ConditionStatus, ShadowOutcome, ShadowResult};
 use crate::crd::{ConditionType, Reason};
 use crate::plugins::{ChainOutput, ChannelChoice, ResolvedChain, Unavailable};
 use crate::wasm::{CallError, Failure, Fault};
@@ -44,12 +44,7 @@ pub(crate) fn resolve(m: &mut Machine) -> Result<Arc<ResolvedChain>, Unavailable
         return Ok(chain.clone());
     }
     let resolver = m.ctx.renderer.resolver.clone();
-    let applied: Vec<(String, String, String)> = m
-        .status
-        .plugins
-        .iter()
-        .map(|p| (p.name.clone(), p.version.clone(), p.digest.clone()))
-        .collect();
+    let applied = m.status.plugins.clone();
     let result = resolver
         .template
         .resolve(&resolver.catalog, &channel_choice(m), &applied);
@@ -298,22 +293,7 @@ fn shadow_note(entry: &ShadowResult) -> Option<(EventType, String)> {
 
 /// Remember what produced the applied Shoot.
 pub(crate) fn record_applied(m: &mut Machine, desired: &Value, output: &ChainOutput) {
-    let channels: Vec<Option<String>> = m
-        .chain
-        .as_ref()
-        .map(|c| c.chain.steps.iter().map(|s| s.channel.clone()).collect())
-        .unwrap_or_default();
-    m.status.plugins = output
-        .digests
-        .iter()
-        .enumerate()
-        .map(|(i, (name, version, digest))| PluginStamp {
-            name: name.clone(),
-            version: version.clone(),
-            digest: format!("sha256:{digest}"),
-            channel: channels.get(i).cloned().flatten(),
-        })
-        .collect();
+    m.status.plugins = output.stamps.clone();
     m.status.contract_version = m
         .chain
         .as_ref()

@@ -33,10 +33,10 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
                 .iter()
                 .map(|p| (p.name.as_str(), p.digest.as_str()))
                 .collect();
-            let wanted: Vec<(&str, &str)> = chain
-                .stamps
+            let stamps = chain.chain.stamps();
+            let wanted: Vec<(&str, &str)> = stamps
                 .iter()
-                .map(|(n, _, d)| (n.as_str(), d.as_str()))
+                .map(|s| (s.name.as_str(), s.digest.as_str()))
                 .collect();
             // Runtimes from before digests were recorded are not re-rendered for that alone.
             let plugins_changed = !applied.is_empty() && applied != wanted;
