@@ -6,7 +6,7 @@ use super::super::machine::{Machine, Step, Transition};
 use super::super::shoot_doc;
 use crate::controllers::{ReconcileError, labels};
 use crate::crd::Reason;
-use crate::crd::ShootRef;
+use crate::crd::{PluginStamp, ShootRef};
 
 pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let shoot = m.shoot.as_ref().expect("initialise read the Shoot");
@@ -27,19 +27,7 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let forced = m.annotated(labels::FORCE_PATCH);
     let (plugins_changed, shadows_changed) = match super::render::resolve(m) {
         Ok(chain) => {
-            let applied: Vec<(&str, &str)> = m
-                .status
-                .plugins
-                .iter()
-                .map(|p| (p.name.as_str(), p.digest.as_str()))
-                .collect();
-            let stamps = chain.chain.stamps();
-            let wanted: Vec<(&str, &str)> = stamps
-                .iter()
-                .map(|s| (s.name.as_str(), s.digest.as_str()))
-                .collect();
-            // Runtimes from before digests were recorded are not re-rendered for that alone.
-            let plugins_changed = !applied.is_empty() && applied != wanted;
+            let plugins_changed = plugins_changed(&m.status.plugins, &chain.chain.stamps());
             let shown: Vec<(&str, &str)> = m
                 .status
                 .shadow
@@ -67,17 +55,87 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     if plugins_changed {
         tracing::info!(runtime = %m.id(), "plugin versions changed; re-rendering");
     }
-    if m.annotated(labels::SUSPEND_PATCH) {
-        if behind || forced || plugins_changed {
-            tracing::info!(runtime = %m.id(), "Shoot patching is suspended by annotation");
-        }
-        return Ok(Transition::Next(Step::WaitForShoot));
+    let suspended = m.annotated(labels::SUSPEND_PATCH);
+    let wants_patch = behind || forced || plugins_changed;
+    if suspended && wants_patch {
+        tracing::info!(runtime = %m.id(), "Shoot patching is suspended by annotation");
     }
-    Ok(Transition::Next(if behind || forced || plugins_changed {
-        Step::PatchShoot
-    } else if shadows_changed {
-        Step::ShadowRender
-    } else {
-        Step::WaitForShoot
-    }))
+    Ok(Transition::Next(next_step(
+        wants_patch,
+        shadows_changed,
+        suspended,
+    )))
+}
+
+/// Whether the chain now runs other plugin components than the ones that rendered the
+/// applied Shoot. Runtimes from before digests were recorded are not re-rendered for that
+/// alone.
+pub(crate) fn plugins_changed(applied: &[PluginStamp], wanted: &[PluginStamp]) -> bool {
+    let key = |s: &PluginStamp| (s.name.clone(), s.digest.clone());
+    !applied.is_empty() && !applied.iter().map(key).eq(wanted.iter().map(key))
+}
+
+/// Patch when something asks for it (unless suspended), else render only the shadows
+/// when they changed, else follow Gardener.
+pub(crate) fn next_step(wants_patch: bool, shadows_changed: bool, suspended: bool) -> Step {
+    match (suspended, wants_patch, shadows_changed) {
+        (true, _, _) => Step::WaitForShoot,
+        (false, true, _) => Step::PatchShoot,
+        (false, false, true) => Step::ShadowRender,
+        (false, false, false) => Step::WaitForShoot,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stamp(name: &str, digest: &str, version: &str) -> PluginStamp {
+        PluginStamp {
+            name: name.into(),
+            version: version.into(),
+            digest: digest.into(),
+            channel: None,
+        }
+    }
+
+    #[test]
+    fn a_new_component_digest_is_a_plugin_change_a_new_channel_label_is_not() {
+        let applied = [stamp("provider", "sha256:a", "1.0.0")];
+        assert!(!plugins_changed(
+            &applied,
+            &[stamp("provider", "sha256:a", "1.0.0")]
+        ));
+        assert!(plugins_changed(
+            &applied,
+            &[stamp("provider", "sha256:b", "1.0.0")]
+        ));
+        let mut relabelled = stamp("provider", "sha256:a", "1.0.0");
+        relabelled.channel = Some("fast".into());
+        assert!(!plugins_changed(&applied, &[relabelled]));
+        assert!(plugins_changed(
+            &applied,
+            &[
+                stamp("provider", "sha256:a", "1.0.0"),
+                stamp("dns", "sha256:c", "1.0.0")
+            ]
+        ));
+    }
+
+    #[test]
+    fn runtimes_without_recorded_stamps_are_not_re_rendered_for_that_alone() {
+        assert!(!plugins_changed(
+            &[],
+            &[stamp("provider", "sha256:a", "1.0.0")]
+        ));
+    }
+
+    #[test]
+    fn suspension_wins_then_patches_then_shadows() {
+        assert_eq!(next_step(true, true, true), Step::WaitForShoot);
+        assert_eq!(next_step(true, false, false), Step::PatchShoot);
+        assert_eq!(next_step(true, true, false), Step::PatchShoot);
+        assert_eq!(next_step(false, true, false), Step::ShadowRender);
+        assert_eq!(next_step(false, false, false), Step::WaitForShoot);
+    }
 }
