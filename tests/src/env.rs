@@ -132,33 +132,23 @@ impl ControlPlane {
     /// Requests the simulator has seen: `requests`, `writes` (leases excluded),
     /// `leaseRequests`, `watches`.
     pub fn sim_stats(&self) -> serde_json::Value {
-        let addr = self.sim_url.trim_start_matches("http://");
-        let mut stream = std::net::TcpStream::connect(addr).expect("simulator");
-        use std::io::{Read, Write};
-        write!(
-            stream,
-            "GET /_sim/stats HTTP/1.1\r\nhost: sim\r\nconnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut text = String::new();
-        stream.read_to_string(&mut text).unwrap();
-        let body = text.split("\r\n\r\n").nth(1).unwrap_or("{}");
-        serde_json::from_str(body).unwrap_or_default()
+        serde_json::from_str(&self.sim_get("/_sim/stats")).unwrap_or_default()
     }
 
     /// Make the simulator answer Shoot API requests whose URI contains `needle` with
     /// `code` (404: the Shoot API is gone), or end that outage with `None`.
     pub fn sim_outage(&self, needle: &str, code: Option<u16>) {
-        self.sim_get(&format!("/_sim/outage/{needle}/{}", code.unwrap_or(0)));
+        let _ = self.sim_get(&format!("/_sim/outage/{needle}/{}", code.unwrap_or(0)));
     }
 
     /// Like [`ControlPlane::sim_outage`], for any request through the simulator (a target
     /// cluster reached through it, say).
     pub fn sim_outage_any(&self, needle: &str, code: Option<u16>) {
-        self.sim_get(&format!("/_sim/outage-any/{needle}/{}", code.unwrap_or(0)));
+        let _ = self.sim_get(&format!("/_sim/outage-any/{needle}/{}", code.unwrap_or(0)));
     }
 
-    fn sim_get(&self, path: &str) {
+    /// GET `path` from the simulator's own endpoints; the response body.
+    fn sim_get(&self, path: &str) -> String {
         let addr = self.sim_url.trim_start_matches("http://");
         let mut stream = std::net::TcpStream::connect(addr).expect("simulator");
         use std::io::{Read, Write};
@@ -169,6 +159,7 @@ impl ControlPlane {
         .unwrap();
         let mut text = String::new();
         stream.read_to_string(&mut text).unwrap();
+        text.split("\r\n\r\n").nth(1).unwrap_or("").to_string()
     }
 
     /// CPU seconds used so far by the simulator and the API servers and etcds.

@@ -711,6 +711,25 @@ async fn single_cluster(cp: &ControlPlane) -> Result {
     Ok(())
 }
 
+/// Plugin `name`: the manifest plugin with the dashboard page in `namespace`, granted
+/// exactly that.
+async fn page_plugin(f: &Fixture<'_>, name: &str, namespace: &str) -> Result {
+    f.plugin(
+        name,
+        json!({
+            "kind": "module-reconciler",
+            "versions": [{"version": "1.0.0", "ref": f.reference("manifest", "1.0.0")}],
+            "channels": [{"name": "regular", "version": "1.0.0"}],
+            "config": {"manifest": DASHBOARD, "values": {"namespace": namespace, "title": "Overview"}},
+            "grants": {"write": [
+                {"apiGroups": [""], "kinds": ["Namespace"], "clusterScoped": true, "names": [namespace]},
+                {"apiGroups": [""], "kinds": ["ConfigMap"], "namespaces": [namespace]},
+            ]},
+        }),
+    )
+    .await
+}
+
 /// A token of ServiceAccount `default/<name>` on the target, bound to cluster-admin.
 async fn service_account_token(cp: &ControlPlane, name: &str) -> Result<String> {
     use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
@@ -779,20 +798,7 @@ async fn credentials_rotate(cp: &ControlPlane) -> Result {
     let _rollouts = Rollouts::start(&cp.runtime.kubeconfig);
     set_target_token(&f, &service_account_token(cp, "rotate-a").await?).await?;
     f.push("manifest", "manifest", "1.0.0")?;
-    f.plugin(
-        "rotate-page",
-        json!({
-            "kind": "module-reconciler",
-            "versions": [{"version": "1.0.0", "ref": f.reference("manifest", "1.0.0")}],
-            "channels": [{"name": "regular", "version": "1.0.0"}],
-            "config": {"manifest": DASHBOARD, "values": {"namespace": "rotate", "title": "Overview"}},
-            "grants": {"write": [
-                {"apiGroups": [""], "kinds": ["Namespace"], "clusterScoped": true, "names": ["rotate"]},
-                {"apiGroups": [""], "kinds": ["ConfigMap"], "namespaces": ["rotate"]},
-            ]},
-        }),
-    )
-    .await?;
+    page_plugin(&f, "rotate-page", "rotate").await?;
     let log = "info,kube=warn,tower=warn,hyper=warn,tessera::controllers::moduleset::drift=debug";
     let host = f.host_with("a", &["--log", log]);
     let spec = json!({"target": {"secretName": "kubeconfig-target"}, "modules": [{"name": "rotate-page"}]});
@@ -888,20 +894,7 @@ async fn target_answers_500(cp: &ControlPlane) -> Result {
         .await
         .map_err(|e| format!("Secret: {e}"))?;
     f.push("manifest", "manifest", "1.0.0")?;
-    f.plugin(
-        "flaky-page",
-        json!({
-            "kind": "module-reconciler",
-            "versions": [{"version": "1.0.0", "ref": f.reference("manifest", "1.0.0")}],
-            "channels": [{"name": "regular", "version": "1.0.0"}],
-            "config": {"manifest": DASHBOARD, "values": {"namespace": "flaky500", "title": "Overview"}},
-            "grants": {"write": [
-                {"apiGroups": [""], "kinds": ["Namespace"], "clusterScoped": true, "names": ["flaky500"]},
-                {"apiGroups": [""], "kinds": ["ConfigMap"], "namespaces": ["flaky500"]},
-            ]},
-        }),
-    )
-    .await?;
+    page_plugin(&f, "flaky-page", "flaky500").await?;
     cp.sim_outage_any("flaky500", Some(500));
     let target = format!("{}/kubeconfig-flaky", f.ns);
     let log = "info,kube=warn,tower=warn,hyper=warn,tessera::controllers::kit=debug";

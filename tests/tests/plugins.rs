@@ -1048,6 +1048,16 @@ async fn runtime_condition(
     Some((c.reason.clone(), c.status, st.state))
 }
 
+/// Condition `type_` of Plugin `name`.
+async fn plugin_condition(
+    s: &Scenario<'_>,
+    name: &str,
+    type_: &str,
+) -> Option<tessera::crd::Condition> {
+    let p = s.plugins().get(name).await.ok()?;
+    p.status?.conditions.into_iter().find(|c| c.type_ == type_)
+}
+
 /// The delays the host chose between retries of `object`, from its debug log.
 fn retry_delays(host: &Host, object: &str) -> Vec<f64> {
     host.logs()
@@ -1121,12 +1131,7 @@ async fn failures_heal(cp: &ControlPlane) -> Result {
     s.apply_plugin(plugin, spec("no-such-mode")).await?;
     s.create_runtime("rt-cfg", "heal-cfg", json!({})).await?;
     eventually("ConfigAccepted False", LIMIT, || async {
-        let p = s.plugins().get(plugin).await.ok()?;
-        let c = p
-            .status?
-            .conditions
-            .into_iter()
-            .find(|c| c.type_ == "ConfigAccepted")?;
+        let c = plugin_condition(&s, plugin, "ConfigAccepted").await?;
         (c.status == ConditionStatus::False
             && c.reason == "InvalidConfig"
             && c.message.contains("config.mode"))
@@ -1147,12 +1152,7 @@ async fn failures_heal(cp: &ControlPlane) -> Result {
     s.apply_plugin(plugin, spec("ok")).await?;
     s.wait_ready("rt-cfg", &host).await?;
     eventually("ConfigAccepted True", LIMIT, || async {
-        let p = s.plugins().get(plugin).await.ok()?;
-        let c = p
-            .status?
-            .conditions
-            .into_iter()
-            .find(|c| c.type_ == "ConfigAccepted")?;
+        let c = plugin_condition(&s, plugin, "ConfigAccepted").await?;
         (c.status == ConditionStatus::True).then_some(())
     })
     .await?;
