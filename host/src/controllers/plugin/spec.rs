@@ -88,3 +88,85 @@ fn validate_grants(spec: &PluginSpec, kind: PluginKind) -> Result<(), String> {
         None => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn spec(doc: serde_json::Value) -> PluginSpec {
+        let mut base = json!({
+            "kind": "shoot-extension",
+            "versions": [
+                {"version": "1.0.0", "ref": "registry.test/p:1.0.0"},
+                {"version": "2.0.0", "ref": "registry.test/p:2.0.0"},
+            ],
+            "channels": [{"name": "stable", "version": "1.0.0"}],
+        });
+        for (k, v) in doc.as_object().unwrap() {
+            base[k] = v.clone();
+        }
+        serde_json::from_value(base).unwrap()
+    }
+
+    #[test]
+    fn a_well_formed_spec_names_its_kind() {
+        assert_eq!(validate(&spec(json!({}))), Ok(PluginKind::ShootExtension));
+        let module = spec(json!({"kind": "module-reconciler"}));
+        assert_eq!(validate(&module), Ok(PluginKind::ModuleReconciler));
+    }
+
+    #[test]
+    fn an_unknown_kind_is_refused() {
+        let err = validate(&spec(json!({"kind": "operator"}))).unwrap_err();
+        assert!(err.starts_with("spec.kind: \"operator\""), "{err}");
+    }
+
+    #[test]
+    fn a_version_listed_twice_is_refused() {
+        let versions = json!([
+            {"version": "1.0.0", "ref": "registry.test/p:1.0.0"},
+            {"version": "1.0.0", "ref": "registry.test/p:1.0.1"},
+        ]);
+        let err = validate(&spec(json!({ "versions": versions }))).unwrap_err();
+        assert_eq!(err, "spec.versions[1].version: 1.0.0 is listed twice");
+    }
+
+    #[test]
+    fn a_channel_of_an_unlisted_version_is_refused() {
+        let channels = json!([{"name": "stable", "version": "3.0.0"}]);
+        let err = validate(&spec(json!({ "channels": channels }))).unwrap_err();
+        assert_eq!(
+            err,
+            "spec.channels[0].version: 3.0.0 is not in spec.versions"
+        );
+    }
+
+    #[test]
+    fn a_shadow_of_an_unlisted_version_is_refused() {
+        let channels = json!([{"name": "stable", "version": "1.0.0", "shadow": "3.0.0"}]);
+        let err = validate(&spec(json!({ "channels": channels }))).unwrap_err();
+        assert_eq!(
+            err,
+            "spec.channels[0].shadow: 3.0.0 is not in spec.versions"
+        );
+    }
+
+    #[test]
+    fn a_channel_listed_twice_is_refused() {
+        let channels = json!([
+            {"name": "stable", "version": "1.0.0"},
+            {"name": "stable", "version": "2.0.0"},
+        ]);
+        let err = validate(&spec(json!({ "channels": channels }))).unwrap_err();
+        assert_eq!(err, "spec.channels[1].name: stable is listed twice");
+    }
+
+    #[test]
+    fn a_module_reconciler_is_granted_no_shoot_paths() {
+        let doc = json!({"kind": "module-reconciler", "grants": {"shootPaths": ["spec.region"]}});
+        let err = validate(&spec(doc)).unwrap_err();
+        assert!(err.starts_with("spec.grants.shootPaths:"), "{err}");
+    }
+}

@@ -57,11 +57,11 @@ pub(crate) fn pinned_digest(old: &PluginStatus, v: &PluginVersion) -> Option<Str
 
 /// On this host's first pass, a pinned digest whose bytes are in the store is used as it
 /// is, so a restarted host serves at once; the tag is re-resolved on the next pass.
-pub(crate) fn stored_pin<'a>(
-    pinned: Option<&'a str>,
+pub(crate) fn stored_pin(
+    pinned: Option<&str>,
     first_pass: bool,
     in_store: impl Fn(&str) -> bool,
-) -> Option<&'a str> {
+) -> Option<&str> {
     pinned.filter(|p| first_pass && in_store(p))
 }
 
