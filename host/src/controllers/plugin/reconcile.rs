@@ -47,16 +47,11 @@ pub async fn reconcile_plugin(
         previous: ctx.renderer.resolver.catalog.get(&plugin.name_any()).ok(),
     };
     let versions = pass.resolve_all().await;
-    let (ready, events) = publish(
-        &pass,
-        &ctx,
-        versions.loaded,
-        &versions.statuses,
-        &mut status,
-    );
-    let mut events = [versions.events, events].concat();
     status.versions = versions.statuses;
-    let ready = finish_status(&mut status, &old, ready, &mut events);
+    let mut events = versions.events;
+    let problems = publish(&pass, &ctx, versions.loaded, &mut status, &mut events);
+    let ready = decide::ready_condition(&status.channels, &status.versions, &problems);
+    record_ready(&mut status, &old, &ready, &mut events);
     write_status(&api, &plugin.name_any(), &old, &status).await?;
     done(&plugin, &ctx, events).await;
     Ok(Action::requeue(
@@ -113,24 +108,20 @@ async fn refuse_spec(
 }
 
 /// Plan the channels over what loaded, publish them to the catalog, and record channels,
-/// summary, grants and configuration in `status`. Returns the `Ready` verdict and Events.
+/// summary, grants and configuration in `status`. Returns what keeps channels from running
+/// as specified.
 fn publish(
     pass: &Pass<'_>,
     ctx: &Context,
     loaded: BTreeMap<String, Resolved>,
-    version_status: &[ResolvedVersion],
     status: &mut PluginStatus,
-) -> (decide::Verdict, Vec<Note>) {
+    events: &mut Vec<Note>,
+) -> Vec<String> {
     let plugin = pass.plugin;
     let name = plugin.name_any();
     let generation = plugin.metadata.generation;
-    let kept: BTreeMap<String, Resolved> = pass.previous.as_ref().map_or_else(BTreeMap::new, |p| {
-        p.channels
-            .iter()
-            .map(|(channel, entry)| (channel.clone(), entry.current.clone()))
-            .collect()
-    });
-    let plan = decide::channel_plan(&plugin.spec.channels, &loaded, &kept, version_status);
+    let kept = pass.kept_channels();
+    let plan = decide::channel_plan(&plugin.spec.channels, &loaded, &kept, &status.versions);
     for c in &plan.statuses {
         ctx.metrics
             .plugin_channel_ready
@@ -155,17 +146,18 @@ fn publish(
         })
         .collect();
     status.summary = Some(decide::summary(&statuses));
+    status.channels = statuses;
     let grants = decide::grant_status(&plugin.spec, &channels);
     decide::granted_condition(&grants).set(&mut status.conditions, generation);
     status.grants = Some(grants);
     let catalog = &ctx.renderer.resolver.catalog;
     catalog.publish(&name, entry(plugin, pass.kind, loaded, channels, errors));
-    let ready = decide::ready_condition(&statuses, version_status, &problems);
-    status.channels = statuses;
-    let (config, note) =
-        decide::config_condition(pass.old, catalog.refused_config(&name).as_deref());
+    // Asked after publishing: a refusal counts only against the configuration just published.
+    let refused = catalog.refused_config(&name);
+    let (config, note) = decide::config_condition(pass.old, refused.as_deref());
     config.set(&mut status.conditions, generation);
-    (ready, note.into_iter().collect())
+    events.extend(note);
+    problems
 }
 
 fn entry(
@@ -188,13 +180,13 @@ fn entry(
 }
 
 /// Set `Ready` and `lastError`; a new error becomes a warning Event.
-fn finish_status(
+fn record_ready(
     status: &mut PluginStatus,
     old: &PluginStatus,
-    ready: decide::Verdict,
+    ready: &decide::Verdict,
     events: &mut Vec<Note>,
-) -> decide::Verdict {
-    status.last_error = decide::last_error(&ready);
+) {
+    status.last_error = decide::last_error(ready);
     ready
         .clone()
         .set(&mut status.conditions, status.observed_generation);
@@ -202,7 +194,6 @@ fn finish_status(
         old.last_error.as_deref(),
         status.last_error.as_deref(),
     ));
-    ready
 }
 
 /// After the status is written: the Events, and this Plugin counts as seen once.
@@ -335,6 +326,17 @@ impl Pass<'_> {
                 None
             }
         }
+    }
+
+    /// What each channel ran after the last pass, to keep running when its version fails.
+    fn kept_channels(&self) -> BTreeMap<String, Resolved> {
+        let Some(previous) = &self.previous else {
+            return BTreeMap::new();
+        };
+        let channels = previous.channels.iter();
+        channels
+            .map(|(name, entry)| (name.clone(), entry.current.clone()))
+            .collect()
     }
 
     /// Whether every version must carry a verified signature.
