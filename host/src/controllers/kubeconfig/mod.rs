@@ -4,6 +4,7 @@
 mod binding;
 mod cleanup;
 mod controller;
+mod decide;
 mod reconcile;
 
 pub(crate) use cleanup::remove_orphaned_secrets;

@@ -3,6 +3,9 @@
 //! and reports what it found in the resource's status.
 
 mod controller;
+mod decide;
 mod reconcile;
+mod spec;
+mod versions;
 
 pub(crate) use controller::run;

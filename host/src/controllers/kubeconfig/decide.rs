@@ -1,0 +1,440 @@
+//! The RuntimeKubeconfig controller's decisions: whether a kubeconfig is due for rotation,
+//! what the Secret holding it says, and which status a pass writes. Pure; `reconcile.rs`
+//! fetches and writes what these decide.
+//!
+//! Every condition type and reason the controller writes is spelled here.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use crate::controllers::labels;
+use crate::crd::{
+    ConditionStatus, KubeconfigState, RuntimeKubeconfig, RuntimeKubeconfigStatus, set_condition,
+};
+use crate::time::parse_rfc3339;
+
+/// No requeue sooner than this, however small the rotation period.
+const MIN_REQUEUE: Duration = Duration::from_secs(1);
+
+/// How long after a sync the kubeconfig is rotated: `fraction` of its lifetime, with the
+/// fraction kept within 1 %..100 % so a misconfiguration neither spins nor lets it expire.
+pub(crate) fn rotate_after(expiration: Duration, fraction: f64) -> Duration {
+    expiration.mul_f64(fraction.clamp(0.01, 1.0))
+}
+
+/// What the Secret and the RuntimeKubeconfig say about the kubeconfig held now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Held {
+    /// When the Secret was last written (its `last-sync` annotation).
+    pub last_sync: Option<Timestamp>,
+    /// An operator asked for a rotation now (annotation on the RuntimeKubeconfig).
+    pub forced: bool,
+    /// The Secret holds the key the kubeconfig is expected under.
+    pub has_key: bool,
+}
+
+pub(crate) fn held(rkc: &RuntimeKubeconfig, secret: Option<&Secret>) -> Held {
+    let annotation = secret.and_then(|s| s.annotations().get(labels::LAST_SYNC));
+    Held {
+        last_sync: parse_rfc3339(annotation.map(String::as_str)),
+        forced: labels::is_true(rkc.metadata.annotations.as_ref(), labels::FORCE_ROTATION),
+        has_key: secret
+            .and_then(|s| s.data.as_ref())
+            .is_some_and(|d| d.contains_key(&rkc.spec.secret.key)),
+    }
+}
+
+/// Whether to fetch a new kubeconfig now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rotation {
+    Rotate,
+    /// Fresh: come back when it is due.
+    Wait(Duration),
+}
+
+/// Rotate when the kubeconfig is due (never synced, or synced `rotate_after` ago or
+/// longer), forced, or missing from the Secret.
+pub(crate) fn rotation(held: &Held, now: Timestamp, rotate_after: Duration) -> Rotation {
+    let age = held.last_sync.map(|t| now.duration_since(t).unsigned_abs());
+    let due = age.is_none_or(|age| age >= rotate_after);
+    if due || held.forced || !held.has_key {
+        return Rotation::Rotate;
+    }
+    let wait = rotate_after.saturating_sub(age.unwrap_or_default());
+    Rotation::Wait(wait.max(MIN_REQUEUE))
+}
+
+/// When to look again after a rotation.
+pub(crate) fn after_rotation(rotate_after: Duration) -> Duration {
+    rotate_after.max(MIN_REQUEUE)
+}
+
+/// Why a RuntimeKubeconfig does nothing: the `Ready` reason and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// It is not bound to the Runtime it names (see `binding::unbound`).
+pub(crate) fn not_bound(why: &str) -> Refusal {
+    Refusal {
+        reason: "NotBound",
+        message: format!("refused: {why}; nothing is fetched or written"),
+    }
+}
+
+/// Its Secret exists and was created by someone else: never overwritten.
+pub(crate) fn secret_not_owned(namespace: &str, name: &str) -> Refusal {
+    Refusal {
+        reason: "SecretNotOwned",
+        message: format!(
+            "Secret {namespace}/{name} exists and was not created for this RuntimeKubeconfig; it is left as it is"
+        ),
+    }
+}
+
+/// The status of a refused RuntimeKubeconfig: failed, until it or its Runtime changes.
+pub(crate) fn refused(
+    mut status: RuntimeKubeconfigStatus,
+    generation: Option<i64>,
+    refusal: Refusal,
+) -> RuntimeKubeconfigStatus {
+    status.state = Some(KubeconfigState::Failed);
+    status.observed_generation = generation;
+    set_condition(
+        &mut status.conditions,
+        "Ready",
+        ConditionStatus::False,
+        refusal.reason,
+        refusal.message,
+        generation,
+    );
+    status
+}
+
+/// The status after Gardener did not issue a kubeconfig. A kubeconfig written before still
+/// works until it expires, so a Ready one stays Ready; the condition says what failed.
+pub(crate) fn fetch_failed(
+    mut status: RuntimeKubeconfigStatus,
+    generation: Option<i64>,
+    shoot: &str,
+    error: &str,
+) -> RuntimeKubeconfigStatus {
+    set_condition(
+        &mut status.conditions,
+        "Ready",
+        ConditionStatus::False,
+        "FetchFailed",
+        format!("admin kubeconfig for Shoot {shoot}: {error}"),
+        generation,
+    );
+    if status.state != Some(KubeconfigState::Ready) {
+        status.state = Some(KubeconfigState::Failed);
+    }
+    status
+}
+
+/// The status after the Secret `secret` got a kubeconfig valid until `expiry`.
+pub(crate) fn synced(
+    mut status: RuntimeKubeconfigStatus,
+    generation: Option<i64>,
+    secret: &str,
+    last_sync: String,
+    expiry: String,
+) -> RuntimeKubeconfigStatus {
+    status.state = Some(KubeconfigState::Ready);
+    status.last_sync = Some(last_sync);
+    status.expiry = Some(expiry);
+    status.observed_generation = generation;
+    set_condition(
+        &mut status.conditions,
+        "Ready",
+        ConditionStatus::True,
+        "KubeconfigSynced",
+        format!("Secret {secret} holds a kubeconfig"),
+        generation,
+    );
+    status
+}
+
+/// The Secret to apply: the kubeconfig under its key, labelled as the kubeconfig of its
+/// Runtime, stamped with the sync time and controlled by `rkc` (so `binding::owns` holds
+/// and it goes with its owner).
+pub(crate) fn secret_doc(
+    rkc: &RuntimeKubeconfig,
+    kubeconfig: String,
+    synced: &str,
+) -> serde_json::Value {
+    let secret_ref = &rkc.spec.secret;
+    let owner = rkc.controller_owner_ref(&()).expect("named object");
+    let data = BTreeMap::from([(secret_ref.key.clone(), ByteString(kubeconfig.into_bytes()))]);
+    json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": secret_ref.name,
+            "namespace": secret_ref.namespace,
+            "labels": {
+                labels::RUNTIME: rkc.spec.runtime,
+                labels::KUBECONFIG: "true",
+            },
+            "annotations": { labels::LAST_SYNC: synced },
+            "ownerReferences": [owner],
+        },
+        "type": "Opaque",
+        "data": data,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    fn rkc(annotations: serde_json::Value) -> RuntimeKubeconfig {
+        serde_json::from_value(json!({
+            "apiVersion": "tessera.dev/v1alpha1", "kind": "RuntimeKubeconfig",
+            "metadata": {"name": "rt", "namespace": "team-a", "uid": "k1",
+                "annotations": annotations},
+            "spec": {"runtime": "rt", "shoot": {"name": "s1", "namespace": "garden-kyma-dev"},
+                "secret": {"namespace": "team-a", "name": "kubeconfig-rt", "key": "config"}},
+        }))
+        .unwrap()
+    }
+
+    fn secret(last_sync: Option<&str>, key: &str) -> Secret {
+        let annotations = last_sync.map(|t| json!({ labels::LAST_SYNC: t }));
+        serde_json::from_value(json!({
+            "metadata": {"name": "kubeconfig-rt", "annotations": annotations},
+            "data": { key: "a3ViZWNvbmZpZw==" },
+        }))
+        .unwrap()
+    }
+
+    fn at(text: &str) -> Timestamp {
+        text.parse().unwrap()
+    }
+
+    fn synced_at(text: &str) -> Held {
+        Held {
+            last_sync: Some(at(text)),
+            forced: false,
+            has_key: true,
+        }
+    }
+
+    fn ready(status: &RuntimeKubeconfigStatus) -> (ConditionStatus, &str, &str) {
+        let c = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .unwrap();
+        (c.status, c.reason.as_str(), c.message.as_str())
+    }
+
+    #[test]
+    fn rotation_comes_after_the_configured_fraction_of_the_lifetime() {
+        assert_eq!(rotate_after(24 * HOUR, 0.5), 12 * HOUR);
+    }
+
+    #[test]
+    fn the_rotation_fraction_is_kept_between_one_percent_and_all() {
+        assert_eq!(rotate_after(100 * HOUR, 0.0), HOUR);
+        assert_eq!(rotate_after(24 * HOUR, 2.0), 24 * HOUR);
+    }
+
+    #[test]
+    fn the_secret_tells_when_it_was_synced_and_whether_it_holds_the_key() {
+        let held = held(
+            &rkc(json!(null)),
+            Some(&secret(Some("2026-01-01T00:00:00Z"), "config")),
+        );
+        assert_eq!(held, synced_at("2026-01-01T00:00:00Z"));
+    }
+
+    #[test]
+    fn a_secret_without_the_key_does_not_hold_the_kubeconfig() {
+        let held = held(&rkc(json!(null)), Some(&secret(None, "other")));
+        assert!(!held.has_key);
+        assert_eq!(held.last_sync, None);
+    }
+
+    #[test]
+    fn the_force_annotation_asks_for_a_rotation() {
+        let annotations = json!({ labels::FORCE_ROTATION: "true" });
+        assert!(held(&rkc(annotations), None).forced);
+    }
+
+    #[test]
+    fn a_fresh_kubeconfig_waits_until_it_is_due() {
+        let held = synced_at("2026-01-01T00:00:00Z");
+        let now = at("2026-01-01T04:00:00Z");
+        assert_eq!(rotation(&held, now, 12 * HOUR), Rotation::Wait(8 * HOUR));
+    }
+
+    #[test]
+    fn a_kubeconfig_is_rotated_once_due() {
+        let held = synced_at("2026-01-01T00:00:00Z");
+        let now = at("2026-01-01T12:00:00Z");
+        assert_eq!(rotation(&held, now, 12 * HOUR), Rotation::Rotate);
+    }
+
+    #[test]
+    fn a_kubeconfig_never_synced_is_rotated() {
+        let held = Held {
+            last_sync: None,
+            forced: false,
+            has_key: true,
+        };
+        assert_eq!(
+            rotation(&held, at("2026-01-01T00:00:00Z"), HOUR),
+            Rotation::Rotate
+        );
+    }
+
+    #[test]
+    fn a_forced_rotation_does_not_wait() {
+        let mut held = synced_at("2026-01-01T00:00:00Z");
+        held.forced = true;
+        assert_eq!(
+            rotation(&held, at("2026-01-01T00:00:01Z"), HOUR),
+            Rotation::Rotate
+        );
+    }
+
+    #[test]
+    fn a_missing_key_does_not_wait() {
+        let mut held = synced_at("2026-01-01T00:00:00Z");
+        held.has_key = false;
+        assert_eq!(
+            rotation(&held, at("2026-01-01T00:00:01Z"), HOUR),
+            Rotation::Rotate
+        );
+    }
+
+    #[test]
+    fn waits_are_at_least_a_second() {
+        let held = synced_at("2026-01-01T00:00:00Z");
+        let now = at("2026-01-01T00:00:00Z");
+        let tiny = Duration::from_millis(300);
+        assert_eq!(rotation(&held, now, tiny), Rotation::Wait(MIN_REQUEUE));
+        assert_eq!(after_rotation(tiny), MIN_REQUEUE);
+        assert_eq!(after_rotation(HOUR), HOUR);
+    }
+
+    #[test]
+    fn a_refusal_fails_the_kubeconfig_with_its_reason() {
+        let status = refused(
+            Default::default(),
+            Some(3),
+            not_bound("it has no controller owner"),
+        );
+        assert_eq!(status.state, Some(KubeconfigState::Failed));
+        assert_eq!(status.observed_generation, Some(3));
+        assert_eq!(
+            ready(&status),
+            (
+                ConditionStatus::False,
+                "NotBound",
+                "refused: it has no controller owner; nothing is fetched or written"
+            )
+        );
+    }
+
+    #[test]
+    fn a_foreign_secret_is_named_in_the_refusal() {
+        let refusal = secret_not_owned("team-a", "kubeconfig-rt");
+        assert_eq!(refusal.reason, "SecretNotOwned");
+        assert!(
+            refusal
+                .message
+                .starts_with("Secret team-a/kubeconfig-rt exists and was not created"),
+            "{}",
+            refusal.message
+        );
+    }
+
+    #[test]
+    fn a_failed_fetch_fails_a_kubeconfig_that_never_was_ready() {
+        let status = fetch_failed(Default::default(), Some(1), "s1", "403 Forbidden");
+        assert_eq!(status.state, Some(KubeconfigState::Failed));
+        assert_eq!(
+            ready(&status),
+            (
+                ConditionStatus::False,
+                "FetchFailed",
+                "admin kubeconfig for Shoot s1: 403 Forbidden"
+            )
+        );
+    }
+
+    #[test]
+    fn a_failed_fetch_keeps_a_ready_kubeconfig_ready_until_it_expires() {
+        let before = RuntimeKubeconfigStatus {
+            state: Some(KubeconfigState::Ready),
+            ..Default::default()
+        };
+        let status = fetch_failed(before, Some(1), "s1", "timeout");
+        assert_eq!(status.state, Some(KubeconfigState::Ready));
+        assert_eq!(ready(&status).1, "FetchFailed");
+    }
+
+    #[test]
+    fn a_sync_records_when_and_until_when() {
+        let before = fetch_failed(Default::default(), Some(1), "s1", "timeout");
+        let status = synced(
+            before,
+            Some(2),
+            "kubeconfig-rt",
+            "2026-01-01T00:00:00Z".into(),
+            "2026-01-02T00:00:00Z".into(),
+        );
+        assert_eq!(status.state, Some(KubeconfigState::Ready));
+        assert_eq!(status.last_sync.as_deref(), Some("2026-01-01T00:00:00Z"));
+        assert_eq!(status.expiry.as_deref(), Some("2026-01-02T00:00:00Z"));
+        assert_eq!(status.observed_generation, Some(2));
+        assert_eq!(
+            ready(&status),
+            (
+                ConditionStatus::True,
+                "KubeconfigSynced",
+                "Secret kubeconfig-rt holds a kubeconfig"
+            )
+        );
+    }
+
+    #[test]
+    fn the_secret_written_holds_the_kubeconfig_under_its_key_with_the_sync_time() {
+        let doc = secret_doc(
+            &rkc(json!(null)),
+            "apiVersion: v1".into(),
+            "2026-01-01T00:00:00Z",
+        );
+        let written: Secret = serde_json::from_value(doc).unwrap();
+        assert_eq!(written.metadata.namespace.as_deref(), Some("team-a"));
+        assert_eq!(
+            written.annotations()[labels::LAST_SYNC],
+            "2026-01-01T00:00:00Z"
+        );
+        assert_eq!(
+            written.data.as_ref().unwrap()["config"],
+            ByteString(b"apiVersion: v1".to_vec())
+        );
+    }
+
+    #[test]
+    fn the_secret_written_is_one_its_kubeconfig_owns() {
+        let kubeconfig = rkc(json!(null));
+        let doc = secret_doc(&kubeconfig, String::new(), "2026-01-01T00:00:00Z");
+        let written: Secret = serde_json::from_value(doc).unwrap();
+        assert!(super::super::binding::owns(&kubeconfig, &written));
+    }
+}
