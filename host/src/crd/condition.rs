@@ -155,13 +155,6 @@ impl Word for Reason {
     }
 }
 
-// Until the Plugin and RuntimeKubeconfig controllers use the enums (removed then).
-impl Word for &str {
-    fn word(&self) -> &str {
-        self
-    }
-}
-
 impl Condition {
     /// Whether this is a condition of type `type_`.
     pub fn is(&self, type_: ConditionType) -> bool {

@@ -15,7 +15,8 @@ use serde_json::json;
 
 use crate::controllers::labels;
 use crate::crd::{
-    ConditionStatus, KubeconfigState, RuntimeKubeconfig, RuntimeKubeconfigStatus, set_condition,
+    ConditionStatus, ConditionType, KubeconfigState, Reason, RuntimeKubeconfig,
+    RuntimeKubeconfigStatus, set_condition,
 };
 use crate::time::parse_rfc3339;
 
@@ -32,11 +33,11 @@ pub(crate) fn rotate_after(expiration: Duration, fraction: f64) -> Duration {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Held {
     /// When the Secret was last written (its `last-sync` annotation).
-    pub last_sync: Option<Timestamp>,
+    pub(crate) last_sync: Option<Timestamp>,
     /// An operator asked for a rotation now (annotation on the RuntimeKubeconfig).
-    pub forced: bool,
+    pub(crate) forced: bool,
     /// The Secret holds the key the kubeconfig is expected under.
-    pub has_key: bool,
+    pub(crate) has_key: bool,
 }
 
 pub(crate) fn held(rkc: &RuntimeKubeconfig, secret: Option<&Secret>) -> Held {
@@ -78,14 +79,14 @@ pub(crate) fn after_rotation(rotate_after: Duration) -> Duration {
 /// Why a RuntimeKubeconfig does nothing: the `Ready` reason and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Refusal {
-    pub reason: &'static str,
-    pub message: String,
+    pub(crate) reason: Reason,
+    pub(crate) message: String,
 }
 
 /// It is not bound to the Runtime it names (see `binding::unbound`).
 pub(crate) fn not_bound(why: &str) -> Refusal {
     Refusal {
-        reason: "NotBound",
+        reason: Reason::NotBound,
         message: format!("refused: {why}; nothing is fetched or written"),
     }
 }
@@ -93,7 +94,7 @@ pub(crate) fn not_bound(why: &str) -> Refusal {
 /// Its Secret exists and was created by someone else: never overwritten.
 pub(crate) fn secret_not_owned(namespace: &str, name: &str) -> Refusal {
     Refusal {
-        reason: "SecretNotOwned",
+        reason: Reason::SecretNotOwned,
         message: format!(
             "Secret {namespace}/{name} exists and was not created for this RuntimeKubeconfig; it is left as it is"
         ),
@@ -110,7 +111,7 @@ pub(crate) fn refused(
     status.observed_generation = generation;
     set_condition(
         &mut status.conditions,
-        "Ready",
+        ConditionType::Ready,
         ConditionStatus::False,
         refusal.reason,
         refusal.message,
@@ -129,9 +130,9 @@ pub(crate) fn fetch_failed(
 ) -> RuntimeKubeconfigStatus {
     set_condition(
         &mut status.conditions,
-        "Ready",
+        ConditionType::Ready,
         ConditionStatus::False,
-        "FetchFailed",
+        Reason::FetchFailed,
         format!("admin kubeconfig for Shoot {shoot}: {error}"),
         generation,
     );
@@ -155,9 +156,9 @@ pub(crate) fn synced(
     status.observed_generation = generation;
     set_condition(
         &mut status.conditions,
-        "Ready",
+        ConditionType::Ready,
         ConditionStatus::True,
-        "KubeconfigSynced",
+        Reason::KubeconfigSynced,
         format!("Secret {secret} holds a kubeconfig"),
         generation,
     );
@@ -235,7 +236,7 @@ mod tests {
         let c = status
             .conditions
             .iter()
-            .find(|c| c.type_ == "Ready")
+            .find(|c| c.is(ConditionType::Ready))
             .unwrap();
         (c.status, c.reason.as_str(), c.message.as_str())
     }
@@ -352,7 +353,7 @@ mod tests {
     #[test]
     fn a_foreign_secret_is_named_in_the_refusal() {
         let refusal = secret_not_owned("team-a", "kubeconfig-rt");
-        assert_eq!(refusal.reason, "SecretNotOwned");
+        assert_eq!(refusal.reason, Reason::SecretNotOwned);
         assert!(
             refusal
                 .message

@@ -10,8 +10,8 @@ use std::time::Duration;
 use super::versions::Runnable;
 use crate::controllers::kit::Note;
 use crate::crd::{
-    ChannelStatus, Condition, ConditionStatus, GrantStatus, PluginChannel, PluginSpec,
-    PluginStatus, ResolvedVersion, set_condition,
+    ChannelStatus, Condition, ConditionStatus, ConditionType, GrantStatus, PluginChannel,
+    PluginSpec, PluginStatus, Reason, ResolvedVersion, set_condition,
 };
 use crate::grants::Grants;
 use crate::plugins::ChannelEntry;
@@ -19,10 +19,10 @@ use crate::plugins::ChannelEntry;
 /// A condition to set: type, status, reason and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Verdict {
-    pub type_: &'static str,
-    pub status: ConditionStatus,
-    pub reason: &'static str,
-    pub message: String,
+    pub(crate) type_: ConditionType,
+    pub(crate) status: ConditionStatus,
+    pub(crate) reason: Reason,
+    pub(crate) message: String,
 }
 
 impl Verdict {
@@ -41,21 +41,21 @@ impl Verdict {
 /// What one channel runs.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Channel<R> {
-    pub current: R,
-    pub shadow: Option<R>,
-    pub allow_downgrade: bool,
+    pub(crate) current: R,
+    pub(crate) shadow: Option<R>,
+    pub(crate) allow_downgrade: bool,
 }
 
 /// What every channel runs, and what the status says about it.
 #[derive(Debug, PartialEq)]
 pub(crate) struct ChannelPlan<R> {
     /// Channels with something to run.
-    pub runs: BTreeMap<String, Channel<R>>,
+    pub(crate) runs: BTreeMap<String, Channel<R>>,
     /// Channels with nothing to run, and why.
-    pub errors: BTreeMap<String, String>,
-    pub statuses: Vec<ChannelStatus>,
+    pub(crate) errors: BTreeMap<String, String>,
+    pub(crate) statuses: Vec<ChannelStatus>,
     /// `channel <name>: <why>` for every channel that is not as specified.
-    pub problems: Vec<String>,
+    pub(crate) problems: Vec<String>,
 }
 
 /// Plan every channel of the spec over the versions that loaded this pass (`versions`),
@@ -199,16 +199,16 @@ pub(crate) fn grant_status(
 pub(crate) fn granted_condition(grants: &GrantStatus) -> Verdict {
     if grants.not_granted.is_empty() {
         Verdict {
-            type_: "Granted",
+            type_: ConditionType::Granted,
             status: ConditionStatus::True,
-            reason: "AsRequested",
+            reason: Reason::AsRequested,
             message: "spec.grants covers what the plugin requests".to_string(),
         }
     } else {
         Verdict {
-            type_: "Granted",
+            type_: ConditionType::Granted,
             status: ConditionStatus::False,
-            reason: "NotGranted",
+            reason: Reason::NotGranted,
             message: format!(
                 "the plugin requests more than spec.grants grants (it fails where it needs them): {}",
                 grants.not_granted.join("; ")
@@ -218,7 +218,7 @@ pub(crate) fn granted_condition(grants: &GrantStatus) -> Verdict {
 }
 
 /// The `Ready` reason of a Plugin whose every version resolved and loaded.
-const RESOLVED: &str = "Resolved";
+const RESOLVED: Reason = Reason::Resolved;
 
 /// `Ready`: false while a channel does not run as specified; true with errors while some
 /// version failed that no channel needs to run; else resolved.
@@ -234,13 +234,13 @@ pub(crate) fn ready_condition(
     let (status, reason, message) = if !channels.iter().all(|c| c.ready) {
         (
             ConditionStatus::False,
-            "ChannelUnavailable",
+            Reason::ChannelUnavailable,
             problems.join("; "),
         )
     } else if !version_problems.is_empty() {
         (
             ConditionStatus::True,
-            "ResolvedWithErrors",
+            Reason::ResolvedWithErrors,
             version_problems.join("; "),
         )
     } else {
@@ -251,7 +251,7 @@ pub(crate) fn ready_condition(
         )
     };
     Verdict {
-        type_: "Ready",
+        type_: ConditionType::Ready,
         status,
         reason,
         message,
@@ -261,9 +261,9 @@ pub(crate) fn ready_condition(
 /// `Ready` for a spec that cannot be acted on at all.
 pub(crate) fn invalid_spec_condition(message: String) -> Verdict {
     Verdict {
-        type_: "Ready",
+        type_: ConditionType::Ready,
         status: ConditionStatus::False,
-        reason: "InvalidSpec",
+        reason: Reason::InvalidSpec,
         message,
     }
 }
@@ -288,21 +288,21 @@ pub(crate) fn config_condition(
 ) -> (Verdict, Option<Note>) {
     let verdict = match refused {
         Some(why) => Verdict {
-            type_: "ConfigAccepted",
+            type_: ConditionType::ConfigAccepted,
             status: ConditionStatus::False,
-            reason: "InvalidConfig",
+            reason: Reason::InvalidConfig,
             message: format!(
                 "a render refused spec.config; Runtimes using this plugin wait until it changes: {why}"
             ),
         },
         None => Verdict {
-            type_: "ConfigAccepted",
+            type_: ConditionType::ConfigAccepted,
             status: ConditionStatus::True,
-            reason: "NotRefused",
+            reason: Reason::NotRefused,
             message: "no render refused spec.config".to_string(),
         },
     };
-    let was = old.conditions.iter().find(|c| c.type_ == verdict.type_);
+    let was = old.conditions.iter().find(|c| c.is(verdict.type_));
     let note = (refused.is_some() && was.is_none_or(|c| c.message != verdict.message))
         .then(|| Note::warning("InvalidConfig", verdict.message.clone()));
     (verdict, note)
@@ -489,9 +489,9 @@ mod tests {
         stable.ready = false;
         let problems = ["channel stable: version 1.1.0: gone".to_string()];
         let ready = ready_condition(&[stable], &[failed("1.1.0", "gone")], &problems);
-        assert_eq!(ready.type_, "Ready");
+        assert_eq!(ready.type_, ConditionType::Ready);
         assert_eq!(ready.status, ConditionStatus::False);
-        assert_eq!(ready.reason, "ChannelUnavailable");
+        assert_eq!(ready.reason, Reason::ChannelUnavailable);
         assert_eq!(ready.message, "channel stable: version 1.1.0: gone");
     }
 
@@ -503,7 +503,7 @@ mod tests {
             &[],
         );
         assert_eq!(ready.status, ConditionStatus::True);
-        assert_eq!(ready.reason, "ResolvedWithErrors");
+        assert_eq!(ready.reason, Reason::ResolvedWithErrors);
         assert_eq!(ready.message, "version 0.9.0: manifest unknown");
         assert_eq!(
             last_error(&ready).as_deref(),
@@ -515,7 +515,7 @@ mod tests {
     fn ready_and_resolved_when_everything_loaded() {
         let ready = ready_condition(&[ready_channel("stable", "1.0.0")], &[], &[]);
         assert_eq!(ready.status, ConditionStatus::True);
-        assert_eq!(ready.reason, "Resolved");
+        assert_eq!(ready.reason, Reason::Resolved);
         assert_eq!(ready.message, "every channel runs its version");
         assert_eq!(last_error(&ready), None);
     }
@@ -525,7 +525,11 @@ mod tests {
         let ready = invalid_spec_condition("spec.kind: bad".into());
         assert_eq!(
             (ready.type_, ready.status, ready.reason),
-            ("Ready", ConditionStatus::False, "InvalidSpec")
+            (
+                ConditionType::Ready,
+                ConditionStatus::False,
+                Reason::InvalidSpec
+            )
         );
         assert_eq!(last_error(&ready).as_deref(), Some("spec.kind: bad"));
     }
@@ -535,7 +539,11 @@ mod tests {
         let granted = granted_condition(&GrantStatus::default());
         assert_eq!(
             (granted.type_, granted.status, granted.reason),
-            ("Granted", ConditionStatus::True, "AsRequested")
+            (
+                ConditionType::Granted,
+                ConditionStatus::True,
+                Reason::AsRequested
+            )
         );
     }
 
@@ -547,7 +555,7 @@ mod tests {
         };
         let granted = granted_condition(&grants);
         assert_eq!(granted.status, ConditionStatus::False);
-        assert_eq!(granted.reason, "NotGranted");
+        assert_eq!(granted.reason, Reason::NotGranted);
         assert!(
             granted
                 .message
@@ -571,9 +579,9 @@ mod tests {
         let mut status = PluginStatus::default();
         set_condition(
             &mut status.conditions,
-            "ConfigAccepted",
+            ConditionType::ConfigAccepted,
             ConditionStatus::False,
-            "InvalidConfig",
+            Reason::InvalidConfig,
             message,
             None,
         );
@@ -585,7 +593,11 @@ mod tests {
         let (verdict, note) = config_condition(&PluginStatus::default(), Some("missing key x"));
         assert_eq!(
             (verdict.type_, verdict.status, verdict.reason),
-            ("ConfigAccepted", ConditionStatus::False, "InvalidConfig")
+            (
+                ConditionType::ConfigAccepted,
+                ConditionStatus::False,
+                Reason::InvalidConfig
+            )
         );
         assert_eq!(
             verdict.message,
@@ -609,7 +621,7 @@ mod tests {
         let (verdict, note) = config_condition(&old, None);
         assert_eq!(
             (verdict.status, verdict.reason),
-            (ConditionStatus::True, "NotRefused")
+            (ConditionStatus::True, Reason::NotRefused)
         );
         assert_eq!(note, None);
     }

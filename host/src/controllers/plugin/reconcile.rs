@@ -17,7 +17,7 @@ use crate::crd::{Plugin, PluginStatus, PluginVersion, ResolvedVersion};
 use crate::plugins::{ChannelEntry, Fetcher, PluginEntry, Resolved};
 use crate::wasm::PluginKind;
 
-pub async fn reconcile_plugin(
+pub(crate) async fn reconcile_plugin(
     plugin: Arc<Plugin>,
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
@@ -309,7 +309,7 @@ impl Pass<'_> {
             .fetch(&v.reference, digest, self.kind, self.require());
         match fetched.await {
             Ok(f) => {
-                tracing::info!(plugin = %name, version = %v.version, digest = %f.component_digest, verified_by = ?f.verified_by, "plugin version loaded");
+                tracing::info!(plugin = %name, version = %v.version, digest = %f.component_digest, verified_by = f.verified_by.as_deref().unwrap_or("unsigned"), "plugin version loaded");
                 Some(Resolved {
                     version: v.version.clone(),
                     reference: v.reference.clone(),

@@ -196,11 +196,11 @@ pub(crate) mod tests {
     /// A loaded version without a component behind it.
     #[derive(Debug, Clone, PartialEq)]
     pub(crate) struct Ran {
-        pub version: String,
-        pub reference: String,
-        pub manifest: String,
-        pub component: String,
-        pub verified_by: Option<String>,
+        pub(crate) version: String,
+        pub(crate) reference: String,
+        pub(crate) manifest: String,
+        pub(crate) component: String,
+        pub(crate) verified_by: Option<String>,
     }
 
     impl Ran {
