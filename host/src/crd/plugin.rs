@@ -24,7 +24,7 @@ use crate::grants::Grants;
 pub struct PluginSpec {
     /// `shoot-extension` or `module-reconciler`; the component must export that world.
     #[schemars(schema_with = "kind_schema")]
-    pub kind: String,
+    pub kind: crate::wasm::PluginKind,
     /// Released versions. A tag reference is resolved to a digest, which status pins.
     pub versions: Vec<PluginVersion>,
     /// Release channels (e.g. `regular`, `fast`) and the version each one runs.

@@ -20,7 +20,7 @@ use super::sandbox::{Denied, LogContext, PluginState};
 use super::text;
 
 /// The two plugin worlds of the contract.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PluginKind {
     ShootExtension,
