@@ -453,3 +453,30 @@ fn plugin_logs_go_to_tracing_tagged_and_capped() {
             .any(|l| l["fields"]["message"] == "plugin log budget spent; dropping further lines")
     );
 }
+
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    use std::io::Read;
+    // `tessera crds | head -1`, with the reader gone before the first write.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .arg("crds")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run tessera");
+    drop(child.stdout.take());
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let status = child.wait().unwrap();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.is_empty(), "nothing to say about a closed pipe: {stderr}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        const SIGPIPE: i32 = 13;
+        assert!(
+            status.success() || status.signal() == Some(SIGPIPE),
+            "{status:?}"
+        );
+    }
+}
