@@ -480,3 +480,37 @@ fn a_closed_stdout_ends_the_command_quietly() {
         );
     }
 }
+
+#[test]
+fn no_colour_codes_when_stderr_is_not_a_terminal() {
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .current_dir(workspace())
+            .env("TERM", "xterm-256color")
+            .env_remove("NO_COLOR")
+            .env_remove("CLICOLOR_FORCE")
+            .env("TESSERA_CACHE_DIR", cache_dir())
+            .args(args)
+            .output()
+            .expect("run tessera");
+        assert!(!out.status.success(), "{args:?}");
+        text(&out.stderr)
+    };
+    // A log line, a library error and one of clap's usage errors, all with stderr piped.
+    let logged = run(&[
+        "--log",
+        "debug",
+        "render",
+        "--runtime",
+        "examples/runtime-aws.yaml",
+        "--plugins",
+        "/nonexistent",
+    ]);
+    assert!(logged.contains(" DEBUG "), "{logged}");
+    assert!(logged.contains("error: plugin base"), "{logged}");
+    let usage = run(&["--bogus"]);
+    assert!(usage.contains("unexpected argument"), "{usage}");
+    for stderr in [logged, usage] {
+        assert!(!stderr.contains("\x1b["), "{stderr:?}");
+    }
+}
