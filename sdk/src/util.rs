@@ -132,37 +132,46 @@ pub fn did_you_mean<'a>(
     let limit = (word.chars().count() / 3).max(1);
     candidates
         .into_iter()
-        .map(|c| (edit_distance(&word.to_ascii_lowercase(), &c.to_ascii_lowercase()), c))
+        .map(|c| {
+            (
+                edit_distance(&word.to_ascii_lowercase(), &c.to_ascii_lowercase()),
+                c,
+            )
+        })
         .filter(|(d, _)| *d <= limit)
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
 }
 
-/// Levenshtein distance over characters; field names are short, so the quadratic table
-/// (one row at a time) costs nothing.
+/// Edit distance over characters where swapping two neighbours counts as one edit (optimal
+/// string alignment): `chian` is one typo away from `chain`. Field names are short, so the
+/// full table costs nothing.
 fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (diagonal + usize::from(ca != *cb))
-                .min(above + 1)
-                .min(row[j] + 1);
-            diagonal = above;
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            d[i][j] = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
         }
     }
-    row[b.len()]
+    d[a.len()][b.len()]
 }
 
 /// `unknown field; did you mean <closest>?` (or without the suggestion), the one wording
 /// for a field the schema does not have.
-pub fn unknown_field_message<'a>(
-    field: &str,
-    known: impl IntoIterator<Item = &'a str>,
-) -> String {
+pub fn unknown_field_message<'a>(field: &str, known: impl IntoIterator<Item = &'a str>) -> String {
     match did_you_mean(field, known) {
         Some(close) => format!("unknown field; did you mean {close}?"),
         None => "unknown field".to_string(),
@@ -222,10 +231,15 @@ mod tests {
         let fields = ["name", "channel", "config", "managed", "adopt"];
         assert_eq!(did_you_mean("confg", fields), Some("config"));
         assert_eq!(did_you_mean("Chanel", fields), Some("channel"));
-        assert_eq!(did_you_mean("maxumum", ["minimum", "maximum"]), Some("maximum"));
+        assert_eq!(
+            did_you_mean("maxumum", ["minimum", "maximum"]),
+            Some("maximum")
+        );
         assert_eq!(did_you_mean("replicas", fields), None);
         assert_eq!(did_you_mean("x", fields), None);
+        assert_eq!(did_you_mean("chian", ["chain", "channel"]), Some("chain"));
         assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("chian", "chain"), 1);
     }
 
     #[test]

@@ -42,12 +42,15 @@ pub const VOLUME_FIELDS: &[&str] = &["name", "type", "size", "encrypted"];
 
 /// The first key of `extra` that is not one of `known`, as (path, message).
 fn unknown_in(extra: &Extra, prefix: &str, known: &[&str]) -> Option<(String, String)> {
-    extra.keys().find(|k| !known.contains(&k.as_str())).map(|k| {
-        (
-            format!("{prefix}{k}"),
-            unknown_field_message(k, known.iter().copied()),
-        )
-    })
+    extra
+        .keys()
+        .find(|k| !known.contains(&k.as_str()))
+        .map(|k| {
+            (
+                format!("{prefix}{k}"),
+                unknown_field_message(k, known.iter().copied()),
+            )
+        })
 }
 
 /// A Gardener worker pool (`core.gardener.cloud/v1beta1` `Worker`), used verbatim in the
@@ -190,16 +193,24 @@ mod tests {
             "volume": {"size": "50Gi", "encrypted": true}
         }));
         assert_eq!(ok.unknown_field(), None);
-        let typo = worker(serde_json::json!({"name": "cpu", "machine": {"type": "m5.large"}, "maxumum": 3}));
+        let typo = worker(
+            serde_json::json!({"name": "cpu", "machine": {"type": "m5.large"}, "maxumum": 3}),
+        );
         assert_eq!(
             typo.unknown_field(),
-            Some(("maxumum".into(), "unknown field; did you mean maximum?".into()))
+            Some((
+                "maxumum".into(),
+                "unknown field; did you mean maximum?".into()
+            ))
         );
         let deep = worker(serde_json::json!({"name": "cpu",
             "machine": {"type": "m5.large", "image": {"verison": "1.0"}}}));
         assert_eq!(
             deep.unknown_field(),
-            Some(("machine.image.verison".into(), "unknown field; did you mean version?".into()))
+            Some((
+                "machine.image.verison".into(),
+                "unknown field; did you mean version?".into()
+            ))
         );
     }
 }
