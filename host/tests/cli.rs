@@ -167,7 +167,7 @@ fn bad_input_exits_non_zero_with_a_clear_message() {
     let out = tessera(&["render", "--runtime", bad_yaml.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out.stderr).contains("is not valid YAML"),
+        text(&out.stderr).contains("bad.yaml: not valid YAML"),
         "{}",
         text(&out.stderr)
     );
@@ -466,10 +466,18 @@ fn a_closed_stdout_ends_the_command_quietly() {
         .expect("run tessera");
     drop(child.stdout.take());
     let mut stderr = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
     let status = child.wait().unwrap();
     assert!(!stderr.contains("panicked"), "{stderr}");
-    assert!(stderr.is_empty(), "nothing to say about a closed pipe: {stderr}");
+    assert!(
+        stderr.is_empty(),
+        "nothing to say about a closed pipe: {stderr}"
+    );
     #[cfg(unix)]
     {
         use std::os::unix::process::ExitStatusExt;
@@ -513,4 +521,92 @@ fn no_colour_codes_when_stderr_is_not_a_terminal() {
     for stderr in [logged, usage] {
         assert!(!stderr.contains("\x1b["), "{stderr:?}");
     }
+}
+
+#[test]
+fn a_file_of_another_kind_is_refused_naming_both_kinds() {
+    // Before any cluster is contacted: the kubeconfig does not exist.
+    let out = tessera(&[
+        "modules",
+        "apply",
+        "--set",
+        "examples/runtime-aws.yaml",
+        "--kubeconfig",
+        "/nonexistent",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "no summary: {}", text(&out.stdout));
+    assert!(
+        text(&out.stderr)
+            .contains("examples/runtime-aws.yaml: kind: expected a ModuleSet, found a Runtime"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let shoot = dir.path().join("shoot.yaml");
+    std::fs::write(
+        &shoot,
+        "apiVersion: core.gardener.cloud/v1beta1\nkind: Shoot\n",
+    )
+    .unwrap();
+    let out = tessera(&["render", "--runtime", shoot.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("invalid Runtime at kind: expected a Runtime, found a Shoot"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Some("), "{stderr}");
+
+    let out = tessera(&[
+        "render",
+        "--runtime",
+        "examples/runtime-aws.yaml",
+        "--current-shoot",
+        "examples/runtime-aws.yaml",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("invalid current Shoot: expected a Shoot, found a Runtime"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn unknown_fields_in_input_files_are_named_with_a_suggestion() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("set.yaml");
+    std::fs::write(
+        &set,
+        "apiVersion: tessera.dev/v1alpha1\nkind: ModuleSet\nmetadata: {name: s}\nspec:\n  modules:\n    - name: manifest\n      confg: {a: b}\n",
+    )
+    .unwrap();
+    let out = tessera(&[
+        "modules",
+        "apply",
+        "--set",
+        set.to_str().unwrap(),
+        "--kubeconfig",
+        "/nonexistent",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("spec.modules[0].confg: unknown field; did you mean config?"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = render_with_config(
+        "chain: [base]\nplugins:\n  base:\n    limits: {timeoutMS: 5}\n",
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr)
+            .contains("plugins.base.limits.timeoutMS: unknown field; did you mean timeoutMs?"),
+        "{}",
+        text(&out.stderr)
+    );
 }
