@@ -3,6 +3,9 @@
 //! field the schema does not have (named, with a "did you mean"), and every error in words:
 //! never serde's API hints or a Rust debug dump.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_saphyr::budget::BudgetBreach;
@@ -128,6 +131,89 @@ where
     from_value(value, source_name)
 }
 
+/// The first field of `value` that `schema` (a CRD's OpenAPI schema) does not define, as
+/// (path, message): what the API server would silently prune. Parts marked
+/// `x-kubernetes-preserve-unknown-fields` (foreign fields kept on purpose, such as
+/// Gardener's worker fields) and objects without declared properties (`metadata`) are not
+/// judged here.
+pub fn unknown_in_schema(
+    value: &Value,
+    schema: &JSONSchemaProps,
+    path: &str,
+) -> Option<(String, String)> {
+    let at = |key: &str| {
+        if path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    match value {
+        Value::Object(map) => {
+            let preserve = schema.x_kubernetes_preserve_unknown_fields == Some(true);
+            if let Some(properties) = &schema.properties {
+                for (key, item) in map {
+                    match properties.get(key) {
+                        Some(inner) => {
+                            if let Some(found) = unknown_in_schema(item, inner, &at(key)) {
+                                return Some(found);
+                            }
+                        }
+                        None if !preserve => {
+                            let known = properties.keys().map(String::as_str);
+                            return Some((at(key), unknown_field_message(key, known)));
+                        }
+                        None => {}
+                    }
+                }
+                return None;
+            }
+            let Some(JSONSchemaPropsOrBool::Schema(inner)) = &schema.additional_properties else {
+                return None;
+            };
+            map.iter()
+                .find_map(|(key, item)| unknown_in_schema(item, inner, &at(key)))
+        }
+        Value::Array(items) => {
+            let Some(JSONSchemaPropsOrArray::Schema(inner)) = &schema.items else {
+                return None;
+            };
+            items
+                .iter()
+                .enumerate()
+                .find_map(|(i, item)| unknown_in_schema(item, inner, &format!("{path}[{i}]")))
+        }
+        _ => None,
+    }
+}
+
+/// [`unknown_in_schema`] for a whole object: the fields every object has, then what its
+/// kind's schema defines below them (`spec`, `status`).
+pub fn unknown_in_object(value: &Value, schema: &JSONSchemaProps) -> Option<(String, String)> {
+    let map = value.as_object()?;
+    let properties = schema.properties.as_ref();
+    map.iter().find_map(|(key, item)| {
+        if !OBJECT_FIELDS.contains(&key.as_str()) {
+            let message = unknown_field_message(key, OBJECT_FIELDS.iter().copied());
+            return Some((key.clone(), message));
+        }
+        let inner = properties.and_then(|p| p.get(key))?;
+        unknown_in_schema(item, inner, key)
+    })
+}
+
+/// The OpenAPI schema the API server checks objects of kind `K` against.
+pub fn crd_schema<K: kube::CustomResourceExt>() -> JSONSchemaProps {
+    K::crd()
+        .spec
+        .versions
+        .into_iter()
+        .next()
+        .and_then(|v| v.schema)
+        .and_then(|s| s.open_api_v3_schema)
+        .unwrap_or_default()
+}
+
 /// What a document is, for "expected X, found Y".
 fn describe(value: &Value) -> &'static str {
     match value {
@@ -224,6 +310,49 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "s: expected a ModuleSet object, found a list"
+        );
+    }
+
+    #[test]
+    fn the_schema_names_fields_it_would_prune_and_passes_preserved_ones() {
+        let schema = crd_schema::<crate::crd::Runtime>();
+        let example = yaml_value(include_str!("../../examples/runtime-aws.yaml"), "rt").unwrap();
+        assert_eq!(unknown_in_object(&example, &schema), None);
+        let with = |path: &[&str], key: &str| {
+            let mut doc = example.clone();
+            let mut at = &mut doc;
+            for p in path {
+                at = match p.parse::<usize>() {
+                    Ok(i) => &mut at[i],
+                    Err(_) => &mut at[*p],
+                };
+            }
+            at[key] = serde_json::json!(1);
+            unknown_in_object(&doc, &schema)
+        };
+        assert_eq!(
+            with(&["spec", "shoot"], "regoin"),
+            Some((
+                "spec.shoot.regoin".into(),
+                "unknown field; did you mean region?".into()
+            ))
+        );
+        assert_eq!(
+            with(&["spec", "shoot", "networking"], "service"),
+            Some((
+                "spec.shoot.networking.service".into(),
+                "unknown field; did you mean services?".into()
+            ))
+        );
+        // Gardener's worker fields pass through (the provider plugin judges them).
+        assert_eq!(
+            with(&["spec", "shoot", "provider", "workers", "0"], "sysctls"),
+            None
+        );
+        assert_eq!(with(&["metadata"], "labelz"), None);
+        assert_eq!(
+            with(&[], "sepc"),
+            Some(("sepc".into(), "unknown field; did you mean spec?".into()))
         );
     }
 

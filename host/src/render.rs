@@ -1,5 +1,6 @@
 //! Runtime → Shoot: read and check a Runtime manifest, run the chain, produce the Shoot.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
 use tessera_sdk::models::{RUNTIME_API_VERSION, Runtime};
 
 use crate::plugins::{ChainOutput, ShootChain, ShootIdentity};
@@ -73,6 +74,12 @@ pub fn parse_runtime(text: &str, source_name: &str) -> Result<RuntimeDocument, R
                 ),
             ));
         }
+    }
+    // What the API server would prune without a word is refused here, with the field named.
+    static SCHEMA: std::sync::OnceLock<JSONSchemaProps> = std::sync::OnceLock::new();
+    let schema = SCHEMA.get_or_init(crate::input::crd_schema::<crate::crd::Runtime>);
+    if let Some((field, message)) = crate::input::unknown_in_object(&value, schema) {
+        return Err(invalid(&field, message));
     }
     let json = value.to_string();
     let runtime: Runtime = tessera_sdk::glue::parse_document(&json, "")

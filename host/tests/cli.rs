@@ -194,6 +194,16 @@ fn bad_input_exits_non_zero_with_a_clear_message() {
             "maximum: many",
             "invalid Runtime at spec.shoot.provider.workers[0].maximum",
         ),
+        (
+            "    purpose: production\n",
+            "    purpose: production\n    licenseType: partner\n",
+            "invalid Runtime at spec.shoot.licenseType: unknown field; did you mean licenceType?",
+        ),
+        (
+            "maximum: 20",
+            "maxumum: 20",
+            "plugin provider 0.1.0: spec.shoot.provider.workers[0].maxumum (invalid-input): unknown field; did you mean maximum?",
+        ),
     ] {
         assert!(source.contains(from), "{from}");
         let file = dir.path().join("runtime.yaml");
