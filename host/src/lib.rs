@@ -20,5 +20,6 @@ pub mod operator;
 pub mod pattern;
 pub mod plugins;
 pub mod render;
+pub mod report;
 pub mod time;
 pub mod wasm;

@@ -15,7 +15,7 @@ fn main() -> ExitCode {
     match cli::run(args) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", tessera::report::chain(err.as_ref()));
             ExitCode::from(1)
         }
     }

@@ -620,3 +620,54 @@ fn unknown_fields_in_input_files_are_named_with_a_suggestion() {
         text(&out.stderr)
     );
 }
+
+/// An API server that answers every request with `status` and a Kubernetes `Status` body
+/// whose message is `message`; returns its URL.
+fn api_server_answering(status: u16, reason: &str, message: &str) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let body = serde_json::json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "code": status,
+    })
+    .to_string();
+    let reason = reason.to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    url
+}
+
+#[test]
+fn api_errors_are_reported_in_words_without_debug_output() {
+    let server = api_server_answering(404, "NotFound", "runtimes.tessera.dev \"rt\" not found");
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{server}\"}}}}]\nusers: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\ncurrent-context: x\n"
+        ),
+    )
+    .unwrap();
+    let out = tessera(&["shadow", "rt", "--kubeconfig", kubeconfig.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        stderr.trim(),
+        "error: Runtime default/rt: runtimes.tessera.dev \"rt\" not found (HTTP 404 NotFound)"
+    );
+}
