@@ -47,7 +47,7 @@ pub struct OperatorOptions {
 pub enum OperatorError {
     #[error("kubeconfig {path}: {message}")]
     Kubeconfig { path: String, message: String },
-    #[error("Kubernetes client: {}", crate::kube_text::describe(.0))]
+    #[error("Kubernetes client: {}", crate::report::kube_error(.0))]
     Kube(#[from] kube::Error),
     #[error("metrics endpoint {addr}: {source}")]
     Metrics {

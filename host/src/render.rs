@@ -1,5 +1,6 @@
 //! Runtime → Shoot: read and check a Runtime manifest, run the chain, produce the Shoot.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
 use tessera_sdk::models::{RUNTIME_API_VERSION, Runtime};
 
 use crate::plugins::{ChainOutput, ShootChain, ShootIdentity};
@@ -8,7 +9,8 @@ use crate::wasm::{CallError, WasmRuntime};
 /// Why rendering failed; every variant says where.
 #[derive(Debug, thiserror::Error)]
 pub enum RenderError {
-    #[error("{source_name} is not valid YAML: {message}")]
+    /// Not one readable YAML document (the message says why).
+    #[error("{source_name}: {message}")]
     InvalidYaml {
         source_name: String,
         message: String,
@@ -36,9 +38,9 @@ pub struct RuntimeDocument {
 }
 
 fn yaml_to_json(text: &str, source_name: &str) -> Result<serde_json::Value, RenderError> {
-    serde_saphyr::from_str(text).map_err(|e| RenderError::InvalidYaml {
+    crate::input::yaml_value(text, source_name).map_err(|e| RenderError::InvalidYaml {
         source_name: source_name.to_string(),
-        message: e.to_string(),
+        message: e.message,
     })
 }
 
@@ -50,12 +52,8 @@ pub fn parse_runtime(text: &str, source_name: &str) -> Result<RuntimeDocument, R
         field: field.to_string(),
         message,
     };
-    if !value.is_object() {
-        return Err(invalid("(document)", "expected a Runtime object".into()));
-    }
-    match value["kind"].as_str() {
-        Some("Runtime") => {}
-        other => return Err(invalid("kind", format!("expected Runtime, got {other:?}"))),
+    if let Some((field, message)) = crate::input::kind_mismatch(&value, "Runtime") {
+        return Err(invalid(field.unwrap_or("(document)"), message));
     }
     match value["apiVersion"].as_str() {
         Some(RUNTIME_API_VERSION) => {}
@@ -70,9 +68,18 @@ pub fn parse_runtime(text: &str, source_name: &str) -> Result<RuntimeDocument, R
         other => {
             return Err(invalid(
                 "apiVersion",
-                format!("expected {RUNTIME_API_VERSION}, got {other:?}"),
+                format!(
+                    "expected {RUNTIME_API_VERSION}, found {}",
+                    other.unwrap_or("none")
+                ),
             ));
         }
+    }
+    // What the API server would prune without a word is refused here, with the field named.
+    static SCHEMA: std::sync::OnceLock<JSONSchemaProps> = std::sync::OnceLock::new();
+    let schema = SCHEMA.get_or_init(crate::input::crd_schema::<crate::crd::Runtime>);
+    if let Some((field, message)) = crate::input::unknown_in_object(&value, schema) {
+        return Err(invalid(&field, message));
     }
     let json = value.to_string();
     let runtime: Runtime = tessera_sdk::glue::parse_document(&json, "")
@@ -89,10 +96,10 @@ pub fn parse_runtime(text: &str, source_name: &str) -> Result<RuntimeDocument, R
 /// Parse the Shoot currently on the Gardener side (YAML or JSON) into JSON text.
 pub fn parse_current_shoot(text: &str, source_name: &str) -> Result<String, RenderError> {
     let value = yaml_to_json(text, source_name)?;
-    if value["kind"] != "Shoot" {
+    if let Some((_, message)) = crate::input::kind_mismatch(&value, "Shoot") {
         return Err(RenderError::InvalidShoot {
             source_name: source_name.to_string(),
-            message: format!("expected kind Shoot, got {}", value["kind"]),
+            message,
         });
     }
     Ok(value.to_string())

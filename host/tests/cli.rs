@@ -167,7 +167,7 @@ fn bad_input_exits_non_zero_with_a_clear_message() {
     let out = tessera(&["render", "--runtime", bad_yaml.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out.stderr).contains("is not valid YAML"),
+        text(&out.stderr).contains("bad.yaml: not valid YAML"),
         "{}",
         text(&out.stderr)
     );
@@ -193,6 +193,16 @@ fn bad_input_exits_non_zero_with_a_clear_message() {
             "maximum: 20",
             "maximum: many",
             "invalid Runtime at spec.shoot.provider.workers[0].maximum",
+        ),
+        (
+            "    purpose: production\n",
+            "    purpose: production\n    licenseType: partner\n",
+            "invalid Runtime at spec.shoot.licenseType: unknown field; did you mean licenceType?",
+        ),
+        (
+            "maximum: 20",
+            "maxumum: 20",
+            "plugin provider 0.1.0: spec.shoot.provider.workers[0].maxumum (invalid-input): unknown field; did you mean maximum?",
         ),
     ] {
         assert!(source.contains(from), "{from}");
@@ -451,5 +461,213 @@ fn plugin_logs_go_to_tracing_tagged_and_capped() {
         lines
             .iter()
             .any(|l| l["fields"]["message"] == "plugin log budget spent; dropping further lines")
+    );
+}
+
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    use std::io::Read;
+    // `tessera crds | head -1`, with the reader gone before the first write.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .arg("crds")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run tessera");
+    drop(child.stdout.take());
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.is_empty(),
+        "nothing to say about a closed pipe: {stderr}"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        const SIGPIPE: i32 = 13;
+        assert!(
+            status.success() || status.signal() == Some(SIGPIPE),
+            "{status:?}"
+        );
+    }
+}
+
+#[test]
+fn no_colour_codes_when_stderr_is_not_a_terminal() {
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .current_dir(workspace())
+            .env("TERM", "xterm-256color")
+            .env_remove("NO_COLOR")
+            .env_remove("CLICOLOR_FORCE")
+            .env("TESSERA_CACHE_DIR", cache_dir())
+            .args(args)
+            .output()
+            .expect("run tessera");
+        assert!(!out.status.success(), "{args:?}");
+        text(&out.stderr)
+    };
+    // A log line, a library error and one of clap's usage errors, all with stderr piped.
+    let logged = run(&[
+        "--log",
+        "debug",
+        "render",
+        "--runtime",
+        "examples/runtime-aws.yaml",
+        "--plugins",
+        "/nonexistent",
+    ]);
+    assert!(logged.contains(" DEBUG "), "{logged}");
+    assert!(logged.contains("error: plugin base"), "{logged}");
+    let usage = run(&["--bogus"]);
+    assert!(usage.contains("unexpected argument"), "{usage}");
+    for stderr in [logged, usage] {
+        assert!(!stderr.contains("\x1b["), "{stderr:?}");
+    }
+}
+
+#[test]
+fn a_file_of_another_kind_is_refused_naming_both_kinds() {
+    // Before any cluster is contacted: the kubeconfig does not exist.
+    let out = tessera(&[
+        "modules",
+        "apply",
+        "--set",
+        "examples/runtime-aws.yaml",
+        "--kubeconfig",
+        "/nonexistent",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "no summary: {}", text(&out.stdout));
+    assert!(
+        text(&out.stderr)
+            .contains("examples/runtime-aws.yaml: kind: expected a ModuleSet, found a Runtime"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let shoot = dir.path().join("shoot.yaml");
+    std::fs::write(
+        &shoot,
+        "apiVersion: core.gardener.cloud/v1beta1\nkind: Shoot\n",
+    )
+    .unwrap();
+    let out = tessera(&["render", "--runtime", shoot.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("invalid Runtime at kind: expected a Runtime, found a Shoot"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Some("), "{stderr}");
+
+    let out = tessera(&[
+        "render",
+        "--runtime",
+        "examples/runtime-aws.yaml",
+        "--current-shoot",
+        "examples/runtime-aws.yaml",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("invalid current Shoot: expected a Shoot, found a Runtime"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn unknown_fields_in_input_files_are_named_with_a_suggestion() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("set.yaml");
+    std::fs::write(
+        &set,
+        "apiVersion: tessera.dev/v1alpha1\nkind: ModuleSet\nmetadata: {name: s}\nspec:\n  modules:\n    - name: manifest\n      confg: {a: b}\n",
+    )
+    .unwrap();
+    let out = tessera(&[
+        "modules",
+        "apply",
+        "--set",
+        set.to_str().unwrap(),
+        "--kubeconfig",
+        "/nonexistent",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("spec.modules[0].confg: unknown field; did you mean config?"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = render_with_config(
+        "chain: [base]\nplugins:\n  base:\n    limits: {timeoutMS: 5}\n",
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr)
+            .contains("plugins.base.limits.timeoutMS: unknown field; did you mean timeoutMs?"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// An API server that answers every request with `status` and a Kubernetes `Status` body
+/// whose message is `message`; returns its URL.
+fn api_server_answering(status: u16, reason: &str, message: &str) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let body = serde_json::json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "code": status,
+    })
+    .to_string();
+    let reason = reason.to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    url
+}
+
+#[test]
+fn api_errors_are_reported_in_words_without_debug_output() {
+    let server = api_server_answering(404, "NotFound", "runtimes.tessera.dev \"rt\" not found");
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"{server}\"}}}}]\nusers: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\ncurrent-context: x\n"
+        ),
+    )
+    .unwrap();
+    let out = tessera(&["shadow", "rt", "--kubeconfig", kubeconfig.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        stderr.trim(),
+        "error: Runtime default/rt: runtimes.tessera.dev \"rt\" not found (HTTP 404 NotFound)"
     );
 }

@@ -1,5 +1,5 @@
-//! Small helpers first-party plugins share: IPv4 CIDR arithmetic, version ordering and JSON
-//! merge patches.
+//! Small helpers first-party plugins share: IPv4 CIDR arithmetic, version ordering, JSON
+//! merge patches and "did you mean" suggestions for misspelt field names.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -123,6 +123,70 @@ pub fn merge_patch(target: &mut serde_json::Value, patch: &serde_json::Value) {
     }
 }
 
+/// The name among `candidates` that `word` most likely misspells, if one is close enough
+/// (at most a third of the letters differ, at least one letter in common place).
+pub fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let limit = (word.chars().count() / 3).max(1);
+    candidates
+        .into_iter()
+        .map(|c| {
+            (
+                edit_distance(&word.to_ascii_lowercase(), &c.to_ascii_lowercase()),
+                c,
+            )
+        })
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// Edit distance over characters where swapping two neighbours counts as one edit (optimal
+/// string alignment): `chian` is one typo away from `chain`. Field names are short, so the
+/// full table costs nothing.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            d[i][j] = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+/// `unknown field; did you mean <closest>?` (or without the suggestion), the one wording
+/// for a field the schema does not have.
+pub fn unknown_field_message<'a>(field: &str, known: impl IntoIterator<Item = &'a str>) -> String {
+    match did_you_mean(field, known) {
+        Some(close) => format!("unknown field; did you mean {close}?"),
+        None => "unknown field".to_string(),
+    }
+}
+
+/// Serde's `unknown field `x`, expected one of `a`, `b`` (or `expected `a``, or `there
+/// are no fields`) as the unknown field and our wording; `None` for any other message.
+pub fn reword_unknown_field(serde_message: &str) -> Option<(String, String)> {
+    let rest = serde_message.strip_prefix("unknown field `")?;
+    let (field, expected) = rest.split_once('`')?;
+    let known: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    Some((field.to_string(), unknown_field_message(field, known)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,5 +224,40 @@ mod tests {
             &serde_json::json!({"a": {"b": null, "e": 3}, "d": [2]}),
         );
         assert_eq!(doc, serde_json::json!({"a": {"c": 2, "e": 3}, "d": [2]}));
+    }
+
+    #[test]
+    fn did_you_mean_suggests_only_close_names() {
+        let fields = ["name", "channel", "config", "managed", "adopt"];
+        assert_eq!(did_you_mean("confg", fields), Some("config"));
+        assert_eq!(did_you_mean("Chanel", fields), Some("channel"));
+        assert_eq!(
+            did_you_mean("maxumum", ["minimum", "maximum"]),
+            Some("maximum")
+        );
+        assert_eq!(did_you_mean("replicas", fields), None);
+        assert_eq!(did_you_mean("x", fields), None);
+        assert_eq!(did_you_mean("chian", ["chain", "channel"]), Some("chain"));
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("chian", "chain"), 1);
+    }
+
+    #[test]
+    fn serde_unknown_field_messages_are_reworded() {
+        assert_eq!(
+            reword_unknown_field(
+                "unknown field `confg`, expected one of `name`, `channel`, `config`"
+            ),
+            Some(("confg".into(), "unknown field; did you mean config?".into()))
+        );
+        assert_eq!(
+            reword_unknown_field("unknown field `zzz`, expected `required`"),
+            Some(("zzz".into(), "unknown field".into()))
+        );
+        assert_eq!(
+            reword_unknown_field("unknown field `a`, there are no fields"),
+            Some(("a".into(), "unknown field".into()))
+        );
+        assert_eq!(reword_unknown_field("missing field `name`"), None);
     }
 }

@@ -145,8 +145,19 @@ fn invalid_manifests_are_refused_before_any_plugin_runs() {
     .unwrap_err();
     assert!(matches!(err, RenderError::InvalidYaml { .. }), "{err}");
     assert!(
-        err.to_string().starts_with("bad.yaml is not valid YAML"),
+        err.to_string().starts_with("bad.yaml: not valid YAML"),
         "{err}"
+    );
+
+    // A Shoot given as the Runtime: both kinds named in words, no `Some("Shoot")`.
+    let err = parse_runtime(
+        "apiVersion: core.gardener.cloud/v1beta1\nkind: Shoot\n",
+        "s.yaml",
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "s.yaml: invalid Runtime at kind: expected a Runtime, found a Shoot"
     );
 
     let kim = read(&workspace().join("examples/runtime-aws.yaml")).replace(

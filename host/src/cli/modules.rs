@@ -2,7 +2,7 @@
 //! exit, without a control plane (module plugins from a directory).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use tessera::crd::ModuleSet;
-use tessera::modules::set::{Notice, SetRequest, reconcile_set};
+use tessera::modules::set::{Notice, SetOutcome, SetRequest, reconcile_set};
 use tessera::modules::{DirectorySource, State, Target};
 use tessera::wasm::WasmRuntime;
 
@@ -75,18 +75,45 @@ pub fn run(rt: WasmRuntime, command: ModulesCommand) -> anyhow::Result<ExitCode>
         ModulesCommand::Apply(a) => (a, false),
         ModulesCommand::Delete(a) => (a, true),
     };
-    let text = std::fs::read_to_string(&args.set)
-        .with_context(|| format!("cannot read {}", args.set.display()))?;
-    let set: ModuleSet = serde_saphyr::from_str(&text)
-        .map_err(|e| anyhow::anyhow!("{}: not a ModuleSet: {e}", args.set.display()))?;
-    if set.metadata.name.is_none() {
-        bail!("{}: metadata.name is required", args.set.display());
-    }
+    let set = read_set(&args.set)?;
     let key = format!(
         "{}/{}",
         set.metadata.namespace.as_deref().unwrap_or("default"),
         set.metadata.name.as_deref().unwrap_or_default()
     );
+    let wasm = Arc::new(rt);
+    let source = module_source(&args, wasm.clone())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let target = connect(&args).await?;
+        let request = SetRequest {
+            set: key.clone(),
+            channel: set.spec.channel.as_deref(),
+            modules: &set.spec.modules,
+            deleting,
+            allow_downgrade: args.allow_downgrade,
+        };
+        settle(&target, &wasm, &source, &request, args.timeout).await
+    })
+}
+
+/// The ModuleSet file: one ModuleSet (not a Runtime or anything else), no unknown fields,
+/// with a name (it keys the inventory on the cluster).
+fn read_set(path: &Path) -> anyhow::Result<ModuleSet> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let set: ModuleSet = tessera::input::object(&text, &path.display().to_string())?;
+    if set.metadata.name.is_none() {
+        bail!("{}: metadata.name is required", path.display());
+    }
+    Ok(set)
+}
+
+/// Where each module's component comes from, with the operator's settings per module.
+fn module_source(args: &ModulesArgs, wasm: Arc<WasmRuntime>) -> anyhow::Result<DirectorySource> {
     let mut files = HashMap::new();
     for m in &args.modules {
         let (name, path) = m
@@ -103,77 +130,96 @@ pub fn run(rt: WasmRuntime, command: ModulesCommand) -> anyhow::Result<ExitCode>
         Some(path) => tessera::plugins::ChainConfig::from_file(path)?.modules,
         None => Default::default(),
     };
-    let wasm = Arc::new(rt);
-    let source = DirectorySource::new(dir, files, settings, wasm.clone());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        let kubeconfig = match &args.kubeconfig {
-            Some(path) => Some(
-                kube::config::Kubeconfig::read_from(path)
-                    .with_context(|| format!("kubeconfig {}", path.display()))?,
-            ),
-            None => None,
+    Ok(DirectorySource::new(dir, files, settings, wasm))
+}
+
+async fn connect(args: &ModulesArgs) -> anyhow::Result<Target> {
+    let kubeconfig = match &args.kubeconfig {
+        Some(path) => Some(
+            kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("kubeconfig {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let (client, server) = tessera::modules::target::connect_kubeconfig(kubeconfig)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    Target::connect(client, server, args.provider.clone(), args.region.clone())
+        .await
+        .context("cannot reach the cluster")
+}
+
+/// Reconcile until the modules settle (or `timeout` passes), then print the summary.
+async fn settle(
+    target: &Target,
+    wasm: &Arc<WasmRuntime>,
+    source: &DirectorySource,
+    request: &SetRequest<'_>,
+    timeout: Duration,
+) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    loop {
+        let outcome = reconcile_set(target, wasm, source, request).await?;
+        announce(&outcome.notices);
+        let state = outcome.state.unwrap_or(State::Ready);
+        let settled = if request.deleting {
+            outcome.deleted
+        } else {
+            !matches!(state, State::Processing | State::Deleting)
         };
-        let (client, server) = tessera::modules::target::connect_kubeconfig(kubeconfig)
-            .await
-            .map_err(anyhow::Error::msg)?;
-        let target = Target::connect(client, server, args.provider.clone(), args.region.clone())
-            .await
-            .context("cannot reach the cluster")?;
-        let request = SetRequest {
-            set: key.clone(),
-            channel: set.spec.channel.as_deref(),
-            modules: &set.spec.modules,
-            deleting,
-            allow_downgrade: args.allow_downgrade,
-        };
-        let started = Instant::now();
-        loop {
-            let outcome = reconcile_set(&target, &wasm, &source, &request).await?;
-            for notice in &outcome.notices {
-                match notice {
-                    Notice::DowngradeRefused { module, offered, installed } => eprintln!(
-                        "warning: module {module}: {offered} is lower than the installed {installed}; kept {installed}"
-                    ),
-                    Notice::Upgraded { module, from, to } => {
-                        eprintln!("module {module}: {from} → {to}")
-                    }
-                    Notice::Removed { module } => eprintln!("module {module}: removed"),
-                }
+        if settled || started.elapsed() > timeout {
+            print_summary(&request.set, &outcome, request.deleting);
+            if !settled {
+                eprintln!("gave up after {}s", timeout.as_secs());
+                return Ok(ExitCode::FAILURE);
             }
-            let state = outcome.state.unwrap_or(State::Ready);
-            let settled = if deleting {
-                outcome.deleted
+            let ok = request.deleting || matches!(state, State::Ready | State::Warning);
+            return Ok(if ok {
+                ExitCode::SUCCESS
             } else {
-                !matches!(state, State::Processing | State::Deleting)
-            };
-            if settled || started.elapsed() > args.timeout {
-                println!("ModuleSet {key}: {}", if deleting && outcome.deleted { "removed".to_string() } else { state.to_string() });
-                for m in &outcome.modules {
-                    println!(
-                        "  {:<24} {:<10} {:<10} {:>4} objects  {}",
-                        m.name,
-                        m.version.as_deref().unwrap_or("-"),
-                        m.state.to_string(),
-                        m.objects,
-                        m.message.as_deref().unwrap_or("")
-                    );
-                }
-                if !settled {
-                    eprintln!("gave up after {:?}", args.timeout);
-                    return Ok(ExitCode::FAILURE);
-                }
-                let ok = deleting || matches!(state, State::Ready | State::Warning);
-                return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE });
-            }
-            let wait = outcome
-                .requeue
-                .unwrap_or(Duration::from_secs(1))
-                .clamp(Duration::from_millis(200), Duration::from_secs(2));
-            tokio::time::sleep(wait).await;
+                ExitCode::FAILURE
+            });
         }
-    })
+        let wait = outcome
+            .requeue
+            .unwrap_or(Duration::from_secs(1))
+            .clamp(Duration::from_millis(200), Duration::from_secs(2));
+        tokio::time::sleep(wait).await;
+    }
+}
+
+fn announce(notices: &[Notice]) {
+    for notice in notices {
+        match notice {
+            Notice::DowngradeRefused {
+                module,
+                offered,
+                installed,
+            } => eprintln!(
+                "warning: module {module}: {offered} is lower than the installed {installed}; kept {installed}"
+            ),
+            Notice::Upgraded { module, from, to } => eprintln!("module {module}: {from} → {to}"),
+            Notice::Removed { module } => eprintln!("module {module}: removed"),
+        }
+    }
+}
+
+fn print_summary(key: &str, outcome: &SetOutcome, deleting: bool) {
+    let state = outcome.state.unwrap_or(State::Ready);
+    let shown = if deleting && outcome.deleted {
+        "removed".to_string()
+    } else {
+        state.to_string()
+    };
+    println!("ModuleSet {key}: {shown}");
+    for m in &outcome.modules {
+        println!(
+            "  {:<24} {:<10} {:<10} {:>4} objects  {}",
+            m.name,
+            m.version.as_deref().unwrap_or("-"),
+            m.state.to_string(),
+            m.objects,
+            m.message.as_deref().unwrap_or("")
+        );
+    }
 }

@@ -1,4 +1,4 @@
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -141,114 +141,24 @@ pub fn run(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<ExitCode>
             memory_mib,
             timeout_ms,
         } => {
-            let loaded = rt.load(&read(&plugin)?, &plugin.display().to_string())?;
             let limits = LimitsOverride {
                 memory_mib,
                 timeout_ms,
                 ..LimitsOverride::default()
             }
             .apply(Limits::default());
-            let results = test_plugin(rt, &loaded, &cases, &limits)?;
-            let failed = results.iter().filter(|r| r.failure.is_some()).count();
-            for result in &results {
-                match &result.failure {
-                    None => println!("ok    {} {}", result.name, dim(&result.description)),
-                    Some(failure) => {
-                        println!("FAIL  {} {}", result.name, dim(&result.description));
-                        for line in failure.lines() {
-                            println!("      {line}");
-                        }
-                    }
-                }
-            }
-            println!(
-                "{} {}: {} passed, {} failed",
-                loaded.info.name,
-                loaded.info.version,
-                results.len() - failed,
-                failed
-            );
-            if results.is_empty() {
-                anyhow::bail!("no golden cases in {}", cases.display());
-            }
-            Ok(if failed == 0 {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
+            test(rt, &plugin, &cases, &limits)
         }
         PluginCommand::Inspect {
             plugin,
             json,
             registry,
         } => {
-            let plugin = PathBuf::from(plugin);
-            if !plugin.exists() {
-                return block_on(super::oci::inspect_remote(
-                    &registry,
-                    &plugin.display().to_string(),
-                    json,
-                ));
+            let path = PathBuf::from(&plugin);
+            if !path.exists() {
+                return block_on(remote::inspect_remote(&registry, &plugin, json));
             }
-            let bytes = read(&plugin)?;
-            let source = plugin.display().to_string();
-            let inspection = rt.inspect(&bytes, &source)?;
-            let loaded = match inspection.kind {
-                Some(tessera::wasm::PluginKind::ModuleReconciler) => {
-                    rt.load_module(&bytes, &source).map(|m| m.info)
-                }
-                _ => rt.load(&bytes, &source).map(|p| p.info.clone()),
-            };
-            if json {
-                let info = loaded.as_ref().ok();
-                let error = loaded.as_ref().err().map(|e| e.to_string());
-                let doc = serde_json::json!({ "inspection": inspection, "info": info, "loadError": error });
-                println!("{}", serde_json::to_string_pretty(&doc)?);
-                return Ok(ExitCode::SUCCESS);
-            }
-            println!("file:      {source}");
-            println!("digest:    sha256:{}", inspection.digest);
-            println!("size:      {} bytes", inspection.size);
-            println!(
-                "kind:      {}",
-                inspection
-                    .kind
-                    .map(|k| k.to_string())
-                    .unwrap_or_else(|| "not a Tessera plugin".into())
-            );
-            println!(
-                "contract:  {}",
-                inspection.contract.as_deref().unwrap_or("-")
-            );
-            match &loaded {
-                Ok(info) => {
-                    println!("name:      {}", info.name);
-                    println!("version:   {}", info.version);
-                    println!("about:     {}", info.description);
-                }
-                Err(err) => println!("loads:     no — {err}"),
-            }
-            println!("exports:");
-            for export in &inspection.exports {
-                println!("  {export}");
-            }
-            println!("imports:");
-            for import in &inspection.imports {
-                let mark = if inspection.missing_imports.contains(import) {
-                    "  (not offered by this host)"
-                } else {
-                    ""
-                };
-                println!("  {import}{mark}");
-            }
-            match &inspection.requests {
-                Some(requests) => print!(
-                    "requests (granted only by the operator):\n{}",
-                    indent(&serde_saphyr::to_string(requests)?)
-                ),
-                None => println!("requests:  none declared"),
-            }
-            Ok(ExitCode::SUCCESS)
+            inspect(rt, &path, json)
         }
         PluginCommand::Push {
             file,
@@ -288,30 +198,145 @@ pub fn run(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<ExitCode>
             plugin,
             cases,
             iterations,
-        } => {
-            let loaded = rt.load(&read(&plugin)?, &plugin.display().to_string())?;
-            println!(
-                "{} {} ({} bytes, loaded in {:.2?}{})",
-                loaded.info.name,
-                loaded.info.version,
-                loaded.inspection.size,
-                loaded.load_time,
-                if loaded.from_cache {
-                    " from cache"
-                } else {
-                    ", compiled"
+        } => bench(rt, &plugin, &cases, iterations),
+    }
+}
+
+/// `tessera plugin test`: every golden case, its outcome, a summary; status 1 on a failure.
+fn test(
+    rt: &WasmRuntime,
+    plugin: &PathBuf,
+    cases: &Path,
+    limits: &Limits,
+) -> anyhow::Result<ExitCode> {
+    let loaded = rt.load(&read(plugin)?, &plugin.display().to_string())?;
+    let results = test_plugin(rt, &loaded, cases, limits)?;
+    let failed = results.iter().filter(|r| r.failure.is_some()).count();
+    for result in &results {
+        match &result.failure {
+            None => println!("ok    {} {}", result.name, dim(&result.description)),
+            Some(failure) => {
+                println!("FAIL  {} {}", result.name, dim(&result.description));
+                for line in failure.lines() {
+                    println!("      {line}");
                 }
-            );
-            println!("{:<40} {:>10} {:>10} {:>10}", "case", "p50", "p99", "max");
-            for (case, stats) in bench_plugin(rt, &loaded, &cases, iterations)? {
-                println!(
-                    "{:<40} {:>10.1?} {:>10.1?} {:>10.1?}",
-                    case, stats.p50, stats.p99, stats.max
-                );
             }
-            Ok(ExitCode::SUCCESS)
         }
     }
+    println!(
+        "{} {}: {} passed, {} failed",
+        loaded.info.name,
+        loaded.info.version,
+        results.len() - failed,
+        failed
+    );
+    if results.is_empty() {
+        anyhow::bail!("no golden cases in {}", cases.display());
+    }
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `tessera plugin inspect FILE`: what the component is and whether this host loads it.
+fn inspect(rt: &WasmRuntime, plugin: &PathBuf, json: bool) -> anyhow::Result<ExitCode> {
+    let bytes = read(plugin)?;
+    let source = plugin.display().to_string();
+    let inspection = rt.inspect(&bytes, &source)?;
+    let loaded = match inspection.kind {
+        Some(tessera::wasm::PluginKind::ModuleReconciler) => {
+            rt.load_module(&bytes, &source).map(|m| m.info)
+        }
+        _ => rt.load(&bytes, &source).map(|p| p.info.clone()),
+    };
+    if json {
+        let info = loaded.as_ref().ok();
+        let error = loaded.as_ref().err().map(|e| e.to_string());
+        let doc = serde_json::json!({ "inspection": inspection, "info": info, "loadError": error });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("file:      {source}");
+    println!("digest:    sha256:{}", inspection.digest);
+    println!("size:      {} bytes", inspection.size);
+    println!(
+        "kind:      {}",
+        inspection
+            .kind
+            .map(|k| k.to_string())
+            .unwrap_or_else(|| "not a Tessera plugin".into())
+    );
+    println!(
+        "contract:  {}",
+        inspection.contract.as_deref().unwrap_or("-")
+    );
+    match &loaded {
+        Ok(info) => {
+            println!("name:      {}", info.name);
+            println!("version:   {}", info.version);
+            println!("about:     {}", info.description);
+        }
+        Err(err) => println!("loads:     no — {err}"),
+    }
+    print_interface(&inspection)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Exports, imports (marking those this host does not offer) and declared requests.
+fn print_interface(inspection: &tessera::wasm::inspect::Inspection) -> anyhow::Result<()> {
+    println!("exports:");
+    for export in &inspection.exports {
+        println!("  {export}");
+    }
+    println!("imports:");
+    for import in &inspection.imports {
+        let mark = if inspection.missing_imports.contains(import) {
+            "  (not offered by this host)"
+        } else {
+            ""
+        };
+        println!("  {import}{mark}");
+    }
+    match &inspection.requests {
+        Some(requests) => print!(
+            "requests (granted only by the operator):\n{}",
+            indent(&serde_saphyr::to_string(requests)?)
+        ),
+        None => println!("requests:  none declared"),
+    }
+    Ok(())
+}
+
+/// `tessera plugin bench`: p50/p99/max per golden case.
+fn bench(
+    rt: &WasmRuntime,
+    plugin: &PathBuf,
+    cases: &Path,
+    iterations: usize,
+) -> anyhow::Result<ExitCode> {
+    let loaded = rt.load(&read(plugin)?, &plugin.display().to_string())?;
+    println!(
+        "{} {} ({} bytes, loaded in {:.2?}{})",
+        loaded.info.name,
+        loaded.info.version,
+        loaded.inspection.size,
+        loaded.load_time,
+        if loaded.from_cache {
+            " from cache"
+        } else {
+            ", compiled"
+        }
+    );
+    println!("{:<40} {:>10} {:>10} {:>10}", "case", "p50", "p99", "max");
+    for (case, stats) in bench_plugin(rt, &loaded, cases, iterations)? {
+        println!(
+            "{:<40} {:>10.1?} {:>10.1?} {:>10.1?}",
+            case, stats.p50, stats.p99, stats.max
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {

@@ -154,43 +154,13 @@ pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
         policy,
         wasm: wasm.clone(),
     });
-    let leader_election = (!args.no_leader_election).then(|| LeaderElection {
-        lease_name: args.lease_name.clone(),
-        namespace: args
-            .lease_namespace
-            .clone()
-            .or_else(|| args.namespace.clone())
-            .unwrap_or_else(|| "default".into()),
-        duration: args.lease_duration.as_secs().max(1),
-        identity: args.identity.clone().unwrap_or_else(default_identity),
-    });
+    let leader_election = leader_election(&args);
     let options = OperatorOptions {
-        kubeconfig: args.kubeconfig,
-        gardener_kubeconfig: args.gardener_kubeconfig,
+        kubeconfig: args.kubeconfig.clone(),
+        gardener_kubeconfig: args.gardener_kubeconfig.clone(),
         metrics_addr: args.metrics_addr,
         leader_election,
-        config: OperatorConfig {
-            requeue: Requeue {
-                pending: args.requeue_pending,
-                retry: args.requeue_retry,
-                error: args.requeue_error,
-                error_max: args.requeue_error_max,
-                ready: args.requeue_ready,
-            },
-            kubeconfig_expiration: args.kubeconfig_expiration,
-            rotation_fraction: args.rotation_fraction,
-            force_deletion: args.force_deletion,
-            namespace: args.namespace,
-            workers: args.workers,
-            plugin_resync: args.plugin_resync,
-            plugin_selector: args.plugin_selector,
-            kubeconfigs: KubeconfigPolicy {
-                allow_external: args.allow_external_kubeconfigs,
-                servers: args.kubeconfig_servers,
-            },
-            module_targets: args.module_targets,
-            local_module_namespaces: args.local_modules,
-        },
+        config: operator_config(args),
         renderer: Renderer {
             wasm,
             resolver: Resolver {
@@ -206,4 +176,44 @@ pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
         .context("cannot start the async runtime")?;
     runtime.block_on(tessera::operator::run(options))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The Lease hosts compete for, unless leader election is off.
+fn leader_election(args: &RunArgs) -> Option<LeaderElection> {
+    (!args.no_leader_election).then(|| LeaderElection {
+        lease_name: args.lease_name.clone(),
+        namespace: args
+            .lease_namespace
+            .clone()
+            .or_else(|| args.namespace.clone())
+            .unwrap_or_else(|| "default".into()),
+        duration: args.lease_duration.as_secs().max(1),
+        identity: args.identity.clone().unwrap_or_else(default_identity),
+    })
+}
+
+/// What the controllers are told: timings, policies and scope from the flags.
+fn operator_config(args: RunArgs) -> OperatorConfig {
+    OperatorConfig {
+        requeue: Requeue {
+            pending: args.requeue_pending,
+            retry: args.requeue_retry,
+            error: args.requeue_error,
+            error_max: args.requeue_error_max,
+            ready: args.requeue_ready,
+        },
+        kubeconfig_expiration: args.kubeconfig_expiration,
+        rotation_fraction: args.rotation_fraction,
+        force_deletion: args.force_deletion,
+        namespace: args.namespace,
+        workers: args.workers,
+        plugin_resync: args.plugin_resync,
+        plugin_selector: args.plugin_selector,
+        kubeconfigs: KubeconfigPolicy {
+            allow_external: args.allow_external_kubeconfigs,
+            servers: args.kubeconfig_servers,
+        },
+        module_targets: args.module_targets,
+        local_module_namespaces: args.local_modules,
+    }
 }

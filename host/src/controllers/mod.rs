@@ -29,7 +29,7 @@ pub(crate) enum ReconcileError {
     Gardener(kube::Error),
 }
 
-pub(crate) use crate::kube_text::describe as describe_kube_error;
+pub(crate) use crate::report::kube_error as describe_kube_error;
 
 impl From<crate::gardener::ShootError> for ReconcileError {
     fn from(e: crate::gardener::ShootError) -> Self {

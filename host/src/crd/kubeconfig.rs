@@ -20,7 +20,7 @@ use super::{Condition, ShootRef};
     printcolumn = r#"{"name":"Expires","type":"string","jsonPath":".status.expiry"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RuntimeKubeconfigSpec {
     /// The runtime id (name of the Runtime in this namespace, whose controller reference
     /// this object must carry).
@@ -32,6 +32,7 @@ pub struct RuntimeKubeconfigSpec {
 
 /// Where the kubeconfig is written.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SecretRef {
     #[schemars(pattern(super::DNS_SUBDOMAIN), length(min = 1, max = 253))]
     pub name: String,

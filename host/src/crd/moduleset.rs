@@ -19,7 +19,7 @@ use super::Condition;
     printcolumn = r#"{"name":"Channel","type":"string","jsonPath":".spec.channel"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ModuleSetSpec {
     /// The cluster to install on: a kubeconfig Secret in this namespace. Unset: the
     /// cluster the host runs in (single-cluster mode).
@@ -36,7 +36,7 @@ pub struct ModuleSetSpec {
 
 /// Where the target cluster's kubeconfig is.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Target {
     /// Secret name (in the ModuleSet's namespace), e.g. `kubeconfig-<runtime id>`.
     #[schemars(pattern(super::DNS_SUBDOMAIN), length(min = 1, max = 253))]
@@ -55,7 +55,7 @@ pub struct Target {
 
 /// One wanted module.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ModuleSpec {
     /// Module name: the `Plugin` that reconciles it.
     #[schemars(pattern(super::DNS_LABEL), length(min = 1, max = 63))]

@@ -20,7 +20,7 @@ use crate::grants::Grants;
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PluginSpec {
     /// `shoot-extension` or `module-reconciler`; the component must export that world.
     #[schemars(schema_with = "kind_schema")]
@@ -58,7 +58,7 @@ pub struct PluginSpec {
 
 /// One released version.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PluginVersion {
     /// Semantic version, e.g. `1.4.0`; channels refer to it and downgrades are judged by it.
     #[schemars(pattern(super::SEMVER), length(max = 64))]
@@ -71,7 +71,7 @@ pub struct PluginVersion {
 
 /// One release channel.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PluginChannel {
     #[schemars(pattern(super::DNS_LABEL), length(min = 1, max = 63))]
     pub name: String,
@@ -100,7 +100,7 @@ fn update_policy_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 
 /// Signature requirements.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Verification {
     /// Refuse versions without a signature that verifies with a key of the host's trust
     /// policy for the artifact's repository.

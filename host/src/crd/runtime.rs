@@ -61,6 +61,7 @@ impl RuntimeState {
 
 /// Where the Runtime's Shoot lives on the Gardener side.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ShootRef {
     pub name: String,
     pub namespace: String,

@@ -3,7 +3,7 @@
 /// A module reconcile failure.
 #[derive(Debug, thiserror::Error)]
 pub enum ModuleError {
-    #[error("Kubernetes API of the target: {}", crate::kube_text::describe(.0))]
+    #[error("Kubernetes API of the target: {}", crate::report::kube_error(.0))]
     Kube(#[from] kube::Error),
     #[error("{object}: {message}")]
     Object { object: String, message: String },

@@ -129,8 +129,12 @@ impl ChainConfig {
             message,
         };
         let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-        let mut config: ChainConfig =
-            serde_saphyr::from_str(&text).map_err(|e| err(e.to_string()))?;
+        let mut config: ChainConfig = crate::input::from_yaml(&text, "").map_err(|e| {
+            err(match e.field {
+                Some(field) => format!("{field}: {}", e.message),
+                None => e.message,
+            })
+        })?;
         for name in config.plugins.keys() {
             let in_chain = config.order().iter().any(|n| n == name);
             if !in_chain {
@@ -175,5 +179,53 @@ impl ChainConfig {
         self.chain
             .clone()
             .unwrap_or_else(|| FIRST_PARTY.iter().map(|s| s.to_string()).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<ChainConfig, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tessera.yaml");
+        std::fs::write(&path, text).unwrap();
+        ChainConfig::from_file(&path).map_err(|mut e| {
+            e.path = "tessera.yaml".into();
+            e
+        })
+    }
+
+    #[test]
+    fn misspelt_fields_are_named_with_a_suggestion() {
+        for (text, expected) in [
+            (
+                "chain: [provider]\nplugins:\n  provider:\n    confg: {}\n",
+                "configuration tessera.yaml: plugins.provider.confg: unknown field; did you mean config?",
+            ),
+            (
+                "limits: {timeoutMS: 10}\n",
+                "configuration tessera.yaml: limits.timeoutMS: unknown field; did you mean timeoutMs?",
+            ),
+            (
+                "chian: [base]\n",
+                "configuration tessera.yaml: chian: unknown field; did you mean chain?",
+            ),
+            (
+                "modules:\n  telemetry:\n    lockedConfg: [a]\n",
+                "configuration tessera.yaml: modules.telemetry.lockedConfg: unknown field; did you mean lockedConfig?",
+            ),
+        ] {
+            assert_eq!(load(text).unwrap_err().to_string(), expected);
+        }
+    }
+
+    #[test]
+    fn two_documents_are_refused_in_words() {
+        let err = load("chain: [base]\n---\nchain: [dns]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("more than one YAML document"), "{err}");
+        assert!(!err.contains("from_str"), "{err}");
     }
 }

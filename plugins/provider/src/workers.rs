@@ -52,6 +52,14 @@ pub fn desired(runtime: &Runtime, config: &Config) -> Result<Vec<Pool>, PluginEr
     for pool in &mut pools {
         let w = &mut pool.worker;
         let field = &pool.field;
+        // Gardener's own fields pass through to the Shoot; anything else is a typo that
+        // Gardener would drop silently (or the API server reject much later).
+        if let Some((path, message)) = w.unknown_field() {
+            return Err(PluginError::invalid_input(
+                format!("{field}.{path}"),
+                message,
+            ));
+        }
         let name_ok = !w.name.is_empty()
             && w.name.len() <= 15
             && w.name

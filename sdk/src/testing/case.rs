@@ -225,9 +225,11 @@ impl GoldenCase {
                     problems.push(format!("kind {} instead of {}", err.kind, expected.kind));
                 }
                 if expected.field.is_some() && err.field != expected.field {
+                    let field = |f: &Option<String>| f.clone().unwrap_or_else(|| "none".into());
                     problems.push(format!(
-                        "field {:?} instead of {:?}",
-                        err.field, expected.field
+                        "field {} instead of {}",
+                        field(&err.field),
+                        field(&expected.field)
                     ));
                 }
                 if let Some(part) = &expected.message_contains
