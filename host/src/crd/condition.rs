@@ -138,6 +138,33 @@ words! {
     }
 }
 
+words! {
+    /// The reasons of the Events the host publishes.
+    EventReason {
+        // Runtime
+        StateChanged,
+        Failed,
+        Retrying,
+        ShootCreated,
+        ShootPatched,
+        ShootDeleting,
+        ShadowDiff,
+        DowngradeRefused,
+        // Plugin
+        DigestChanged,
+        DigestPending,
+        PluginError,
+        InvalidConfig,
+        // ModuleSet
+        TargetUnreachable,
+        ModuleError,
+        ModuleReady,
+        ModuleUpgraded,
+        ModuleRemoved,
+        Deleted,
+    }
+}
+
 /// What a condition's type or reason can be given as while callers move to the enums.
 pub trait Word {
     fn word(&self) -> &str;

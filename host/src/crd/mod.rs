@@ -17,7 +17,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 
 pub use condition::{
-    Condition, ConditionStatus, ConditionType, Reason, Word, find_condition, set_condition,
+    Condition, ConditionStatus, ConditionType, EventReason, Reason, Word, find_condition,
+    set_condition,
 };
 pub use kubeconfig::{
     KubeconfigState, RuntimeKubeconfig, RuntimeKubeconfigSpec, RuntimeKubeconfigStatus, SecretRef,

@@ -5,6 +5,8 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
+use crate::crd::EventReason;
+
 /// Longest Event note, in characters (the API server refuses more than 1 KiB).
 const NOTE_CHARS: usize = 1024;
 
@@ -12,12 +14,12 @@ const NOTE_CHARS: usize = 1024;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Note {
     pub(crate) warning: bool,
-    pub(crate) reason: &'static str,
+    pub(crate) reason: EventReason,
     pub(crate) text: String,
 }
 
 impl Note {
-    pub(crate) fn normal(reason: &'static str, text: impl Into<String>) -> Self {
+    pub(crate) fn normal(reason: EventReason, text: impl Into<String>) -> Self {
         Self {
             warning: false,
             reason,
@@ -25,7 +27,7 @@ impl Note {
         }
     }
 
-    pub(crate) fn warning(reason: &'static str, text: impl Into<String>) -> Self {
+    pub(crate) fn warning(reason: EventReason, text: impl Into<String>) -> Self {
         Self {
             warning: true,
             reason,
@@ -65,7 +67,7 @@ impl EventSink {
                 } else {
                     EventType::Normal
                 },
-                reason: note.reason.into(),
+                reason: note.reason.as_str().into(),
                 note: Some(note.text.chars().take(NOTE_CHARS).collect()),
                 action: action.into(),
                 secondary: None,
@@ -81,7 +83,7 @@ impl EventSink {
                 other => other,
             };
             if let Err(e) = published {
-                tracing::debug!(error = %e, reason = note.reason, "event not published");
+                tracing::debug!(error = %e, reason = %note.reason, "event not published");
             }
         }
     }

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use crate::controllers::kit::Note;
+use crate::crd::EventReason;
 use crate::crd::{
     ConditionStatus, ConditionType, ModuleSet, ModuleSetStatus, Reason, ShadowOutcome,
     find_condition, set_condition,
@@ -110,7 +111,7 @@ pub(crate) fn target_unreachable(
     condition(set, &mut status, READY, false, TARGET_UNREACHABLE, message);
     status.state = Some(stuck(set));
     let notes = if old.conditions != status.conditions {
-        vec![Note::warning(TARGET_UNREACHABLE.as_str(), message)]
+        vec![Note::warning(EventReason::TargetUnreachable, message)]
     } else {
         Vec::new()
     };
@@ -147,7 +148,10 @@ pub(crate) fn deletion_finished(set: &ModuleSet, outcome: &SetOutcome) -> bool {
 
 /// The Event of a set whose modules are all removed.
 pub(crate) fn deleted() -> Note {
-    Note::normal("Deleted", "every module was removed from the target")
+    Note::normal(
+        EventReason::Deleted,
+        "every module was removed from the target",
+    )
 }
 
 /// The status after a modules pass, and the Events for what changed since `old`.
@@ -208,7 +212,7 @@ pub(crate) fn module_notes(before: &[ModuleReport], now: &[ModuleReport]) -> Vec
         {
             let message = m.message.as_deref().unwrap_or("");
             notes.push(Note::warning(
-                "ModuleError",
+                EventReason::ModuleError,
                 format!("module {}: {message}", m.name),
             ));
         }
@@ -224,12 +228,12 @@ pub(crate) fn module_notes(before: &[ModuleReport], now: &[ModuleReport]) -> Vec
                 shadow.result.as_lower(),
                 lines.join("; ")
             );
-            notes.push(Note::normal("ShadowDiff", text));
+            notes.push(Note::normal(EventReason::ShadowDiff, text));
         }
         if m.state == State::Ready && before.is_some_and(|b| b.state != State::Ready) {
             let version = m.version.as_deref().unwrap_or("");
             let text = format!("module {} {version} is Ready", m.name);
-            notes.push(Note::normal("ModuleReady", text));
+            notes.push(Note::normal(EventReason::ModuleReady, text));
         }
     }
     notes
@@ -251,17 +255,14 @@ pub(crate) fn notice_notes(before: &[ModuleReport], notices: &[Notice]) -> Vec<N
                 offered,
                 installed,
             } => (!was_warning(module)).then(|| {
-                Note::warning(
-                    "DowngradeRefused",
+                Note::warning(EventReason::DowngradeRefused,
                     format!("module {module}: the channel offers {offered}, lower than the installed {installed}; kept {installed}"),
                 )
             }),
-            Notice::Upgraded { module, from, to } => Some(Note::normal(
-                "ModuleUpgraded",
+            Notice::Upgraded { module, from, to } => Some(Note::normal(EventReason::ModuleUpgraded,
                 format!("module {module}: {from} → {to}"),
             )),
-            Notice::Removed { module } => Some(Note::normal(
-                "ModuleRemoved",
+            Notice::Removed { module } => Some(Note::normal(EventReason::ModuleRemoved,
                 format!("module {module} and its objects were removed"),
             )),
         })
@@ -346,7 +347,7 @@ mod tests {
     }
 
     fn reasons(notes: &[Note]) -> Vec<&str> {
-        notes.iter().map(|n| n.reason).collect()
+        notes.iter().map(|n| n.reason.as_str()).collect()
     }
 
     fn shadow(result: ShadowOutcome) -> ModuleShadow {
@@ -399,7 +400,10 @@ mod tests {
     #[test]
     fn an_unreachable_target_is_announced_once() {
         let (first, notes) = target_unreachable(&set(false), &ModuleSetStatus::default(), "gone");
-        assert_eq!(notes, [Note::warning(TARGET_UNREACHABLE.as_str(), "gone")]);
+        assert_eq!(
+            notes,
+            [Note::warning(EventReason::TargetUnreachable, "gone")]
+        );
         let (_, again) = target_unreachable(&set(false), &first, "gone");
         assert!(again.is_empty());
     }
@@ -410,7 +414,7 @@ mod tests {
         let (_, notes) = target_unreachable(&set(false), &first, "refused");
         assert_eq!(
             notes,
-            [Note::warning(TARGET_UNREACHABLE.as_str(), "refused")]
+            [Note::warning(EventReason::TargetUnreachable, "refused")]
         );
     }
 
@@ -545,7 +549,10 @@ mod tests {
     fn a_new_module_error_is_announced() {
         let now = [module("a", State::Error, Some("boom"))];
         let notes = module_notes(&[module("a", State::Ready, None)], &now);
-        assert_eq!(notes, [Note::warning("ModuleError", "module a: boom")]);
+        assert_eq!(
+            notes,
+            [Note::warning(EventReason::ModuleError, "module a: boom")]
+        );
     }
 
     #[test]
@@ -567,7 +574,10 @@ mod tests {
         let now = [module("a", State::Ready, None)];
         assert_eq!(
             module_notes(&before, &now),
-            [Note::normal("ModuleReady", "module a 1.0.0 is Ready")]
+            [Note::normal(
+                EventReason::ModuleReady,
+                "module a 1.0.0 is Ready"
+            )]
         );
     }
 
@@ -584,7 +594,7 @@ mod tests {
         assert_eq!(
             notes,
             [Note::normal(
-                "ShadowDiff",
+                EventReason::ShadowDiff,
                 "module a: shadow 1.1.0 differs: ConfigMap a/b.data.x"
             )]
         );
@@ -612,7 +622,7 @@ mod tests {
         assert_eq!(
             notice_notes(&before, &[refused("a")]),
             [Note::warning(
-                "DowngradeRefused",
+                EventReason::DowngradeRefused,
                 "module a: the channel offers 1.0.0, lower than the installed 1.1.0; kept 1.1.0"
             )]
         );
@@ -637,8 +647,11 @@ mod tests {
         assert_eq!(
             notice_notes(&[], &notices),
             [
-                Note::normal("ModuleUpgraded", "module a: 1.0.0 → 1.1.0"),
-                Note::normal("ModuleRemoved", "module b and its objects were removed"),
+                Note::normal(EventReason::ModuleUpgraded, "module a: 1.0.0 → 1.1.0"),
+                Note::normal(
+                    EventReason::ModuleRemoved,
+                    "module b and its objects were removed"
+                ),
             ]
         );
     }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::versions::Runnable;
 use crate::controllers::kit::Note;
+use crate::crd::EventReason;
 use crate::crd::{
     ChannelStatus, Condition, ConditionStatus, ConditionType, GrantStatus, PluginChannel,
     PluginSpec, PluginStatus, Reason, ResolvedVersion, set_condition,
@@ -276,7 +277,7 @@ pub(crate) fn last_error(ready: &Verdict) -> Option<String> {
 /// A warning Event when the last error changed to a new one (not when it cleared).
 pub(crate) fn error_note(old: Option<&str>, new: Option<&str>) -> Option<Note> {
     let new = new?;
-    (old != Some(new)).then(|| Note::warning("PluginError", new.to_string()))
+    (old != Some(new)).then(|| Note::warning(EventReason::PluginError, new.to_string()))
 }
 
 /// `ConfigAccepted`: whether a render refused `spec.config` as it is now. The Runtimes
@@ -304,7 +305,7 @@ pub(crate) fn config_condition(
     };
     let was = old.conditions.iter().find(|c| c.is(verdict.type_));
     let note = (refused.is_some() && was.is_none_or(|c| c.message != verdict.message))
-        .then(|| Note::warning("InvalidConfig", verdict.message.clone()));
+        .then(|| Note::warning(EventReason::InvalidConfig, verdict.message.clone()));
     (verdict, note)
 }
 
@@ -569,7 +570,10 @@ mod tests {
     fn a_new_error_is_an_event_but_a_repeated_or_cleared_one_is_not() {
         let note = error_note(None, Some("boom")).expect("new error");
         assert!(note.warning);
-        assert_eq!((note.reason, note.text.as_str()), ("PluginError", "boom"));
+        assert_eq!(
+            (note.reason, note.text.as_str()),
+            (EventReason::PluginError, "boom")
+        );
         assert_eq!(error_note(Some("boom"), Some("boom")), None);
         assert_eq!(error_note(Some("boom"), None), None);
         assert!(error_note(Some("boom"), Some("bang")).is_some());
@@ -604,7 +608,10 @@ mod tests {
             "a render refused spec.config; Runtimes using this plugin wait until it changes: missing key x"
         );
         let note = note.expect("a warning Event");
-        assert_eq!((note.warning, note.reason), (true, "InvalidConfig"));
+        assert_eq!(
+            (note.warning, note.reason),
+            (true, EventReason::InvalidConfig)
+        );
     }
 
     #[test]

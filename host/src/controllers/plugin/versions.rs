@@ -6,6 +6,7 @@ use kube::ResourceExt;
 
 use crate::controllers::kit::Note;
 use crate::controllers::labels;
+use crate::crd::EventReason;
 use crate::crd::{Plugin, PluginStatus, PluginVersion, ResolvedVersion, UpdatePolicy};
 use crate::plugins::Resolved;
 
@@ -154,7 +155,7 @@ pub(crate) fn pin_digest(
                 "version {} ({}) moved from {from} to {resolved}",
                 v.version, v.reference
             );
-            events.push(Note::normal("DigestChanged", note));
+            events.push(Note::normal(EventReason::DigestChanged, note));
             resolved
         }
         Pin::Hold { pinned } => {
@@ -163,7 +164,7 @@ pub(crate) fn pin_digest(
             });
             if !was_pending {
                 events.push(Note::warning(
-                    "DigestPending",
+                    EventReason::DigestPending,
                     held_note(v, &pinned, &resolved),
                 ));
             }

@@ -12,6 +12,7 @@ use kube::{Resource, ResourceExt};
 use super::states;
 use crate::controllers::kit::{self, Controller, Note};
 use crate::controllers::{Context, ReconcileError, labels};
+use crate::crd::EventReason;
 use crate::crd::{
     ConditionStatus, ConditionType, Reason, Runtime, RuntimeState, RuntimeStatus, set_condition,
 };
@@ -134,7 +135,7 @@ impl Machine {
         if self.status.state != Some(state) && state != RuntimeState::Pending {
             self.event(
                 EventType::Normal,
-                "StateChanged",
+                EventReason::StateChanged,
                 format!("Runtime is {}", state.as_str()),
             );
         }
@@ -160,7 +161,7 @@ impl Machine {
     }
 
     /// Queue an Event, published after the status is written.
-    pub(crate) fn event(&mut self, type_: EventType, reason: &'static str, note: String) {
+    pub(crate) fn event(&mut self, type_: EventType, reason: EventReason, note: String) {
         self.events.push(match type_ {
             EventType::Warning => Note::warning(reason, note),
             EventType::Normal => Note::normal(reason, note),
@@ -191,7 +192,11 @@ impl Machine {
             message.clone(),
         );
         self.status.observed_generation = Some(self.generation());
-        self.event(EventType::Warning, "Failed", format!("{reason}: {message}"));
+        self.event(
+            EventType::Warning,
+            EventReason::Failed,
+            format!("{reason}: {message}"),
+        );
         Transition::Stop(Action::await_change())
     }
 
@@ -214,7 +219,7 @@ impl Machine {
         if !known {
             self.event(
                 EventType::Warning,
-                "Retrying",
+                EventReason::Retrying,
                 format!("{reason}: {message}"),
             );
         }

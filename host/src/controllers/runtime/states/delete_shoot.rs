@@ -7,6 +7,7 @@ use super::super::machine::{Machine, Step, Transition};
 use super::super::shoot_doc;
 use crate::controllers::ReconcileError;
 use crate::crd::ConditionStatus;
+use crate::crd::EventReason;
 use crate::crd::{ConditionType, Reason};
 use crate::gardener::{CONFIRM_DELETION, FORCE_DELETION};
 
@@ -63,7 +64,7 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         tracing::info!(runtime = %m.id(), shoot = %name, "Shoot deletion requested");
         m.event(
             EventType::Normal,
-            "ShootDeleting",
+            EventReason::ShootDeleting,
             format!("Shoot {name} deletion confirmed and requested"),
         );
     }

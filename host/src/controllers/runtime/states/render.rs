@@ -12,6 +12,7 @@ use super::super::machine::{Machine, Transition};
 use super::super::shoot_doc;
 use crate::controllers::kit;
 use crate::controllers::{ReconcileError, labels};
+use crate::crd::EventReason;
 use crate::crd::{ConditionStatus, ShadowOutcome, ShadowResult};
 use crate::crd::{ConditionType, Reason};
 use crate::plugins::{ChainOutput, ChannelChoice, ResolvedChain, Unavailable};
@@ -96,7 +97,11 @@ pub(crate) fn resolve(m: &mut Machine) -> Result<Arc<ResolvedChain>, Unavailable
                 && c.message == message
         });
         if !already {
-            m.event(EventType::Warning, "DowngradeRefused", message.clone());
+            m.event(
+                EventType::Warning,
+                EventReason::DowngradeRefused,
+                message.clone(),
+            );
         }
         m.condition(
             ConditionType::PluginVersions,
@@ -234,7 +239,7 @@ async fn render_shadows(
         if !m.status.shadow.contains(&entry)
             && let Some((type_, note)) = shadow_note(&entry)
         {
-            m.event(type_, "ShadowDiff", note);
+            m.event(type_, EventReason::ShadowDiff, note);
         }
         results.push(entry);
     }

@@ -6,6 +6,7 @@ use kube::runtime::controller::Action;
 
 use super::super::machine::{Machine, Step, Transition};
 use crate::controllers::ReconcileError;
+use crate::crd::EventReason;
 use crate::crd::{ConditionStatus, RuntimeState};
 use crate::crd::{ConditionType, Reason};
 use crate::gardener::{ErrorClass, OPERATION_ANNOTATION, ShootProgress, classify_codes};
@@ -150,9 +151,17 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
 /// After a Shoot was written: wait for Gardener, with `Provisioned` saying so and an Event.
 pub(crate) fn await_gardener(m: &mut Machine, creating: bool, shoot: &str) -> Transition {
     let (reason, event, verb) = if creating {
-        (Reason::ShootCreationPending, "ShootCreated", "created")
+        (
+            Reason::ShootCreationPending,
+            EventReason::ShootCreated,
+            "created",
+        )
     } else {
-        (Reason::ShootUpdatePending, "ShootPatched", "patched")
+        (
+            Reason::ShootUpdatePending,
+            EventReason::ShootPatched,
+            "patched",
+        )
     };
     m.condition(
         ConditionType::Provisioned,
