@@ -93,6 +93,7 @@ words! {
         GardenerErrorRetrying,
         GardenerErrorFatal,
         GardenerUnavailable,
+        ShootRejected,
         // Runtime: rendering
         InvalidRuntime,
         PluginRejected,

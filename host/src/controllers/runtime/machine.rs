@@ -234,6 +234,27 @@ impl Machine {
         Transition::Stop(Action::requeue(delay))
     }
 
+    /// The Gardener side failed a request: not the Runtime's fault, nor an unexpected stop.
+    /// Unreachable (no answer, 404: the Shoot API is missing, 5xx) is a dependency down;
+    /// any other refusal (400, 403, 422, …) is Gardener rejecting this Shoot. Both wait
+    /// with backoff and say so in `GardenerReachable`.
+    fn gardener_failed(&mut self, e: &kube::Error) -> Transition {
+        let (reason, verb) = match gardener_failure(e) {
+            GardenerFailure::Down => (Reason::GardenerUnavailable, "failed"),
+            GardenerFailure::Rejected => (Reason::ShootRejected, "rejected the Shoot"),
+        };
+        let message = format!(
+            "the Gardener Shoot API at {} {verb}: {}",
+            self.ctx.shoots.url(),
+            super::super::describe_kube_error(e)
+        );
+        if reason == Reason::GardenerUnavailable {
+            let dependencies = &self.ctx.metrics.dependencies;
+            dependencies.down(Dependency::Gardener, &message);
+        }
+        self.wait_retrying(ConditionType::GardenerReachable, reason, message)
+    }
+
     /// What `wait_retrying` waited for under condition `type_` works again.
     pub(crate) fn waited_for(&mut self, type_: ConditionType, message: &str) {
         let waiting = self
@@ -272,21 +293,7 @@ impl Machine {
                     return Ok(action);
                 }
                 Err(ReconcileError::Gardener(e)) => {
-                    // Not the Runtime's fault, nor an unexpected stop: wait and say so.
-                    let message = format!(
-                        "the Gardener Shoot API at {} failed: {}",
-                        self.ctx.shoots.url(),
-                        super::super::describe_kube_error(&e)
-                    );
-                    self.ctx
-                        .metrics
-                        .dependencies
-                        .down(Dependency::Gardener, &message);
-                    let waiting = self.wait_retrying(
-                        ConditionType::GardenerReachable,
-                        Reason::GardenerUnavailable,
-                        message,
-                    );
+                    let waiting = self.gardener_failed(&e);
                     self.status.step = Some(step.name().to_string());
                     self.persist().await?;
                     return Ok(match waiting {
@@ -362,5 +369,56 @@ impl Machine {
             .publish(&self.runtime.object_ref(&()), "Reconcile", notes)
             .await;
         Ok(())
+    }
+}
+
+/// How a request to Gardener failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GardenerFailure {
+    /// No usable answer: connection failures, 404 (the Shoot API is not there), 5xx, 429.
+    Down,
+    /// Gardener answered and refused this request (validation, admission, permissions).
+    Rejected,
+}
+
+pub(crate) fn gardener_failure(e: &kube::Error) -> GardenerFailure {
+    match e {
+        kube::Error::Api(s) if (400..500).contains(&s.code) && s.code != 404 && s.code != 429 => {
+            GardenerFailure::Rejected
+        }
+        _ => GardenerFailure::Down,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(code: u16) -> kube::Error {
+        kube::Error::Api(Box::new(
+            kube::core::Status::failure("no", "Reason").with_code(code),
+        ))
+    }
+
+    #[test]
+    fn a_missing_or_failing_shoot_api_is_gardener_down() {
+        for code in [404, 429, 500, 503] {
+            assert_eq!(
+                gardener_failure(&api(code)),
+                GardenerFailure::Down,
+                "{code}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_refusal_of_the_shoot_is_a_rejection() {
+        for code in [400, 403, 422] {
+            assert_eq!(
+                gardener_failure(&api(code)),
+                GardenerFailure::Rejected,
+                "{code}"
+            );
+        }
     }
 }
