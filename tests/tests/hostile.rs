@@ -278,3 +278,49 @@ fn garbage_is_not_a_component() {
     let err = runtime().load(b"hello", "hello.wasm").unwrap_err();
     assert!(err.to_string().contains("hello.wasm"), "{err}");
 }
+
+/// Every sandbox slot in use: the next call fails as `Busy` at once (a retryable failure
+/// the Runtime waits on as `HostBusy`), and works again when the slot is free.
+#[test]
+fn an_exhausted_pool_is_busy_not_a_plugin_failure() {
+    use tessera::wasm::{EngineOptions, WasmRuntime};
+    let rt = Arc::new(
+        WasmRuntime::new(EngineOptions {
+            cache_dir: None,
+            pool_slots: 1,
+            max_memory_mib: 256,
+            ..EngineOptions::default()
+        })
+        .expect("engine"),
+    );
+    assert!(rt.pooling(), "the pooling allocator is in use");
+    let plugin = rt
+        .load_file(&test_plugin_dir().join("hostile.wasm"))
+        .expect("loads");
+    let slow = Limits {
+        timeout_ms: 3000,
+        ..Limits::default()
+    };
+    let busy = {
+        let (rt, plugin) = (rt.clone(), plugin.clone());
+        std::thread::spawn(move || {
+            let input = input(serde_json::json!({ "mode": "busy-loop" }));
+            plugin.extend(&rt, input, &slow, &CallContext::default())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let ok = || {
+        let input = input(serde_json::json!({ "mode": "ok" }));
+        plugin.extend(&rt, input, &Limits::default(), &CallContext::default())
+    };
+    let err = ok().expect_err("no slot is free");
+    assert!(matches!(err.cause, Failure::Busy { .. }), "{err}");
+    assert!(matches!(
+        busy.join().unwrap(),
+        Err(CallError {
+            cause: Failure::Timeout { .. },
+            ..
+        })
+    ));
+    ok().expect("the slot is free again");
+}
