@@ -922,6 +922,37 @@ async fn gardener_outage(cp: &ControlPlane) -> Result {
     Ok(())
 }
 
+/// Gardener answers but refuses the Shoot (422): the Runtime says so with Gardener's
+/// message, the host stays ready (Gardener is up), and it goes on by itself once accepted.
+async fn gardener_rejects_shoot(cp: &ControlPlane) -> Result {
+    use tessera::crd::ConditionStatus;
+    let s = Scenario::new(cp, "t-rej").await;
+    // Only this Shoot's requests are refused; the Shoot watch works.
+    cp.sim_outage("refused1", Some(422));
+    let host = s.host("a", &[]);
+    let addr = host.metrics_addr(LIMIT).ok_or("no metrics address")?;
+    s.create(&s.manifest("rt-refused", "refused1")).await?;
+    let c = eventually("ShootRejected", LIMIT, || async {
+        let rt = s.runtimes().get("rt-refused").await.ok()?;
+        let c = condition(&rt, "GardenerReachable")?.clone();
+        (c.status == ConditionStatus::False && c.reason == "ShootRejected").then_some(c)
+    })
+    .await
+    .map_err(|e| format!("{e}\n{}", tail(&host.logs(), 30)))?;
+    if !c.message.contains("422") || !c.message.contains("spec.provider: refused") {
+        return Err(format!(
+            "the condition should carry Gardener's refusal: {c:?}"
+        ));
+    }
+    http_get(&addr, "/readyz")
+        .await
+        .map_err(|e| format!("a refused Shoot is no reason to be unready: {e}"))?;
+    cp.sim_outage("refused1", None);
+    s.wait_state("rt-refused", RuntimeState::Ready, &host)
+        .await?;
+    Ok(())
+}
+
 fn main() {
     let args = Arguments::from_args();
     let sim = std::path::PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
@@ -960,6 +991,7 @@ fn main() {
         trial!(force_patch_and_suspend),
         trial!(oidc_objects),
         trial!(gardener_outage),
+        trial!(gardener_rejects_shoot),
     ];
     let conclusion = libtest_mimic::run(&args, trials);
     drop(cp);

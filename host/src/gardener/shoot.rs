@@ -140,8 +140,8 @@ impl ShootClient {
         &self,
         namespace: &str,
         name: &str,
-    ) -> kube::Result<Option<DynamicObject>> {
-        self.api(namespace).get_opt(name).await
+    ) -> Result<Option<DynamicObject>, ShootError> {
+        Ok(self.api(namespace).get_opt(name).await?)
     }
 
     /// Create or update the Shoot with server-side apply as field manager `tessera`, after
@@ -168,22 +168,23 @@ impl ShootClient {
         &self,
         shoot: &DynamicObject,
         annotations: &[(&str, Option<&str>)],
-    ) -> kube::Result<DynamicObject> {
+    ) -> Result<DynamicObject, ShootError> {
         let map: serde_json::Map<String, Value> = annotations
             .iter()
             .map(|(k, v)| (k.to_string(), v.map(Value::from).unwrap_or(Value::Null)))
             .collect();
         let patch = json!({ "metadata": { "uid": shoot.metadata.uid, "annotations": map } });
         let (namespace, name) = name_of(shoot);
-        self.api(namespace)
+        Ok(self
+            .api(namespace)
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
+            .await?)
     }
 
     /// Ask Gardener to delete exactly `shoot` (its uid is a precondition: a Shoot recreated
     /// under the same name by someone else is not touched). It must carry the confirmation
     /// annotation.
-    pub(crate) async fn delete(&self, shoot: &DynamicObject) -> kube::Result<()> {
+    pub(crate) async fn delete(&self, shoot: &DynamicObject) -> Result<(), ShootError> {
         let (namespace, name) = name_of(shoot);
         let params = DeleteParams {
             preconditions: Some(Preconditions {
@@ -195,7 +196,7 @@ impl ShootClient {
         match self.api(namespace).delete(name, &params).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-            Err(e) => Err(e),
+            Err(e) => Err(e.into()),
         }
     }
 

@@ -105,11 +105,18 @@ async fn handle(State(sim): State<Arc<Sim>>, request: Request) -> Response {
         return set_outage(&sim, rest, false);
     }
     if let Some(code) = outage(&sim, &request) {
-        return status(
-            code,
-            "NotFound",
-            "the server could not find the requested resource (simulated outage)".into(),
-        );
+        let (reason, message) = match code.as_u16() {
+            404 => (
+                "NotFound",
+                "the server could not find the requested resource",
+            ),
+            422 => (
+                "Invalid",
+                "Shoot.core.gardener.cloud is invalid: spec.provider: refused",
+            ),
+            _ => ("InternalError", "an error on the server"),
+        };
+        return status(code, reason, format!("{message} (simulated outage)"));
     }
     count(&sim, &request);
     if let Some((ns, name, sub)) = shoot_path(&path) {
