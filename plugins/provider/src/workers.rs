@@ -19,6 +19,18 @@ pub struct Pool {
 
 /// The Runtime's pools, main first, validated and defaulted.
 pub fn desired(runtime: &Runtime, config: &Config) -> Result<Vec<Pool>, PluginError> {
+    let mut pools = pools_of(runtime)?;
+    let main_zones: Vec<String> = pools[0].worker.zones.clone();
+    let mut names = HashSet::new();
+    for pool in &mut pools {
+        check_pool(pool, &main_zones, &mut names)?;
+        apply_defaults(&mut pool.worker, &runtime.spec.shoot.provider.type_, config);
+    }
+    Ok(pools)
+}
+
+/// The main pool (exactly one) and the additional ones, each with its Runtime field.
+fn pools_of(runtime: &Runtime) -> Result<Vec<Pool>, PluginError> {
     let provider = &runtime.spec.shoot.provider;
     if provider.workers.len() != 1 {
         return Err(PluginError::invalid_input(
@@ -29,100 +41,82 @@ pub fn desired(runtime: &Runtime, config: &Config) -> Result<Vec<Pool>, PluginEr
             ),
         ));
     }
-    let mut pools: Vec<Pool> = provider
+    let additional = provider.additional_workers.iter().flatten().enumerate();
+    Ok(provider
         .workers
         .iter()
         .map(|w| ("spec.shoot.provider.workers[0]".to_string(), w))
-        .chain(
-            provider
-                .additional_workers
-                .iter()
-                .flatten()
-                .enumerate()
-                .map(|(i, w)| (format!("spec.shoot.provider.additionalWorkers[{i}]"), w)),
-        )
+        .chain(additional.map(|(i, w)| (format!("spec.shoot.provider.additionalWorkers[{i}]"), w)))
         .map(|(field, w)| Pool {
             field,
             worker: w.clone(),
         })
-        .collect();
+        .collect())
+}
 
-    let main_zones: Vec<String> = pools[0].worker.zones.clone();
-    let mut names = HashSet::new();
-    for pool in &mut pools {
-        let w = &mut pool.worker;
-        let field = &pool.field;
-        // Gardener's own fields pass through to the Shoot; anything else is a typo that
-        // Gardener would drop silently (or the API server reject much later).
-        if let Some((path, message)) = w.unknown_field() {
-            return Err(PluginError::invalid_input(
-                format!("{field}.{path}"),
-                message,
-            ));
-        }
-        let name_ok = !w.name.is_empty()
-            && w.name.len() <= 15
-            && w.name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-        if !name_ok {
-            return Err(PluginError::invalid_input(
-                format!("{field}.name"),
-                format!(
-                    "pool name {:?} must be 1-15 lower-case letters, digits or '-'",
-                    w.name
-                ),
-            ));
-        }
-        if !names.insert(w.name.clone()) {
-            return Err(PluginError::invalid_input(
-                format!("{field}.name"),
-                format!("pool name {:?} is used twice", w.name),
-            ));
-        }
-        if w.machine.type_.is_empty() {
-            return Err(PluginError::invalid_input(
-                format!("{field}.machine.type"),
-                "machine type is empty",
-            ));
-        }
-        if w.minimum < 0 || w.maximum < w.minimum {
-            return Err(PluginError::invalid_input(
-                format!("{field}.maximum"),
-                format!(
-                    "pool {} needs 0 <= minimum <= maximum (minimum {}, maximum {})",
-                    w.name, w.minimum, w.maximum
-                ),
-            ));
-        }
-        if w.zones.is_empty() {
-            return Err(PluginError::invalid_input(
-                format!("{field}.zones"),
-                format!("pool {} has no zones", w.name),
-            ));
-        }
-        let mut seen = HashSet::new();
-        for zone in &w.zones {
-            if !seen.insert(zone) {
-                return Err(PluginError::invalid_input(
-                    format!("{field}.zones"),
-                    format!("zone {zone} is listed twice in pool {}", w.name),
-                ));
-            }
-            if !main_zones.contains(zone) {
-                return Err(PluginError::invalid_input(
-                    format!("{field}.zones"),
-                    format!(
-                        "zone {zone} of pool {} is missing from the main pool's zones ({}); the cluster network only spans those",
-                        w.name,
-                        main_zones.join(", ")
-                    ),
-                ));
-            }
-        }
-        apply_defaults(w, &runtime.spec.shoot.provider.type_, config);
+/// One pool's fields, its name unique among `names`, its zones within `main_zones`.
+fn check_pool(
+    pool: &Pool,
+    main_zones: &[String],
+    names: &mut HashSet<String>,
+) -> Result<(), PluginError> {
+    let (w, field) = (&pool.worker, &pool.field);
+    let fail = |at: &str, message: String| {
+        Err(PluginError::invalid_input(format!("{field}.{at}"), message))
+    };
+    // Gardener's own fields pass through to the Shoot; anything else is a typo that
+    // Gardener would drop silently (or the API server reject much later).
+    if let Some((path, message)) = w.unknown_field() {
+        return fail(&path, message);
     }
-    Ok(pools)
+    let name_ok = !w.name.is_empty()
+        && w.name.len() <= 15
+        && w.name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if !name_ok {
+        let why = format!(
+            "pool name {:?} must be 1-15 lower-case letters, digits or '-'",
+            w.name
+        );
+        return fail("name", why);
+    }
+    if !names.insert(w.name.clone()) {
+        return fail("name", format!("pool name {:?} is used twice", w.name));
+    }
+    if w.machine.type_.is_empty() {
+        return fail("machine.type", "machine type is empty".into());
+    }
+    if w.minimum < 0 || w.maximum < w.minimum {
+        let why = format!(
+            "pool {} needs 0 <= minimum <= maximum (minimum {}, maximum {})",
+            w.name, w.minimum, w.maximum
+        );
+        return fail("maximum", why);
+    }
+    check_zones(w, main_zones)
+        .map_err(|why| PluginError::invalid_input(format!("{field}.zones"), why))
+}
+
+/// Zones: at least one, none twice, each among the main pool's.
+fn check_zones(w: &Worker, main_zones: &[String]) -> Result<(), String> {
+    if w.zones.is_empty() {
+        return Err(format!("pool {} has no zones", w.name));
+    }
+    let mut seen = HashSet::new();
+    for zone in &w.zones {
+        if !seen.insert(zone) {
+            return Err(format!("zone {zone} is listed twice in pool {}", w.name));
+        }
+        if !main_zones.contains(zone) {
+            return Err(format!(
+                "zone {zone} of pool {} is missing from the main pool's zones ({}); the cluster network only spans those",
+                w.name,
+                main_zones.join(", ")
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn apply_defaults(worker: &mut Worker, provider: &str, config: &Config) {
