@@ -11,7 +11,7 @@ use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::{Value, json};
 use tessera::modules::State;
 use tessera_tests::cluster::Cluster;
-use tessera_tests::env::ControlPlane;
+use tessera_tests::env::{ControlPlane, Host};
 use tessera_tests::gardener_sim::Script;
 use tessera_tests::modules::{
     DASHBOARD, Fixture, LIMIT, PIPELINE_CRD, Rollouts, crd_grant, kubectl_ok, managed_objects,
@@ -257,9 +257,22 @@ async fn cli_one_shot() -> Result {
 }
 
 /// The ModuleSet controller end to end on a remote target.
-async fn controller_lifecycle(cp: &ControlPlane) -> Result {
-    let f = Fixture::new(cp, "mods").await?;
-    let _rollouts = Rollouts::start(&cp.runtime.kubeconfig);
+/// The modules of set `main` in the lifecycle story.
+fn main_set(min_available: u32, dashboard_channel: Option<&str>, with_availability: bool) -> Value {
+    let mut m = vec![
+        json!({"name": "telemetry", "config": {"endpoint": "otlp.example:4317", "replicas": 2}}),
+        json!({"name": "telemetry-crds"}),
+        json!({"name": "dashboard", "channel": dashboard_channel}),
+    ];
+    if with_availability {
+        m.push(json!({"name": "availability", "config": {"namespace": "dashboard",
+            "budgets": [{"name": "dashboard", "matchLabels": {"app": "dashboard"}, "minAvailable": min_available}]}}));
+    }
+    json!({"target": {"secretName": "kubeconfig-target"}, "modules": m})
+}
+
+/// The module plugins the lifecycle story uses.
+async fn lifecycle_plugins(f: &Fixture<'_>) -> Result {
     f.push("manifest", "manifest", "1.0.0")?;
     f.push("manifest", "manifest", "1.1.0")?;
     f.push("telemetry", "telemetry", "1.0.0")?;
@@ -308,24 +321,31 @@ async fn controller_lifecycle(cp: &ControlPlane) -> Result {
             {"apiGroups": [""], "kinds": ["ConfigMap"], "namespaces": ["dashboard"]},
         ]},
     })).await?;
-    let mut host = f.host("a");
-    let modules = |min_available: u32, dashboard_channel: Option<&str>, with_availability: bool| {
-        let mut m = vec![
-            json!({"name": "telemetry", "config": {"endpoint": "otlp.example:4317", "replicas": 2}}),
-            json!({"name": "telemetry-crds"}),
-            json!({"name": "dashboard", "channel": dashboard_channel}),
-        ];
-        if with_availability {
-            m.push(json!({"name": "availability", "config": {"namespace": "dashboard",
-                "budgets": [{"name": "dashboard", "matchLabels": {"app": "dashboard"}, "minAvailable": min_available}]}}));
-        }
-        json!({"target": {"secretName": "kubeconfig-target"}, "modules": m})
-    };
+    Ok(())
+}
 
+/// The ModuleSet controller through a module's life: each phase builds on the one before;
+/// each is its own function so that a failure names the phase.
+async fn controller_lifecycle(cp: &ControlPlane) -> Result {
+    let f = Fixture::new(cp, "mods").await?;
+    let _rollouts = Rollouts::start(&cp.runtime.kubeconfig);
+    lifecycle_plugins(&f).await?;
+    let host = f.host("a");
+    installs_in_dependency_order(cp, &f, &host).await?;
+    config_and_drift_follow(cp, &f, &host).await?;
+    removal_upgrade_and_no_downgrade(cp, &f, &host).await?;
+    a_plugin_error_stays_in_its_module(cp, &f, &host).await?;
+    let host = restart_mid_install(cp, &f, host).await?;
+    deletion_leaves_the_target_clean(cp, &f, &host).await
+}
+
+/// Three modules with a dependency install in order, all Ready; the regular channel's
+/// shadow 1.1.0 is rendered and compared, never applied.
+async fn installs_in_dependency_order(cp: &ControlPlane, f: &Fixture<'_>, host: &Host) -> Result {
     // Install: three modules with a dependency, all Ready.
-    f.apply_set("main", modules(1, None, true)).await?;
+    f.apply_set("main", main_set(1, None, true)).await?;
     let set = f
-        .wait_set("main", &host, "Ready", |s| state_is(s, State::Ready))
+        .wait_set("main", host, "Ready", |s| state_is(s, State::Ready))
         .await?;
     let summary = set
         .status
@@ -398,9 +418,13 @@ async fn controller_lifecycle(cp: &ControlPlane) -> Result {
         (!f.events("ShadowDiff").await.is_empty()).then_some(())
     })
     .await?;
+    Ok(())
+}
 
+/// A config change reaches the object; drift is repaired.
+async fn config_and_drift_follow(cp: &ControlPlane, f: &Fixture<'_>, host: &Host) -> Result {
     // Config change: the object follows.
-    f.apply_set("main", modules(2, None, true)).await?;
+    f.apply_set("main", main_set(2, None, true)).await?;
     eventually("PDB minAvailable 2", LIMIT, || async {
         let pdb = target_get(
             cp,
@@ -449,10 +473,18 @@ async fn controller_lifecycle(cp: &ControlPlane) -> Result {
     })
     .await
     .map_err(|e| format!("{e}\n{}", tail(&host.logs(), 20)))?;
+    Ok(())
+}
 
+/// A removed module is pruned; a channel switch upgrades; going back is refused.
+async fn removal_upgrade_and_no_downgrade(
+    cp: &ControlPlane,
+    f: &Fixture<'_>,
+    host: &Host,
+) -> Result {
     // Module removed: its objects are pruned, the others stay.
-    f.apply_set("main", modules(2, None, false)).await?;
-    f.wait_set("main", &host, "availability gone", |s| {
+    f.apply_set("main", main_set(2, None, false)).await?;
+    f.wait_set("main", host, "availability gone", |s| {
         module(s, "availability").is_none() && state_is(s, State::Ready)
     })
     .await?;
@@ -472,8 +504,9 @@ async fn controller_lifecycle(cp: &ControlPlane) -> Result {
     }
 
     // Channel switch: upgrade.
-    f.apply_set("main", modules(2, Some("fast"), false)).await?;
-    f.wait_set("main", &host, "dashboard 1.1.0", |s| {
+    f.apply_set("main", main_set(2, Some("fast"), false))
+        .await?;
+    f.wait_set("main", host, "dashboard 1.1.0", |s| {
         module(s, "dashboard").and_then(|m| m.version.as_deref()) == Some("1.1.0")
             && state_is(s, State::Ready)
     })
@@ -484,10 +517,10 @@ async fn controller_lifecycle(cp: &ControlPlane) -> Result {
         return Err(format!("dashboard ConfigMap after upgrade: {}", cm["data"]));
     }
     // Back to a lower version: Warning, nothing downgraded.
-    f.apply_set("main", modules(2, Some("regular"), false))
+    f.apply_set("main", main_set(2, Some("regular"), false))
         .await?;
     let set = f
-        .wait_set("main", &host, "Warning", |s| state_is(s, State::Warning))
+        .wait_set("main", host, "Warning", |s| state_is(s, State::Warning))
         .await?;
     let dash = module(&set, "dashboard").unwrap();
     if dash.version.as_deref() != Some("1.1.0")
@@ -507,14 +540,23 @@ async fn controller_lifecycle(cp: &ControlPlane) -> Result {
     if f.events("DowngradeRefused").await.is_empty() {
         return Err("no DowngradeRefused Event".into());
     }
-    f.apply_set("main", modules(2, Some("fast"), false)).await?;
+    f.apply_set("main", main_set(2, Some("fast"), false))
+        .await?;
+    Ok(())
+}
 
+/// A plugin error is that module's Error; the others are unaffected.
+async fn a_plugin_error_stays_in_its_module(
+    cp: &ControlPlane,
+    f: &Fixture<'_>,
+    host: &Host,
+) -> Result {
     // Plugin error: that module is Error, the others are unaffected.
-    let mut broken = modules(2, Some("fast"), false);
+    let mut broken = main_set(2, Some("fast"), false);
     broken["modules"][0]["config"]["endpoint"] = json!("");
     f.apply_set("main", broken).await?;
     let set = f
-        .wait_set("main", &host, "Error", |s| state_is(s, State::Error))
+        .wait_set("main", host, "Error", |s| state_is(s, State::Error))
         .await?;
     let t = module(&set, "telemetry").unwrap();
     if t.state != State::Error
@@ -540,10 +582,15 @@ async fn controller_lifecycle(cp: &ControlPlane) -> Result {
         &["deployment", "telemetry-gateway", "-n", "kyma-system"],
     )
     .ok_or("a failing plugin removed objects")?;
-    f.apply_set("main", modules(2, Some("fast"), false)).await?;
-    f.wait_set("main", &host, "Ready again", |s| state_is(s, State::Ready))
+    f.apply_set("main", main_set(2, Some("fast"), false))
         .await?;
+    f.wait_set("main", host, "Ready again", |s| state_is(s, State::Ready))
+        .await?;
+    Ok(())
+}
 
+/// The host restarted mid-install: a second set converges without duplicates.
+async fn restart_mid_install(cp: &ControlPlane, f: &Fixture<'_>, mut host: Host) -> Result<Host> {
     // Host restarted mid-install: a second set converges without duplicates.
     f.apply_set("second", json!({"target": {"secretName": "kubeconfig-target"}, "modules": [
         {"name": "availability", "config": {"namespace": "default", "budgets": [
@@ -576,7 +623,15 @@ async fn controller_lifecycle(cp: &ControlPlane) -> Result {
     if objects.len() != 3 || unique.len() != 3 {
         return Err(format!("inventory after restart: {record}"));
     }
+    Ok(host2)
+}
 
+/// Deleting the sets leaves the target clean.
+async fn deletion_leaves_the_target_clean(
+    cp: &ControlPlane,
+    f: &Fixture<'_>,
+    host2: &Host,
+) -> Result {
     // Deleting the sets leaves the target clean.
     for name in ["main", "second"] {
         f.sets()
