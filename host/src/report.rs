@@ -28,6 +28,28 @@ pub fn kube_error(err: &kube::Error) -> String {
     }
 }
 
+/// The HTTP status of a watch failure, when the API server answered.
+pub fn watch_status(e: &kube::runtime::watcher::Error) -> Option<u16> {
+    use kube::runtime::watcher::Error as W;
+    match e {
+        W::InitialListFailed(kube::Error::Api(s))
+        | W::WatchStartFailed(kube::Error::Api(s))
+        | W::WatchFailed(kube::Error::Api(s)) => Some(s.code),
+        W::WatchError(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+/// A watch failure in words.
+pub fn watch_error(e: &kube::runtime::watcher::Error) -> String {
+    use kube::runtime::watcher::Error as W;
+    match e {
+        W::InitialListFailed(e) | W::WatchStartFailed(e) | W::WatchFailed(e) => kube_error(e),
+        W::WatchError(s) => format!("{} (HTTP {} {})", s.message, s.code, s.reason),
+        other => other.to_string(),
+    }
+}
+
 /// An error and its causes as one line, `outer: inner: innermost`: a cause whose text the
 /// message before it already quotes is left out, and kube API errors are put in words
 /// wherever they appear.

@@ -845,6 +845,35 @@ async fn set_target_token(f: &Fixture<'_>, token: &str) -> Result {
     Ok(())
 }
 
+/// After a rotation: the drift watch started again with the new credentials, and the host
+/// did not spin on the old ones.
+fn rotation_left_no_trace(host: &Host) -> Result {
+    // The drift watch was started again with the new credentials.
+    let watches = host
+        .logs()
+        .lines()
+        .filter(|l| l.contains("watching module objects for drift") && l.contains("ConfigMap"))
+        .count();
+    if watches < 2 {
+        return Err(format!(
+            "the ConfigMap watch started {watches} times, expected a restart with the new credentials"
+        ));
+    }
+    let refused = host
+        .logs()
+        .lines()
+        .filter(|l| l.contains("401") || l.contains("Unauthorized"))
+        .count();
+    println!("credentials_rotate: {refused} log lines about refused credentials");
+    if refused > 5 {
+        return Err(format!(
+            "{refused} lines about 401s:\n{}",
+            tail(&host.logs(), 20)
+        ));
+    }
+    Ok(())
+}
+
 /// The target's kubeconfig Secret is rotated and the old token revoked: drift repair goes
 /// on with the new credentials, and the host does not spin on 401s.
 async fn credentials_rotate(cp: &ControlPlane) -> Result {
@@ -892,29 +921,7 @@ async fn credentials_rotate(cp: &ControlPlane) -> Result {
         .map_err(|e| format!("{e}\n{}", tail(&host.logs(), 20)))?;
         tokio::time::sleep(Duration::from_secs(3)).await;
     }
-    // The drift watch was started again with the new credentials.
-    let watches = host
-        .logs()
-        .lines()
-        .filter(|l| l.contains("watching module objects for drift") && l.contains("ConfigMap"))
-        .count();
-    if watches < 2 {
-        return Err(format!(
-            "the ConfigMap watch started {watches} times, expected a restart with the new credentials"
-        ));
-    }
-    let refused = host
-        .logs()
-        .lines()
-        .filter(|l| l.contains("401") || l.contains("Unauthorized"))
-        .count();
-    println!("credentials_rotate: {refused} log lines about refused credentials");
-    if refused > 5 {
-        return Err(format!(
-            "{refused} lines about 401s:\n{}",
-            tail(&host.logs(), 20)
-        ));
-    }
+    rotation_left_no_trace(&host)?;
     f.sets()
         .delete("rot", &DeleteParams::default())
         .await

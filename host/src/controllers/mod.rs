@@ -16,7 +16,7 @@ pub use context::{OperatorConfig, Renderer, Requeue};
 /// Why a reconcile stopped early. Conflicts are expected and retried quietly.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ReconcileError {
-    #[error("Kubernetes API: {}", describe_kube_error(.0))]
+    #[error("Kubernetes API: {}", crate::report::kube_error(.0))]
     Kube(#[from] kube::Error),
     #[error("runtime cluster of {runtime}: {message}")]
     RuntimeCluster { runtime: String, message: String },
@@ -25,11 +25,9 @@ pub(crate) enum ReconcileError {
     #[error("{0}")]
     ShootIdentity(String),
     /// The Gardener side failed: the Runtime waits with a condition, retrying with backoff.
-    #[error("Gardener Shoot API: {}", describe_kube_error(.0))]
+    #[error("Gardener Shoot API: {}", crate::report::kube_error(.0))]
     Gardener(kube::Error),
 }
-
-pub(crate) use crate::report::kube_error as describe_kube_error;
 
 impl From<crate::gardener::ShootError> for ReconcileError {
     fn from(e: crate::gardener::ShootError) -> Self {

@@ -14,7 +14,6 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::mpsc;
 
-use crate::controllers::runtime::describe_watch_error;
 use crate::crd::ModuleSet;
 use crate::metrics::Metrics;
 use crate::modules::Target;
@@ -143,12 +142,12 @@ impl Drift {
                 Some(Ok(Event::Delete(o))) => self.changed(&server, &o, true),
                 Some(Ok(_)) => {}
                 Some(Err(e)) if refused_credentials(&e) => {
-                    tracing::info!(%server, %kind, error = %describe_watch_error(&e), "credentials refused; the drift watch restarts with the target Secret's current ones");
+                    tracing::info!(%server, %kind, error = %crate::report::watch_error(&e), "credentials refused; the drift watch restarts with the target Secret's current ones");
                     self.requeue_sets(&server);
                     return;
                 }
                 Some(Err(e)) => {
-                    tracing::debug!(%server, %kind, error = %describe_watch_error(&e), "drift watch error")
+                    tracing::debug!(%server, %kind, error = %crate::report::watch_error(&e), "drift watch error")
                 }
                 None => return,
             }
@@ -205,11 +204,5 @@ impl Drift {
 
 /// The target's API server refused the credentials (rotated and revoked).
 fn refused_credentials(e: &watcher::Error) -> bool {
-    match e {
-        watcher::Error::InitialListFailed(kube::Error::Api(s))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
-        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code == 401 || s.code == 403,
-        watcher::Error::WatchError(s) => s.code == 401 || s.code == 403,
-        _ => false,
-    }
+    matches!(crate::report::watch_status(e), Some(401 | 403))
 }

@@ -7,8 +7,8 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
 use super::machine::Machine;
+use crate::controllers::kit;
 use crate::controllers::{Context, ReconcileError, labels};
-use crate::controllers::{describe_kube_error, kit};
 use crate::crd::{Runtime, RuntimeKubeconfig};
 use crate::gardener::shoot_resource;
 use crate::metrics::Dependency;
@@ -71,7 +71,7 @@ fn runtime_of(
             let message = format!(
                 "the watch of Shoots at {} failed: {}",
                 ctx.shoots.url(),
-                describe_watch_error(&e)
+                crate::report::watch_error(&e)
             );
             ctx.metrics
                 .dependencies
@@ -84,17 +84,6 @@ fn runtime_of(
     let id = labels.get(labels::RUNTIME)?;
     let ns = labels.get(labels::RUNTIME_NAMESPACE)?;
     Some(ObjectRef::<Runtime>::new(id).within(ns))
-}
-
-/// A watch failure in words.
-pub(crate) fn describe_watch_error(e: &watcher::Error) -> String {
-    match e {
-        watcher::Error::InitialListFailed(e)
-        | watcher::Error::WatchStartFailed(e)
-        | watcher::Error::WatchFailed(e) => describe_kube_error(e),
-        watcher::Error::WatchError(s) => format!("HTTP {} {}: {}", s.code, s.reason, s.message),
-        other => other.to_string(),
-    }
 }
 
 /// Ticks of a watch channel as a stream (the first, current value is skipped).

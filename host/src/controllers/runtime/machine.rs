@@ -246,7 +246,7 @@ impl Machine {
         let message = format!(
             "the Gardener Shoot API at {} {verb}: {}",
             self.ctx.shoots.url(),
-            super::super::describe_kube_error(e)
+            crate::report::kube_error(e)
         );
         if reason == Reason::GardenerUnavailable {
             let dependencies = &self.ctx.metrics.dependencies;

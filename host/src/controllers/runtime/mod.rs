@@ -8,4 +8,4 @@ mod machine;
 mod shoot_doc;
 pub(crate) mod states;
 
-pub(crate) use controller::{describe_watch_error, run, tokio_stream_of};
+pub(crate) use controller::{run, tokio_stream_of};
