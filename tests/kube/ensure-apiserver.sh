@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Make sure etcd and a kube-apiserver 1.20.2 binary exist on this machine; print the
-# binary's path. Built once per machine from Debian's kubernetes source package (see
-# ../shared/kube-apiserver.md) and cached outside the checkout.
+# Make sure etcd and the Kubernetes 1.20.2 binaries exist on this machine; print the
+# kube-apiserver's path (kubelet, kube-controller-manager and kube-scheduler sit beside it,
+# named `<command>-1.20.2`). Built once per machine from Debian's kubernetes source package
+# (see ../shared/kube-apiserver.md) in one `make`, and cached outside the checkout.
 set -euo pipefail
 cache="${TESSERA_KUBE_CACHE:-$HOME/.cache/tessera/kube}"
 bin="$cache/kube-apiserver-1.20.2"
-if [ -x "$bin" ] && command -v etcd >/dev/null; then
+commands="kube-apiserver kubelet kube-controller-manager kube-scheduler"
+built() { for c in $commands; do [ -x "$cache/$c-1.20.2" ] || return 1; done; }
+if built && command -v etcd >/dev/null; then
   echo "$bin"
   exit 0
 fi
@@ -31,8 +34,12 @@ cd kubernetes-1.20.2
 # The vendored reflect2 1.0.1 crashes under Go >= 1.18 on the first custom-resource watch.
 rm -rf vendor/github.com/modern-go/reflect2
 cp -r /usr/share/gocode/src/github.com/modern-go/reflect2 vendor/github.com/modern-go/reflect2
-PATH=/usr/lib/go-1.19/bin:$PATH CGO_ENABLED=0 make WHAT=cmd/kube-apiserver >&2
+# One make for all four: they share most packages, so this costs little over the API server.
+PATH=/usr/lib/go-1.19/bin:$PATH CGO_ENABLED=0 \
+  make WHAT="$(for c in $commands; do printf 'cmd/%s ' "$c"; done)" >&2
 mkdir -p "$cache"
-cp _output/bin/kube-apiserver "$bin.tmp"
-mv "$bin.tmp" "$bin"
+for c in $commands; do
+  cp "_output/bin/$c" "$cache/$c-1.20.2.tmp"
+  mv "$cache/$c-1.20.2.tmp" "$cache/$c-1.20.2"
+done
 echo "$bin"

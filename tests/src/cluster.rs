@@ -35,6 +35,19 @@ fn spawn(cmd: &mut Command, log: &Path) -> Result<Child, String> {
         .map_err(|e| format!("cannot start {cmd:?}: {e}"))
 }
 
+/// How to start a [`Cluster`] beyond the defaults.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterOptions {
+    /// More `system:masters` bearer tokens the API server accepts.
+    pub extra_tokens: Vec<String>,
+    /// Run the ServiceAccount admission plugin, so pods get their account's token mounted
+    /// (needs a kube-controller-manager to issue the tokens: a [`crate::node::Node`]).
+    pub service_accounts: bool,
+    /// Address to serve on instead of 127.0.0.1 (pods on a node's bridge reach the API
+    /// server at the bridge's address). The self-signed certificate names it.
+    pub address: Option<std::net::Ipv4Addr>,
+}
+
 /// One API server with its own etcd, started on free loopback ports.
 pub struct Cluster {
     children: Vec<Child>,
@@ -55,6 +68,17 @@ impl Cluster {
 
     /// Like [`Cluster::start`], with more `system:masters` bearer tokens accepted.
     pub fn start_with_tokens(name: &str, extra_tokens: &[String]) -> Result<Self, String> {
+        Self::start_with(
+            name,
+            &ClusterOptions {
+                extra_tokens: extra_tokens.to_vec(),
+                ..ClusterOptions::default()
+            },
+        )
+    }
+
+    /// Start a cluster with `options`.
+    pub fn start_with(name: &str, options: &ClusterOptions) -> Result<Self, String> {
         let binary = apiserver_binary();
         if !binary.is_file() {
             return Err(format!(
@@ -63,19 +87,47 @@ impl Cluster {
             ));
         }
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let d = dir.path();
-        let (client, peer, secure) = (free_port(), free_port(), free_port());
+        let secure = free_port();
+        let address = options.address.unwrap_or(std::net::Ipv4Addr::LOCALHOST);
         let mut cluster = Cluster {
             children: Vec::new(),
-            server: format!("https://127.0.0.1:{secure}"),
+            server: format!("https://{address}:{secure}"),
             token: format!("tessera-{name}-{secure}"),
-            kubeconfig: d.join("kubeconfig"),
+            kubeconfig: dir.path().join("kubeconfig"),
             dir,
         };
-        let d = cluster.dir.path().to_path_buf();
-        let etcd_url = format!("http://127.0.0.1:{client}");
-        let peer_url = format!("http://127.0.0.1:{peer}");
-        cluster.children.push(spawn(
+        let etcd_url = cluster.start_etcd(name)?;
+        cluster.write_credentials(options)?;
+        let mut apiserver = Command::new(&binary);
+        if !options.service_accounts {
+            apiserver.args(["--disable-admission-plugins", "ServiceAccount"]);
+        }
+        if options.address.is_some() {
+            // The serving certificate names the advertised address.
+            apiserver.args(["--advertise-address", &address.to_string()]);
+        }
+        apiserver.args([
+            "--etcd-servers",
+            &etcd_url,
+            "--etcd-prefix",
+            &format!("/{name}"),
+            "--bind-address",
+            &address.to_string(),
+            "--secure-port",
+            &secure.to_string(),
+        ]);
+        cluster.start_apiserver(&mut apiserver)?;
+        cluster.write_kubeconfig(name)?;
+        cluster.wait_ready(Duration::from_secs(90))?;
+        Ok(cluster)
+    }
+
+    /// etcd on free loopback ports; its client URL.
+    fn start_etcd(&mut self, name: &str) -> Result<String, String> {
+        let d = self.dir.path().to_path_buf();
+        let etcd_url = format!("http://127.0.0.1:{}", free_port());
+        let peer_url = format!("http://127.0.0.1:{}", free_port());
+        self.children.push(spawn(
             Command::new("etcd").args([
                 "--name",
                 name,
@@ -94,31 +146,37 @@ impl Cluster {
             ]),
             &d.join("etcd.log"),
         )?);
+        Ok(etcd_url)
+    }
+
+    /// The service-account key pair and the bearer tokens the API server accepts.
+    fn write_credentials(&self, options: &ClusterOptions) -> Result<(), String> {
+        let d = self.dir.path();
         for args in [
             vec!["genrsa", "-out", "sa.key", "2048"],
             vec!["rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub"],
         ] {
-            let out = Command::new("openssl").args(&args).current_dir(&d).output();
+            let out = Command::new("openssl").args(&args).current_dir(d).output();
             match out {
                 Ok(o) if o.status.success() => {}
                 other => return Err(format!("openssl {args:?} failed: {other:?}")),
             }
         }
-        let mut tokens = format!("{},admin,admin,system:masters\n", cluster.token);
-        for (i, token) in extra_tokens.iter().enumerate() {
+        let mut tokens = format!("{},admin,admin,system:masters\n", self.token);
+        for (i, token) in options.extra_tokens.iter().enumerate() {
             tokens.push_str(&format!("{token},admin-{i},admin-{i},system:masters\n"));
         }
-        std::fs::write(d.join("tokens.csv"), tokens).map_err(|e| e.to_string())?;
-        cluster.children.push(spawn(
-            Command::new(&binary).args([
-                "--etcd-servers",
-                &etcd_url,
-                "--etcd-prefix",
-                &format!("/{name}"),
-                "--bind-address",
-                "127.0.0.1",
-                "--secure-port",
-                &secure.to_string(),
+        std::fs::write(d.join("tokens.csv"), tokens).map_err(|e| e.to_string())
+    }
+
+    /// kube-apiserver: `cmd` (address, ports, etcd) plus what every test cluster shares.
+    fn start_apiserver(&mut self, cmd: &mut Command) -> Result<(), String> {
+        let d = self.dir.path().to_path_buf();
+        self.children.push(spawn(
+            cmd.args([
+                // kubectl logs/exec reach kubelets by the address they register.
+                "--kubelet-preferred-address-types",
+                "InternalIP",
                 "--cert-dir",
                 &d.join("certs").display().to_string(),
                 "--token-auth-file",
@@ -133,21 +191,21 @@ impl Cluster {
                 "https://kubernetes.default.svc",
                 "--service-cluster-ip-range",
                 "10.0.0.0/24",
-                "--disable-admission-plugins",
-                "ServiceAccount",
             ]),
             &d.join("kube-apiserver.log"),
         )?);
+        Ok(())
+    }
+
+    fn write_kubeconfig(&self, name: &str) -> Result<(), String> {
         let mut kubeconfig =
-            std::fs::File::create(&cluster.kubeconfig).map_err(|e| e.to_string())?;
+            std::fs::File::create(&self.kubeconfig).map_err(|e| e.to_string())?;
         write!(
             kubeconfig,
             "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\nusers:\n- name: admin\n  user:\n    token: {}\ncontexts:\n- name: {name}\n  context: {{cluster: {name}, user: admin}}\ncurrent-context: {name}\n",
-            cluster.server, cluster.token
+            self.server, self.token
         )
-        .map_err(|e| e.to_string())?;
-        cluster.wait_ready(Duration::from_secs(90))?;
-        Ok(cluster)
+        .map_err(|e| e.to_string())
     }
 
     fn wait_ready(&mut self, limit: Duration) -> Result<(), String> {
@@ -167,6 +225,12 @@ impl Cluster {
             std::thread::sleep(Duration::from_millis(250));
         }
         Err(format!("not ready after {limit:?}:\n{}", self.logs()))
+    }
+
+    /// A file of the cluster's directory: `sa.key` (service-account signing key),
+    /// `certs/apiserver.crt` (the self-signed serving certificate and its CA).
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
     }
 
     /// (process, pid) of etcd and kube-apiserver.

@@ -4,15 +4,19 @@
 //! the load benchmark.
 
 use std::io::{BufRead, BufReader};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, ClusterOptions};
+use crate::node::{Bridge, Node};
 use crate::gardener_sim::Script;
 
 /// Every process of the local control plane; dropping it stops them.
 pub struct ControlPlane {
+    /// The real node, when asked for (first field: it stops before the API servers).
+    pub node: Option<Node>,
     pub garden: Cluster,
     pub runtime: Cluster,
     sim: Child,
@@ -22,6 +26,8 @@ pub struct ControlPlane {
     pub kubeconfig: PathBuf,
     pub script: PathBuf,
     pub dir: tempfile::TempDir,
+    /// The pods' network, when the plane serves on it (last: it goes after everything).
+    pub bridge: Option<Bridge>,
 }
 
 fn apply_file(cluster: &Cluster, path: &Path) -> Result<(), String> {
@@ -52,42 +58,122 @@ fn wait_established(cluster: &Cluster, crd: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The garden and runtime API servers, in parallel, with their CRDs established.
+fn start_clusters(
+    options: &PlaneOptions,
+    address: Option<Ipv4Addr>,
+    tokens: &[String],
+) -> Result<(Cluster, Cluster), String> {
+    let garden_options = ClusterOptions {
+        service_accounts: options.pods_reach_plane,
+        address,
+        ..ClusterOptions::default()
+    };
+    let runtime_options = ClusterOptions {
+        extra_tokens: tokens.to_vec(),
+        address,
+        ..ClusterOptions::default()
+    };
+    let (garden, runtime) = std::thread::scope(|s| {
+        let g = s.spawn(|| Cluster::start_with("garden", &garden_options));
+        let r = s.spawn(|| Cluster::start_with("runtime", &runtime_options));
+        (g.join().unwrap(), r.join().unwrap())
+    });
+    let (garden, runtime) = (garden?, runtime?);
+    let root = crate::workspace();
+    apply_file(&garden, &root.join("charts/tessera/crds"))?;
+    apply_file(&garden, &root.join("tests/kube/gardener-crds.yaml"))?;
+    apply_file(&runtime, &root.join("tests/kube/runtime-crds.yaml"))?;
+    // The Gardener project namespace of the default chain configuration.
+    let _ = garden.kubectl(&["create", "namespace", "garden-kyma-dev"]);
+    for crd in [
+        "runtimes.tessera.dev",
+        "runtimekubeconfigs.tessera.dev",
+        "plugins.tessera.dev",
+        "shoots.core.gardener.cloud",
+    ] {
+        wait_established(&garden, crd)?;
+    }
+    wait_established(&runtime, "openidconnects.authentication.gardener.cloud")?;
+    Ok((garden, runtime))
+}
+
+/// Start the simulator; the process and the URL it prints once it listens.
+fn start_sim(cmd: &mut Command, log: &Path) -> Result<(Child, String), String> {
+    let log = std::fs::File::create(log).map_err(|e| e.to_string())?;
+    let mut sim = cmd
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
+    let mut line = String::new();
+    BufReader::new(sim.stdout.take().unwrap())
+        .read_line(&mut line)
+        .map_err(|e| e.to_string())?;
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .ok_or_else(|| format!("simulator did not start: {line:?}"))?
+        .to_string();
+    Ok((sim, url))
+}
+
+/// Which cluster of a [`ControlPlane`] gets a real node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeOn {
+    /// The control plane itself: the host can run there in pods.
+    Garden,
+    /// The cluster Runtimes become: module Deployments really start.
+    Runtime,
+}
+
+/// How to start a [`ControlPlane`] beyond the defaults.
+#[derive(Debug, Clone, Default)]
+pub struct PlaneOptions {
+    /// A real node (kubelet, controllers, containerd) on one of the clusters.
+    pub node: Option<NodeOn>,
+    /// Serve both API servers and the simulator on a bridge's address instead of
+    /// 127.0.0.1, so that pods reach them; the garden runs the ServiceAccount admission
+    /// plugin so that pods get tokens.
+    pub pods_reach_plane: bool,
+}
+
 impl ControlPlane {
     /// Start both API servers, install the CRDs, start the simulator (`sim_bin`).
     pub fn start(sim_bin: &Path, script: &Script) -> Result<Self, String> {
+        Self::start_with(sim_bin, script, &PlaneOptions::default())
+    }
+
+    /// [`ControlPlane::start`] with `options`.
+    pub fn start_with(
+        sim_bin: &Path,
+        script: &Script,
+        options: &PlaneOptions,
+    ) -> Result<Self, String> {
         let tokens: Vec<String> = (0..64)
             .map(|i| format!("runtime-admin-{i}-{}", std::process::id()))
             .collect();
-        let (garden, runtime) = std::thread::scope(|s| {
-            let g = s.spawn(|| Cluster::start("garden"));
-            let r = s.spawn(|| Cluster::start_with_tokens("runtime", &tokens));
-            (g.join().unwrap(), r.join().unwrap())
-        });
-        let (garden, runtime) = (garden?, runtime?);
-        let root = crate::workspace();
-        apply_file(&garden, &root.join("charts/tessera/crds"))?;
-        apply_file(&garden, &root.join("tests/kube/gardener-crds.yaml"))?;
-        apply_file(&runtime, &root.join("tests/kube/runtime-crds.yaml"))?;
-        // The Gardener project namespace of the default chain configuration.
-        let _ = garden.kubectl(&["create", "namespace", "garden-kyma-dev"]);
-        for crd in [
-            "runtimes.tessera.dev",
-            "runtimekubeconfigs.tessera.dev",
-            "plugins.tessera.dev",
-            "shoots.core.gardener.cloud",
-        ] {
-            wait_established(&garden, crd)?;
-        }
-        wait_established(&runtime, "openidconnects.authentication.gardener.cloud")?;
+        let bridge = match options.pods_reach_plane {
+            true => Some(Bridge::create()?),
+            false => None,
+        };
+        let address = bridge.as_ref().map(|b| b.gateway);
+        let (garden, runtime) = start_clusters(options, address, &tokens)?;
+        // Before the simulator: a failure here leaves no process behind.
+        let node = match options.node {
+            Some(NodeOn::Garden) => Some(Node::start(&garden, "garden-node", bridge.as_ref())?),
+            Some(NodeOn::Runtime) => Some(Node::start(&runtime, "runtime-node", bridge.as_ref())?),
+            None => None,
+        };
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let script_path = dir.path().join("script.json");
         std::fs::write(&script_path, serde_json::to_string(script).unwrap())
             .map_err(|e| e.to_string())?;
         let tokens_path = dir.path().join("tokens");
         std::fs::write(&tokens_path, tokens.join("\n")).map_err(|e| e.to_string())?;
-        let sim_log =
-            std::fs::File::create(dir.path().join("sim.log")).map_err(|e| e.to_string())?;
-        let mut sim = Command::new(sim_bin)
+        let mut sim = Command::new(sim_bin);
+        sim.arg("--listen")
+            .arg(format!("{}:0", address.unwrap_or(Ipv4Addr::LOCALHOST)))
             .arg("--garden-kubeconfig")
             .arg(&garden.kubeconfig)
             .arg("--runtime-server")
@@ -95,20 +181,8 @@ impl ControlPlane {
             .arg("--runtime-tokens")
             .arg(&tokens_path)
             .arg("--script")
-            .arg(&script_path)
-            .stdout(Stdio::piped())
-            .stderr(sim_log)
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", sim_bin.display()))?;
-        let mut line = String::new();
-        BufReader::new(sim.stdout.take().unwrap())
-            .read_line(&mut line)
-            .map_err(|e| e.to_string())?;
-        let sim_url = line
-            .trim()
-            .strip_prefix("listening on ")
-            .ok_or_else(|| format!("simulator did not start: {line:?}"))?
-            .to_string();
+            .arg(&script_path);
+        let (sim, sim_url) = start_sim(&mut sim, &dir.path().join("sim.log"))?;
         let kubeconfig = dir.path().join("gardener.kubeconfig");
         std::fs::write(
             &kubeconfig,
@@ -119,6 +193,7 @@ impl ControlPlane {
         )
         .map_err(|e| e.to_string())?;
         Ok(Self {
+            node,
             garden,
             runtime,
             sim,
@@ -126,6 +201,7 @@ impl ControlPlane {
             kubeconfig,
             script: script_path,
             dir,
+            bridge,
         })
     }
 

@@ -4,7 +4,9 @@
 pub mod cluster;
 pub mod env;
 pub mod gardener_sim;
+pub mod install;
 pub mod modules;
+pub mod node;
 pub mod probe;
 pub mod registry;
 pub mod runtimes;

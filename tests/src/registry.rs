@@ -1,5 +1,5 @@
 //! A real OCI registry for the tests: Debian's `docker-registry` (the CNCF distribution
-//! server) on 127.0.0.1 with a temporary config and filesystem storage.
+//! server) on 127.0.0.1 (or a given address) with a temporary config and filesystem storage.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -12,6 +12,7 @@ pub struct TestRegistry {
     port: u16,
     /// Basic-auth user and password (htpasswd), if the registry requires them.
     auth: Option<(String, String)>,
+    address: std::net::Ipv4Addr,
 }
 
 /// `docker-registry` from $TESSERA_REGISTRY_BIN or the PATH.
@@ -32,22 +33,33 @@ impl TestRegistry {
         Self::start_with(Some((user.to_string(), password.to_string())))
     }
 
+    /// Start on a free port of `address` (a node's bridge, say, so that pods reach it).
+    pub fn start_on(address: std::net::Ipv4Addr) -> Result<Self, String> {
+        Self::start_at(None, address)
+    }
+
     fn start_with(auth: Option<(String, String)>) -> Result<Self, String> {
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let port = crate::cluster::free_port();
+        Self::start_at(auth, std::net::Ipv4Addr::LOCALHOST)
+    }
+
+    fn start_at(
+        auth: Option<(String, String)>,
+        address: std::net::Ipv4Addr,
+    ) -> Result<Self, String> {
         let mut registry = Self {
             child: None,
-            dir,
-            port,
+            dir: tempfile::tempdir().map_err(|e| e.to_string())?,
+            port: crate::cluster::free_port(),
             auth,
+            address,
         };
         registry.restart()?;
         Ok(registry)
     }
 
-    /// `127.0.0.1:<port>`.
+    /// `<address>:<port>` (`127.0.0.1:<port>` unless started with [`TestRegistry::start_on`]).
     pub fn host(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("{}:{}", self.address, self.port)
     }
 
     /// Where blobs live: `<storage>/docker/registry/v2/blobs/sha256/<ab>/<hex>/data`.
@@ -77,9 +89,9 @@ impl TestRegistry {
         self.stop();
         let config = self.dir.path().join("config.yml");
         let mut text = format!(
-            "version: 0.1\nlog: {{level: warn}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\n  delete: {{enabled: true}}\nhttp: {{addr: 127.0.0.1:{}}}\n",
+            "version: 0.1\nlog: {{level: warn}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\n  delete: {{enabled: true}}\nhttp: {{addr: {}}}\n",
             self.storage().display(),
-            self.port
+            self.host()
         );
         if let Some((user, password)) = &self.auth {
             let htpasswd = self.dir.path().join("htpasswd");
@@ -108,7 +120,7 @@ impl TestRegistry {
         self.child = Some(child);
         let started = Instant::now();
         while started.elapsed() < Duration::from_secs(15) {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            if std::net::TcpStream::connect((self.address, self.port)).is_ok() {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(50));

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use libtest_mimic::{Arguments, Failed, Trial};
 
-use crate::env::ControlPlane;
+use crate::env::{ControlPlane, PlaneOptions};
 use crate::gardener_sim::Script;
 
 /// A scenario: an async function of the shared control plane.
@@ -30,6 +30,16 @@ macro_rules! scenario {
 /// Start one control plane (simulator binary `sim`, `script`), run `scenarios` on it, and
 /// exit with the outcome.
 pub fn run(sim: &Path, script: &Script, scenarios: Vec<(&'static str, Scenario)>) -> ! {
+    run_with(sim, script, &PlaneOptions::default(), scenarios)
+}
+
+/// [`run`] on a control plane started with `options` (a real node, say).
+pub fn run_with(
+    sim: &Path,
+    script: &Script,
+    options: &PlaneOptions,
+    scenarios: Vec<(&'static str, Scenario)>,
+) -> ! {
     let args = Arguments::from_args();
     let rt = Arc::new(
         tokio::runtime::Builder::new_multi_thread()
@@ -37,7 +47,7 @@ pub fn run(sim: &Path, script: &Script, scenarios: Vec<(&'static str, Scenario)>
             .build()
             .expect("a tokio runtime"),
     );
-    let shared = match ControlPlane::start(sim, script) {
+    let shared = match ControlPlane::start_with(sim, script, options) {
         Ok(c) => Arc::new(c),
         Err(e) => panic!("local control plane: {e}"),
     };

@@ -78,3 +78,36 @@ fn two_api_servers_on_one_machine_serve_crds_and_server_side_apply() {
     ]));
     assert_eq!(managed, "tessera 3");
 }
+
+/// The node the module and chart tests use: a Deployment's pod really starts on it (real
+/// scheduler, kubelet, containerd and runc, a bridge pod IP), the Deployment controller
+/// reports it available, and deleting the namespace really finalizes it.
+#[test]
+fn a_node_runs_pods_and_namespaces_finalize() {
+    use tessera_tests::node::{Node, PAUSE_IMAGE};
+    let cluster = Cluster::start("node").expect("cluster");
+    let node = Node::start(&cluster, "node-0", None).expect("node");
+    ok(cluster.kubectl(&["create", "namespace", "work"]));
+    ok(cluster.kubectl(&[
+        "-n", "work", "create", "deployment", "sleeper", "--image", PAUSE_IMAGE, "--replicas", "2",
+    ]));
+    let rolled = cluster.kubectl(&[
+        "-n", "work", "rollout", "status", "deployment/sleeper", "--timeout=90s",
+    ]);
+    assert!(
+        rolled.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&rolled.stderr),
+        node.logs()
+    );
+    let ips = ok(cluster.kubectl(&[
+        "-n", "work", "get", "pods", "-o", "jsonpath={.items[*].status.podIP}",
+    ]));
+    assert!(
+        ips.split(' ').all(|ip| ip.starts_with("10.88.")),
+        "pod IPs come from the bridge: {ips}"
+    );
+    ok(cluster.kubectl(&["delete", "namespace", "work", "--timeout=90s"]));
+    let gone = cluster.kubectl(&["get", "namespace", "work"]);
+    assert!(!gone.status.success(), "the namespace is finalized and gone");
+}

@@ -11,10 +11,11 @@ use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::{Value, json};
 use tessera::modules::State;
 use tessera_tests::cluster::Cluster;
-use tessera_tests::env::{ControlPlane, Host};
+use tessera_tests::env::{ControlPlane, Host, NodeOn, PlaneOptions};
 use tessera_tests::gardener_sim::Script;
+use tessera_tests::node::{Node, PAUSE_IMAGE};
 use tessera_tests::modules::{
-    DASHBOARD, Fixture, LIMIT, PIPELINE_CRD, Rollouts, crd_grant, kubectl_ok, managed_objects,
+    DASHBOARD, Fixture, LIMIT, PIPELINE_CRD, crd_grant, kubectl_ok, managed_objects,
     module, plugin_file, requested_grants, state_is, target_get, tessera,
 };
 use tessera_tests::probe::{eventually, tail};
@@ -25,14 +26,14 @@ type Result<T = ()> = std::result::Result<T, String>;
 /// The one-shot CLI on a single cluster: three modules with a dependency, then removal.
 async fn cli_one_shot() -> Result {
     let cluster = Cluster::start("modules-cli")?;
-    let _rollouts = Rollouts::start(&cluster.kubeconfig);
+    let _node = Node::start(&cluster, "modules-cli-node", None)?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let set = json!({
         "apiVersion": "tessera.dev/v1alpha1",
         "kind": "ModuleSet",
         "metadata": {"name": "edge", "namespace": "ops"},
         "spec": {"modules": [
-            {"name": "telemetry", "config": {"endpoint": "otlp.example:4317"}},
+            {"name": "telemetry", "config": {"endpoint": "otlp.example:4317", "image": PAUSE_IMAGE}},
             {"name": "telemetry-crds", "config": {"manifest": PIPELINE_CRD}},
             {"name": "availability", "config": {"namespace": "default",
                 "budgets": [{"name": "gateway", "matchLabels": {"app": "gateway"}}]}},
@@ -260,7 +261,8 @@ async fn cli_one_shot() -> Result {
 /// The modules of set `main` in the lifecycle story.
 fn main_set(min_available: u32, dashboard_channel: Option<&str>, with_availability: bool) -> Value {
     let mut m = vec![
-        json!({"name": "telemetry", "config": {"endpoint": "otlp.example:4317", "replicas": 2}}),
+        json!({"name": "telemetry", "config": {"endpoint": "otlp.example:4317", "replicas": 2,
+            "image": PAUSE_IMAGE}}),
         json!({"name": "telemetry-crds"}),
         json!({"name": "dashboard", "channel": dashboard_channel}),
     ];
@@ -328,7 +330,6 @@ async fn lifecycle_plugins(f: &Fixture<'_>) -> Result {
 /// each is its own function so that a failure names the phase.
 async fn controller_lifecycle(cp: &ControlPlane) -> Result {
     let f = Fixture::new(cp, "mods").await?;
-    let _rollouts = Rollouts::start(&cp.runtime.kubeconfig);
     lifecycle_plugins(&f).await?;
     let host = f.host("a");
     installs_in_dependency_order(cp, &f, &host).await?;
@@ -878,8 +879,6 @@ fn rotation_left_no_trace(host: &Host) -> Result {
 /// on with the new credentials, and the host does not spin on 401s.
 async fn credentials_rotate(cp: &ControlPlane) -> Result {
     let f = Fixture::new(cp, "mods-rotate").await?;
-    // Namespaces finalize (no kube-controller-manager here).
-    let _rollouts = Rollouts::start(&cp.runtime.kubeconfig);
     set_target_token(&f, &service_account_token(cp, "rotate-a").await?).await?;
     f.push("manifest", "manifest", "1.0.0")?;
     page_plugin(&f, "rotate-page", "rotate").await?;
@@ -1008,9 +1007,15 @@ fn main() {
         delete_ms: 500,
         shoots: BTreeMap::new(),
     };
-    scenarios::run(
+    // Module Deployments really start on the target's node.
+    let options = PlaneOptions {
+        node: Some(NodeOn::Runtime),
+        ..PlaneOptions::default()
+    };
+    scenarios::run_with(
         &sim,
         &script,
+        &options,
         vec![
             ("cli_one_shot", |_| Box::pin(cli_one_shot())),
             ("controller_lifecycle", |cp| {

@@ -225,8 +225,10 @@ fn test(args: &[&str]) -> Result<()> {
     let apiserver = ensure_apiserver()?;
     let helm = ensure_tool("tests/chart/ensure-helm.sh")?;
     let registry = ensure_tool("tests/registry/ensure-registry.sh")?;
+    let node = ensure_tool("tests/node/ensure-node.sh")?;
     let mut cmd = cargo();
     cmd.args(["test", "--workspace"]);
+    cmd.env("TESSERA_NODE_DIR", node);
     cmd.env("TESSERA_HELM", helm);
     cmd.env("TESSERA_REGISTRY_BIN", registry);
     cmd.args(args);

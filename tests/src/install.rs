@@ -1,0 +1,231 @@
+//! The chart installed onto a cluster with a real node, for the chart's end-to-end test
+//! (`tests/tests/install.rs`) and `./x demo --in-pod`: the image `./x image` builds loaded
+//! on the node, the Gardener kubeconfig Secret, a module plugin in a registry the pods
+//! reach, then `helm install`.
+//!
+//! The pods reach the API servers, the simulator and the registry at the node bridge's
+//! address (no kube-proxy here: the chart's `extraEnv` points the host at its API server).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::cluster::Cluster;
+use crate::env::ControlPlane;
+use crate::modules::{kubectl_ok, plugin_file, requested_grants, tessera};
+use crate::node::PAUSE_IMAGE;
+use crate::registry::TestRegistry;
+
+pub type Result<T = ()> = std::result::Result<T, String>;
+
+pub const NS: &str = "tessera-system";
+pub const IMAGE: &str = "tessera.test/tessera";
+pub const LIMIT: Duration = Duration::from_secs(120);
+
+pub fn helm_bin() -> PathBuf {
+    std::env::var_os("TESSERA_HELM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/tessera/helm/helm")
+        })
+}
+
+/// The image tar `./x image` writes (`./x test` builds it and exports its path).
+pub fn image_tar() -> PathBuf {
+    std::env::var_os("TESSERA_IMAGE_TAR")
+        .map(PathBuf::from)
+        .expect("TESSERA_IMAGE_TAR: run through ./x test, which builds the image")
+}
+
+pub fn json_of(cluster: &Cluster, args: &[&str]) -> Result<Value> {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    serde_json::from_str(&kubectl_ok(cluster, &all)?).map_err(|e| e.to_string())
+}
+
+pub fn helm(cp: &ControlPlane, args: &[&str]) -> Result<String> {
+    let out = std::process::Command::new(helm_bin())
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(&cp.garden.kubeconfig)
+        .output()
+        .map_err(|e| format!("helm: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "helm {}: {}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Poll `probe` every 500 ms until it gives a value or `LIMIT` passes.
+pub fn wait_for<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> Result<T> {
+    let started = Instant::now();
+    while started.elapsed() < LIMIT {
+        if let Some(v) = probe() {
+            return Ok(v);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    Err(format!("{what}: not within {LIMIT:?}"))
+}
+
+/// What went on in the release namespace, for failure messages.
+pub fn diagnose(cp: &ControlPlane) -> String {
+    let pods = kubectl_ok(&cp.garden, &["get", "pods", "-A", "-o", "wide"]).unwrap_or_default();
+    let events = kubectl_ok(&cp.garden, &["get", "events", "-n", NS]).unwrap_or_default();
+    let logs = kubectl_ok(
+        &cp.garden,
+        &["logs", "-n", NS, "-l", "app.kubernetes.io/name=tessera", "--tail=30"],
+    )
+    .unwrap_or_else(|e| e);
+    let node = cp.node.as_ref().map(|n| n.logs()).unwrap_or_default();
+    format!("pods:\n{pods}\nevents:\n{events}\nhost logs:\n{logs}\nnode:\n{node}")
+}
+
+/// The chart's values for this cluster.
+pub fn values(cp: &ControlPlane, registry: &TestRegistry, tag: &str) -> Value {
+    let bridge = cp.bridge.as_ref().expect("the plane serves on a bridge");
+    let port = cp.garden.server.rsplit(':').next().unwrap().to_string();
+    json!({
+        "image": {"repository": IMAGE, "tag": tag, "pullPolicy": "IfNotPresent"},
+        "replicaCount": 2,
+        "leaderElection": {"leaseDuration": "6s"},
+        "gardener": {"kubeconfigSecret": "gardener"},
+        "modules": {"localClusterAdmin": true},
+        "plugins": {"resync": "2s", "insecureRegistries": [registry.host()]},
+        "requeue": {"error": "1s", "pending": "5s"},
+        "extraEnv": [
+            {"name": "KUBERNETES_SERVICE_HOST", "value": bridge.gateway.to_string()},
+            {"name": "KUBERNETES_SERVICE_PORT", "value": port},
+        ],
+    })
+}
+
+/// The Gardener kubeconfig (the simulator) as the Secret the chart mounts.
+fn gardener_secret(cp: &ControlPlane) -> Result {
+    kubectl_ok(&cp.garden, &["create", "namespace", NS])?;
+    let kubeconfig = cp.kubeconfig.display().to_string();
+    kubectl_ok(
+        &cp.garden,
+        &[
+            "-n",
+            NS,
+            "create",
+            "secret",
+            "generic",
+            "gardener",
+            &format!("--from-file=kubeconfig={kubeconfig}"),
+        ],
+    )
+    .map(drop)
+}
+
+/// The telemetry module plugin in the registry and its Plugin resource.
+fn telemetry_plugin(cp: &ControlPlane, registry: &TestRegistry) -> Result {
+    let reference = format!("{}/modules/telemetry:1.0.0", registry.host());
+    let file = plugin_file("telemetry").display().to_string();
+    let (ok, out) = tessera(&["plugin", "push", &file, &reference, "--version", "1.0.0"]);
+    if !ok {
+        return Err(out);
+    }
+    let plugin = json!({
+        "apiVersion": "tessera.dev/v1alpha1", "kind": "Plugin",
+        "metadata": {"name": "telemetry"},
+        "spec": {
+            "kind": "module-reconciler",
+            "versions": [{"version": "1.0.0", "ref": reference}],
+            "channels": [{"name": "regular", "version": "1.0.0"}],
+            "grants": requested_grants("telemetry"),
+        },
+    });
+    apply(&cp.garden, &plugin)
+}
+
+pub fn apply(cluster: &Cluster, doc: &Value) -> Result {
+    let out = cluster.kubectl_stdin(&["apply", "-f", "-"], &doc.to_string());
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(())
+}
+
+fn write_values(dir: &Path, values: &Value) -> String {
+    let path = dir.join("values.json");
+    std::fs::write(&path, values.to_string()).unwrap();
+    path.display().to_string()
+}
+
+/// Both images on the node, the prerequisites, then `helm install --wait`.
+pub fn install(cp: &ControlPlane, registry: &TestRegistry, dir: &Path) -> Result {
+    let node = cp.node.as_ref().expect("a node");
+    for tag in ["dev", "next"] {
+        node.import(&image_tar(), &format!("{IMAGE}:{tag}"))?;
+    }
+    gardener_secret(cp)?;
+    telemetry_plugin(cp, registry)?;
+    let chart = crate::workspace().join("charts/tessera");
+    let values = write_values(dir, &values(cp, registry, "dev"));
+    let chart = chart.display().to_string();
+    helm(
+        cp,
+        &["install", "tessera", &chart, "-n", NS, "-f", &values, "--wait", "--timeout", "3m"],
+    )
+    .map_err(|e| format!("{e}\n{}", diagnose(cp)))?;
+    Ok(())
+}
+
+/// The `(Ready, Shoot uid)` of Runtime `id` once Ready, with its kubeconfig Secret.
+pub fn runtime_ready(cp: &ControlPlane, id: &str) -> Result<String> {
+    wait_for(&format!("Runtime {id} Ready"), || {
+        let rt = json_of(&cp.garden, &["-n", NS, "get", "runtime", id]).ok()?;
+        (rt["status"]["state"] == "Ready").then_some(())
+    })
+    .map_err(|e| format!("{e}\n{}", diagnose(cp)))?;
+    let secret = json_of(&cp.garden, &["-n", NS, "get", "secret", &format!("kubeconfig-{id}")])?;
+    if secret["data"]["config"].as_str().unwrap_or("").is_empty() {
+        return Err(format!("kubeconfig-{id} has no kubeconfig"));
+    }
+    let shoot_name = format!("shoot-{id}");
+    let shoot = json_of(
+        &cp.garden,
+        &["-n", "garden-kyma-dev", "get", "shoots.core.gardener.cloud", &shoot_name],
+    )?;
+    Ok(shoot["metadata"]["uid"].as_str().unwrap_or("").to_string())
+}
+
+pub fn new_runtime(cp: &ControlPlane, id: &str) -> Result {
+    let rt = crate::runtimes::runtime_doc(NS, id, &format!("shoot-{id}"));
+    apply(&cp.garden, &serde_json::to_value(rt).unwrap())
+}
+
+/// A ModuleSet installing into this cluster: its Deployment really becomes available.
+/// The Deployment's uid.
+pub fn modules_available(cp: &ControlPlane) -> Result<String> {
+    let set = json!({
+        "apiVersion": "tessera.dev/v1alpha1", "kind": "ModuleSet",
+        "metadata": {"name": "local", "namespace": NS},
+        "spec": {"modules": [{"name": "telemetry", "config": {
+            "endpoint": "otlp.example:4317", "namespace": "telemetry", "image": PAUSE_IMAGE}}]},
+    });
+    apply(&cp.garden, &set)?;
+    wait_for("ModuleSet local Ready", || {
+        let s = json_of(&cp.garden, &["-n", NS, "get", "moduleset", "local"]).ok()?;
+        (s["status"]["state"] == "Ready").then_some(())
+    })
+    .map_err(|e| format!("{e}\n{}", diagnose(cp)))?;
+    let d = json_of(
+        &cp.garden,
+        &["-n", "telemetry", "get", "deployment", "telemetry-gateway"],
+    )?;
+    let (want, available) = (&d["spec"]["replicas"], &d["status"]["availableReplicas"]);
+    if want != available {
+        return Err(format!("Deployment available {available} of {want}"));
+    }
+    Ok(d["metadata"]["uid"].as_str().unwrap_or("").to_string())
+}
+

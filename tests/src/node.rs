@@ -1,0 +1,403 @@
+//! A real node for a test [`Cluster`]: containerd + runc from Debian, kubelet,
+//! kube-controller-manager and kube-scheduler 1.20.2 built from the same source as the API
+//! server (`tests/kube/ensure-apiserver.sh`), pod networking from Debian's CNI bridge and
+//! host-local plugins, and a pause image built locally (`tests/node/ensure-node.sh`).
+//! Pods really run; Deployments roll out and namespaces finalize because the real
+//! controllers do it. Needs root (containerd, network links, mounts).
+//!
+//! No kube-proxy (these machines have no iptables): Service cluster IPs do not route. Pods
+//! reach the API server at the bridge's address when the cluster serves there
+//! ([`crate::cluster::ClusterOptions::address`]).
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::cluster::{Cluster, free_port};
+
+/// The image every pod sandbox uses, and the one test modules run.
+pub const PAUSE_IMAGE: &str = "tessera.test/pause:1";
+
+/// Directory of the node's cached files (`pause.tar`): `$TESSERA_NODE_DIR`, or the
+/// per-machine cache `tests/node/ensure-node.sh` fills.
+fn node_cache() -> PathBuf {
+    std::env::var_os("TESSERA_NODE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME").unwrap_or_default();
+            PathBuf::from(home).join(".cache/tessera/node")
+        })
+}
+
+/// `kubelet`, `kube-controller-manager`, `kube-scheduler`: beside the API server binary.
+fn kube_binary(command: &str) -> PathBuf {
+    let apiserver = crate::cluster::apiserver_binary();
+    apiserver
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(format!("{command}-1.20.2"))
+}
+
+fn run(cmd: &mut Command) -> Result<String, String> {
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{cmd:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A Linux bridge with a /24 of its own: the pods' network, and an address on the host
+/// that pods can reach. Deleted on drop.
+pub struct Bridge {
+    pub name: String,
+    /// The bridge's own address (the pods' gateway): `10.88.N.1`.
+    pub gateway: Ipv4Addr,
+    /// `10.88.N.0/24`
+    pub subnet: String,
+}
+
+impl Bridge {
+    /// Create a bridge whose name and subnet no other test uses right now.
+    pub fn create() -> Result<Self, String> {
+        let start = std::process::id() as u8;
+        for i in 0..=255u8 {
+            let n = start.wrapping_add(i);
+            let name = format!("tsr{n}");
+            // Creating the link is the lock: a name (and so a subnet) in use fails here.
+            if run(Command::new("ip").args(["link", "add", &name, "type", "bridge"])).is_err() {
+                continue;
+            }
+            let bridge = Bridge {
+                name,
+                gateway: Ipv4Addr::new(10, 88, n, 1),
+                subnet: format!("10.88.{n}.0/24"),
+            };
+            run(Command::new("ip").args([
+                "addr",
+                "add",
+                &format!("{}/24", bridge.gateway),
+                "dev",
+                &bridge.name,
+            ]))?;
+            run(Command::new("ip").args(["link", "set", &bridge.name, "up"]))?;
+            return Ok(bridge);
+        }
+        Err("no free bridge name tsr0..tsr255".into())
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = run(Command::new("ip").args(["link", "del", &self.name]));
+    }
+}
+
+/// One node registered with a cluster, and the cluster's controllers; stops on drop
+/// (containers included).
+pub struct Node {
+    children: Vec<(&'static str, Child)>,
+    dir: tempfile::TempDir,
+    socket: PathBuf,
+    /// The Node object's name.
+    pub name: String,
+    bridge: Option<Bridge>,
+}
+
+impl Node {
+    /// Start containerd, load the pause image, then kube-controller-manager,
+    /// kube-scheduler and a kubelet for `cluster`; wait until the node is Ready. Pods go on
+    /// `bridge` (one is made when `None`).
+    pub fn start(cluster: &Cluster, name: &str, bridge: Option<&Bridge>) -> Result<Self, String> {
+        let own = match bridge {
+            Some(_) => None,
+            None => Some(Bridge::create()?),
+        };
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let mut node = Node {
+            children: Vec::new(),
+            socket: dir.path().join("containerd.sock"),
+            dir,
+            name: name.to_string(),
+            bridge: None,
+        };
+        let net = bridge.or(own.as_ref()).expect("a bridge");
+        node.write_cni(net)?;
+        node.start_containerd()?;
+        node.import(&node_cache().join("pause.tar"), PAUSE_IMAGE)?;
+        node.start_controllers(cluster)?;
+        node.start_kubelet(cluster)?;
+        node.bridge = own;
+        node.wait_ready(cluster, Duration::from_secs(90))?;
+        Ok(node)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn spawn(&mut self, what: &'static str, cmd: &mut Command) -> Result<(), String> {
+        let log = std::fs::File::create(self.path(&format!("{what}.log")))
+            .map_err(|e| e.to_string())?;
+        let err = log.try_clone().map_err(|e| e.to_string())?;
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("cannot start {what} ({cmd:?}): {e}"))?;
+        self.children.push((what, child));
+        Ok(())
+    }
+
+    fn write_cni(&self, bridge: &Bridge) -> Result<(), String> {
+        let conf = serde_json::json!({
+            "cniVersion": "0.4.0",
+            "name": "tessera-test",
+            "plugins": [{
+                "type": "bridge",
+                "bridge": bridge.name,
+                "isGateway": true,
+                "ipMasq": false,
+                "hairpinMode": true,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": bridge.subnet, "gateway": bridge.gateway.to_string()}]],
+                    "dataDir": self.path("ipam"),
+                },
+            }],
+        });
+        std::fs::create_dir_all(self.path("cni")).map_err(|e| e.to_string())?;
+        std::fs::write(self.path("cni/10-tessera.conflist"), conf.to_string())
+            .map_err(|e| e.to_string())
+    }
+
+    fn start_containerd(&mut self) -> Result<(), String> {
+        let d = self.dir.path().display().to_string();
+        // restrict_oom_score_adj: this VM refuses negative oom_score_adj, and runc then
+        // fails with "can't get final child's PID from pipe: EOF".
+        let config = format!(
+            r#"version = 2
+root = "{d}/containerd/root"
+state = "{d}/containerd/state"
+[grpc]
+  address = "{d}/containerd.sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{PAUSE_IMAGE}"
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "{d}/cni"
+"#
+        );
+        std::fs::write(self.path("containerd.toml"), config).map_err(|e| e.to_string())?;
+        let config = self.path("containerd.toml");
+        self.spawn(
+            "containerd",
+            Command::new("containerd").arg("--config").arg(&config),
+        )?;
+        let started = Instant::now();
+        while self.ctr(&["version"]).is_err() {
+            if started.elapsed() > Duration::from_secs(30) {
+                return Err(format!("containerd did not start:\n{}", self.logs()));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
+    /// `ctr` against this node's containerd, in the CRI namespace.
+    pub fn ctr(&self, args: &[&str]) -> Result<String, String> {
+        run(Command::new("ctr")
+            .arg("--address")
+            .arg(&self.socket)
+            .args(["-n", "k8s.io"])
+            .args(args))
+    }
+
+    /// Load an OCI image layout tar as `name`, as if pulled (pods use it with
+    /// `imagePullPolicy: IfNotPresent`).
+    pub fn import(&self, tar: &Path, name: &str) -> Result<(), String> {
+        let tar = tar.display().to_string();
+        self.ctr(&["images", "import", "--index-name", name, &tar])?;
+        // ctr also names the image `import-<date>:latest`; the CRI image cache can then map
+        // the image to that name and report it missing once it is gone: keep one name.
+        for line in self.ctr(&["images", "ls", "-q"])?.lines() {
+            if line.starts_with("import-") {
+                self.ctr(&["images", "rm", line])?;
+            }
+        }
+        Ok(())
+    }
+
+    fn start_controllers(&mut self, cluster: &Cluster) -> Result<(), String> {
+        let kubeconfig = cluster.kubeconfig.display().to_string();
+        let sa_key = cluster.file("sa.key").display().to_string();
+        let ca = cluster.file("certs/apiserver.crt").display().to_string();
+        self.spawn(
+            "kube-controller-manager",
+            Command::new(kube_binary("kube-controller-manager")).args([
+                "--kubeconfig",
+                &kubeconfig,
+                "--leader-elect=false",
+                "--port=0",
+                "--secure-port=0",
+                // The token controller signs service-account tokens with the API server's
+                // key and hands pods this CA.
+                "--service-account-private-key-file",
+                &sa_key,
+                "--root-ca-file",
+                &ca,
+                "--use-service-account-credentials=false",
+                "--controllers=*",
+            ]),
+        )?;
+        self.spawn(
+            "kube-scheduler",
+            Command::new(kube_binary("kube-scheduler")).args([
+                "--kubeconfig",
+                &kubeconfig,
+                "--leader-elect=false",
+                "--port=0",
+                "--secure-port=0",
+            ]),
+        )
+    }
+
+    fn start_kubelet(&mut self, cluster: &Cluster) -> Result<(), String> {
+        let d = self.dir.path().display().to_string();
+        let port = free_port().to_string();
+        let endpoint = format!("unix://{}", self.socket.display());
+        let kubeconfig = cluster.kubeconfig.display().to_string();
+        let name = self.name.clone();
+        self.spawn(
+            "kubelet",
+            Command::new(kube_binary("kubelet")).args([
+                "--kubeconfig",
+                &kubeconfig,
+                "--container-runtime",
+                "remote",
+                "--container-runtime-endpoint",
+                &endpoint,
+                "--cgroup-driver",
+                "cgroupfs",
+                "--fail-swap-on=false",
+                "--cgroups-per-qos=false",
+                "--enforce-node-allocatable=",
+                "--pod-infra-container-image",
+                PAUSE_IMAGE,
+                "--root-dir",
+                &format!("{d}/kubelet"),
+                "--cert-dir",
+                &format!("{d}/kubelet-pki"),
+                "--hostname-override",
+                &name,
+                "--node-ip",
+                "127.0.0.1",
+                "--address",
+                "127.0.0.1",
+                "--port",
+                &port,
+                "--healthz-port=0",
+                "--read-only-port=0",
+                // Imported images cannot be pulled again: never collect them.
+                "--image-gc-high-threshold=100",
+            ]),
+        )
+    }
+
+    fn wait_ready(&mut self, cluster: &Cluster, limit: Duration) -> Result<(), String> {
+        let started = Instant::now();
+        let path = "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}";
+        while started.elapsed() < limit {
+            let out = cluster.kubectl(&["get", "node", &self.name, "-o", path]);
+            if out.status.success() && out.stdout == b"True" {
+                return Ok(());
+            }
+            for (what, child) in &mut self.children {
+                if let Ok(Some(status)) = child.try_wait() {
+                    return Err(format!("{what} exited with {status}:\n{}", self.logs()));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        Err(format!(
+            "node {} not Ready after {limit:?}:\n{}",
+            self.name,
+            self.logs()
+        ))
+    }
+
+    /// The last lines of every node process's log, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut text = String::new();
+        for what in [
+            "containerd",
+            "kube-controller-manager",
+            "kube-scheduler",
+            "kubelet",
+        ] {
+            let log = std::fs::read_to_string(self.path(&format!("{what}.log"))).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(12)..];
+            text.push_str(&format!("== {what}\n{}\n", tail.join("\n")));
+        }
+        text
+    }
+
+    /// Kill every container of the node: kubelet is gone by then and cannot stop them.
+    fn kill_containers(&self) {
+        let Ok(tasks) = self.ctr(&["tasks", "ls", "-q"]) else {
+            return;
+        };
+        for task in tasks.lines() {
+            let _ = self.ctr(&["tasks", "kill", "-s", "SIGKILL", task]);
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        for task in tasks.lines() {
+            let _ = self.ctr(&["tasks", "rm", "-f", task]);
+        }
+    }
+
+    /// Unmount what kubelet and containerd mounted under the node's directory (volumes,
+    /// rootfs, sandbox /dev/shm), deepest first, so the directory can go.
+    fn unmount_all(&self) {
+        let root = self.dir.path().display().to_string();
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let mut points: Vec<&str> = mounts
+            .lines()
+            .filter_map(|l| l.split(' ').nth(1))
+            .filter(|p| p.starts_with(&root))
+            .collect();
+        points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+        for point in points {
+            let _ = Command::new("umount").args(["-l", point]).status();
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        // kubelet first (it would restart what we kill), then the containers, then the rest.
+        if let Some((_, kubelet)) = self.children.iter_mut().find(|(w, _)| *w == "kubelet") {
+            let _ = kubelet.kill();
+            let _ = kubelet.wait();
+        }
+        self.kill_containers();
+        for (_, child) in self.children.iter_mut().rev() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.unmount_all();
+    }
+}

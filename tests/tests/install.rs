@@ -1,0 +1,180 @@
+//! The chart installed for real: `helm install` of `charts/tessera` with the image `./x image`
+//! builds, onto a cluster with a real node (kubelet, controllers, containerd, runc), the host
+//! in two pods against the Gardener simulator. A Runtime becomes Ready with its kubeconfig
+//! Secret, a ModuleSet's Deployment really becomes available, the standby takes over when
+//! the leader's pod is deleted, `helm upgrade` to a new image loses and repeats nothing,
+//! and `helm uninstall` leaves only what the chart documents (the CRDs).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use tessera_tests::env::{ControlPlane, NodeOn, PlaneOptions};
+use tessera_tests::gardener_sim::Script;
+use tessera_tests::install::{
+    IMAGE, NS, Result, diagnose, helm, install, json_of, modules_available,
+    new_runtime, runtime_ready, wait_for,
+};
+use tessera_tests::modules::kubectl_ok;
+use tessera_tests::registry::TestRegistry;
+
+fn lease_holder(cp: &ControlPlane) -> Option<String> {
+    let lease = json_of(&cp.garden, &["-n", NS, "get", "lease", "tessera"]).ok()?;
+    lease["spec"]["holderIdentity"].as_str().map(str::to_string)
+}
+
+/// The host pods' names.
+fn host_pods(cp: &ControlPlane) -> Result<Vec<String>> {
+    let pods = json_of(
+        &cp.garden,
+        &["-n", NS, "get", "pods", "-l", "app.kubernetes.io/name=tessera"],
+    )?;
+    Ok(pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
+        .collect())
+}
+
+/// The leader's pod is deleted: the standby takes the lease.
+fn failover(cp: &ControlPlane) -> Result {
+    let holder = wait_for("a leader", || lease_holder(cp))?;
+    let pods = host_pods(cp)?;
+    // The identity is `<hostname>-<pid>`, and a pod's hostname is its name.
+    let leader = pods
+        .iter()
+        .find(|p| holder.starts_with(&format!("{p}-")))
+        .ok_or_else(|| format!("lease holder {holder} is none of the pods {pods:?}"))?
+        .clone();
+    kubectl_ok(&cp.garden, &["-n", NS, "delete", "pod", &leader, "--wait=false"])?;
+    let standby: Vec<&String> = pods.iter().filter(|p| **p != leader).collect();
+    wait_for("the standby to take the lease", || {
+        let now = lease_holder(cp)?;
+        standby
+            .iter()
+            .any(|p| now.starts_with(&format!("{p}-")))
+            .then_some(())
+    })
+    .map_err(|e| format!("{e} (leader was {leader})\n{}", diagnose(cp)))
+}
+
+/// `helm upgrade` to the `next` image while a new Runtime is being created: both pods
+/// roll, the new Runtime becomes Ready, and nothing that was done is done again (the
+/// Shoot and the module's Deployment are the same objects).
+fn upgrade(cp: &ControlPlane, shoot_uid: &str, deployment_uid: &str) -> Result {
+    new_runtime(cp, "rt-b")?;
+    let chart = tessera_tests::workspace().join("charts/tessera");
+    let chart = chart.display().to_string();
+    let tag = format!("image.tag=next");
+    helm(
+        cp,
+        &["upgrade", "tessera", &chart, "-n", NS, "--reuse-values", "--set", &tag, "--wait"],
+    )
+    .map_err(|e| format!("{e}\n{}", diagnose(cp)))?;
+    wait_for("every host pod on the new image", || {
+        let pods = json_of(
+            &cp.garden,
+            &["-n", NS, "get", "pods", "-l", "app.kubernetes.io/name=tessera"],
+        )
+        .ok()?;
+        let images: Vec<&str> = pods["items"]
+            .as_array()?
+            .iter()
+            .filter_map(|p| p["spec"]["containers"][0]["image"].as_str())
+            .collect();
+        (images.len() == 2 && images.iter().all(|i| *i == format!("{IMAGE}:next")))
+            .then_some(())
+    })?;
+    runtime_ready(cp, "rt-b")?;
+    if runtime_ready(cp, "rt-a")? != shoot_uid {
+        return Err("the upgrade made rt-a's Shoot anew".into());
+    }
+    if modules_available(cp)? != deployment_uid {
+        return Err("the upgrade made the module's Deployment anew".into());
+    }
+    Ok(())
+}
+
+/// Delete what the host manages (its finalizers need the host), then `helm uninstall`.
+fn uninstall(cp: &ControlPlane) -> Result {
+    kubectl_ok(
+        &cp.garden,
+        &["-n", NS, "delete", "moduleset", "local", "--timeout=120s"],
+    )?;
+    kubectl_ok(
+        &cp.garden,
+        &["-n", NS, "delete", "runtime", "rt-a", "rt-b", "--timeout=120s"],
+    )?;
+    let gone = kubectl_ok(&cp.garden, &["get", "namespace", "telemetry", "--ignore-not-found"])?;
+    if !gone.trim().is_empty() {
+        return Err(format!("the module's namespace is still there: {gone}"));
+    }
+    helm(cp, &["uninstall", "tessera", "-n", NS, "--wait"])?;
+    let left = leftovers(cp)?;
+    if !left.is_empty() {
+        return Err(format!("helm uninstall left {left:?}"));
+    }
+    Ok(())
+}
+
+/// Objects in the release namespace that neither Kubernetes (the default service account,
+/// its token, the root CA ConfigMap, Events) nor the test (the Gardener Secret) made, and
+/// cluster-wide RBAC naming the release.
+fn leftovers(cp: &ControlPlane) -> Result<Vec<String>> {
+    let kinds = kubectl_ok(
+        &cp.garden,
+        &["api-resources", "--namespaced=true", "--verbs=list", "-o", "name"],
+    )?;
+    let kinds: Vec<&str> = kinds.lines().filter(|k| !k.starts_with("events")).collect();
+    let listed = kubectl_ok(&cp.garden, &["-n", NS, "get", &kinds.join(","), "-o", "name"])?;
+    let expected = |name: &str| {
+        name == "serviceaccount/default"
+            || name.starts_with("secret/default-token-")
+            || name == "configmap/kube-root-ca.crt"
+            || name == "secret/gardener"
+    };
+    let mut left: Vec<String> = listed
+        .lines()
+        .filter(|n| !expected(n))
+        .map(str::to_string)
+        .collect();
+    let rbac = kubectl_ok(
+        &cp.garden,
+        &["get", "clusterroles,clusterrolebindings", "-o", "name"],
+    )?;
+    left.extend(rbac.lines().filter(|n| n.contains("tessera")).map(str::to_string));
+    Ok(left)
+}
+
+#[test]
+fn the_chart_on_a_real_node() {
+    let sim = PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
+    let script = Script {
+        create_ms: 1000,
+        reconcile_ms: 500,
+        delete_ms: 500,
+        shoots: BTreeMap::new(),
+    };
+    let options = PlaneOptions {
+        node: Some(NodeOn::Garden),
+        pods_reach_plane: true,
+    };
+    let cp = ControlPlane::start_with(&sim, &script, &options).expect("control plane");
+    let gateway = cp.bridge.as_ref().unwrap().gateway;
+    let registry = TestRegistry::start_on(gateway).expect("registry");
+    let dir = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let step = |what: &str, r: Result| {
+        eprintln!("{what}: {:?} after {:.0?}", r.is_ok(), started.elapsed());
+        r.unwrap_or_else(|e| panic!("{what}: {e}"))
+    };
+    step("helm install", install(&cp, &registry, &dir.path()));
+    new_runtime(&cp, "rt-a").unwrap();
+    let shoot_uid = runtime_ready(&cp, "rt-a").unwrap_or_else(|e| panic!("rt-a: {e}"));
+    let deployment_uid = modules_available(&cp).unwrap_or_else(|e| panic!("modules: {e}"));
+    step("leader failover", failover(&cp));
+    step("helm upgrade", upgrade(&cp, &shoot_uid, &deployment_uid));
+    step("helm uninstall", uninstall(&cp));
+}
