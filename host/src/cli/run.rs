@@ -101,7 +101,7 @@ pub struct RunArgs {
     #[arg(long, env = "TESSERA_PLUGIN_STORE")]
     plugin_store: Option<PathBuf>,
     /// Trust policy: public keys per registry/repository prefix, and whether every
-    /// plugin must be signed (see the README).
+    /// plugin must be signed (see docs/operator-guide.md).
     #[arg(long, env = "TESSERA_TRUST_POLICY")]
     trust_policy: Option<PathBuf>,
     /// Let kubeconfigs from Secrets (ModuleSet targets, runtime clusters) run exec plugins
