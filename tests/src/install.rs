@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::cluster::Cluster;
 use crate::env::ControlPlane;
-use crate::modules::{kubectl_ok, plugin_file, requested_grants, tessera};
+use crate::modules::{PIPELINE_CRD, crd_grant, kubectl_ok, plugin_file, requested_grants, tessera};
 use crate::node::PAUSE_IMAGE;
 use crate::registry::TestRegistry;
 
@@ -125,25 +125,40 @@ fn gardener_secret(cp: &ControlPlane) -> Result {
     .map(drop)
 }
 
-/// The telemetry module plugin in the registry and its Plugin resource.
-fn telemetry_plugin(cp: &ControlPlane, registry: &TestRegistry) -> Result {
-    let reference = format!("{}/modules/telemetry:1.0.0", registry.host());
-    let file = plugin_file("telemetry").display().to_string();
-    let (ok, out) = tessera(&["plugin", "push", &file, &reference, "--version", "1.0.0"]);
-    if !ok {
-        return Err(out);
+/// The telemetry module and its CRD bundle (the `manifest` plugin) in the registry, and
+/// their Plugin resources.
+fn module_plugins(cp: &ControlPlane, registry: &TestRegistry) -> Result {
+    for file in ["telemetry", "manifest"] {
+        let reference = format!("{}/modules/{file}:1.0.0", registry.host());
+        let path = plugin_file(file).display().to_string();
+        let (ok, out) = tessera(&["plugin", "push", &path, &reference, "--version", "1.0.0"]);
+        if !ok {
+            return Err(out);
+        }
     }
-    let plugin = json!({
-        "apiVersion": "tessera.dev/v1alpha1", "kind": "Plugin",
-        "metadata": {"name": "telemetry"},
-        "spec": {
+    let plugin = |name: &str, file: &str, extra: Value| {
+        let mut spec = json!({
             "kind": "module-reconciler",
-            "versions": [{"version": "1.0.0", "ref": reference}],
+            "versions": [{"version": "1.0.0", "ref": format!("{}/modules/{file}:1.0.0", registry.host())}],
             "channels": [{"name": "regular", "version": "1.0.0"}],
-            "grants": requested_grants("telemetry"),
-        },
-    });
-    apply(&cp.garden, &plugin)
+        });
+        spec.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        json!({"apiVersion": "tessera.dev/v1alpha1", "kind": "Plugin",
+            "metadata": {"name": name}, "spec": spec})
+    };
+    apply(
+        &cp.garden,
+        &plugin("telemetry", "telemetry", json!({"grants": requested_grants("telemetry")})),
+    )?;
+    apply(
+        &cp.garden,
+        &plugin(
+            "telemetry-crds",
+            "manifest",
+            json!({"config": {"manifest": PIPELINE_CRD},
+                "grants": crd_grant("pipelines.telemetry.tessera.dev")}),
+        ),
+    )
 }
 
 pub fn apply(cluster: &Cluster, doc: &Value) -> Result {
@@ -167,7 +182,7 @@ pub fn install(cp: &ControlPlane, registry: &TestRegistry, dir: &Path) -> Result
         node.import(&image_tar(), &format!("{IMAGE}:{tag}"))?;
     }
     gardener_secret(cp)?;
-    telemetry_plugin(cp, registry)?;
+    module_plugins(cp, registry)?;
     let chart = crate::workspace().join("charts/tessera");
     let values = write_values(dir, &values(cp, registry, "dev"));
     let chart = chart.display().to_string();
@@ -209,8 +224,10 @@ pub fn modules_available(cp: &ControlPlane) -> Result<String> {
     let set = json!({
         "apiVersion": "tessera.dev/v1alpha1", "kind": "ModuleSet",
         "metadata": {"name": "local", "namespace": NS},
-        "spec": {"modules": [{"name": "telemetry", "config": {
-            "endpoint": "otlp.example:4317", "namespace": "telemetry", "image": PAUSE_IMAGE}}]},
+        "spec": {"modules": [
+            {"name": "telemetry-crds"},
+            {"name": "telemetry", "config": {"endpoint": "otlp.example:4317", "image": PAUSE_IMAGE}},
+        ]},
     });
     apply(&cp.garden, &set)?;
     wait_for("ModuleSet local Ready", || {
@@ -220,7 +237,7 @@ pub fn modules_available(cp: &ControlPlane) -> Result<String> {
     .map_err(|e| format!("{e}\n{}", diagnose(cp)))?;
     let d = json_of(
         &cp.garden,
-        &["-n", "telemetry", "get", "deployment", "telemetry-gateway"],
+        &["-n", "kyma-system", "get", "deployment", "telemetry-gateway"],
     )?;
     let (want, available) = (&d["spec"]["replicas"], &d["status"]["availableReplicas"]);
     if want != available {

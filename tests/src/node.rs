@@ -225,18 +225,16 @@ state = "{d}/containerd/state"
             .args(args))
     }
 
-    /// Load an OCI image layout tar as `name`, as if pulled (pods use it with
+    /// Load an OCI image layout tar as `name` (`repo:tag`), as if pulled (pods use it with
     /// `imagePullPolicy: IfNotPresent`).
     pub fn import(&self, tar: &Path, name: &str) -> Result<(), String> {
         let tar = tar.display().to_string();
-        self.ctr(&["images", "import", "--index-name", name, &tar])?;
-        // ctr also names the image `import-<date>:latest`; the CRI image cache can then map
-        // the image to that name and report it missing once it is gone: keep one name.
-        for line in self.ctr(&["images", "ls", "-q"])?.lines() {
-            if line.starts_with("import-") {
-                self.ctr(&["images", "rm", line])?;
-            }
-        }
+        let repo = name.rsplit_once(':').map_or(name, |(repo, _)| repo);
+        // The layout's own tag (`org.opencontainers.image.ref.name`) becomes `<repo>:<tag>`
+        // too, not ctr's default `import-<date>:<tag>`. Names are never removed: the CRI
+        // image cache can keep mapping the image to a removed name and then reports it
+        // missing ("failed to get image from containerd … not found").
+        self.ctr(&["images", "import", "--base-name", repo, "--index-name", name, &tar])?;
         Ok(())
     }
 
@@ -324,10 +322,12 @@ state = "{d}/containerd/state"
             if out.status.success() && out.stdout == b"True" {
                 return Ok(());
             }
-            for (what, child) in &mut self.children {
-                if let Ok(Some(status)) = child.try_wait() {
-                    return Err(format!("{what} exited with {status}:\n{}", self.logs()));
-                }
+            let exited = self
+                .children
+                .iter_mut()
+                .find_map(|(what, child)| Some((*what, child.try_wait().ok()??)));
+            if let Some((what, status)) = exited {
+                return Err(format!("{what} exited with {status}:\n{}", self.logs()));
             }
             std::thread::sleep(Duration::from_millis(250));
         }

@@ -85,8 +85,10 @@ fn two_api_servers_on_one_machine_serve_crds_and_server_side_apply() {
 #[test]
 fn a_node_runs_pods_and_namespaces_finalize() {
     use tessera_tests::node::{Node, PAUSE_IMAGE};
+    let started = std::time::Instant::now();
     let cluster = Cluster::start("node").expect("cluster");
     let node = Node::start(&cluster, "node-0", None).expect("node");
+    eprintln!("cluster and node Ready after {:.1?}", started.elapsed());
     ok(cluster.kubectl(&["create", "namespace", "work"]));
     ok(cluster.kubectl(&[
         "-n", "work", "create", "deployment", "sleeper", "--image", PAUSE_IMAGE, "--replicas", "2",
@@ -107,7 +109,9 @@ fn a_node_runs_pods_and_namespaces_finalize() {
         ips.split(' ').all(|ip| ip.starts_with("10.88.")),
         "pod IPs come from the bridge: {ips}"
     );
+    eprintln!("Deployment available after {:.1?}", started.elapsed());
     ok(cluster.kubectl(&["delete", "namespace", "work", "--timeout=90s"]));
+    eprintln!("namespace finalized after {:.1?}", started.elapsed());
     let gone = cluster.kubectl(&["get", "namespace", "work"]);
     assert!(!gone.status.success(), "the namespace is finalized and gone");
 }

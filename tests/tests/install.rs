@@ -107,7 +107,10 @@ fn uninstall(cp: &ControlPlane) -> Result {
         &cp.garden,
         &["-n", NS, "delete", "runtime", "rt-a", "rt-b", "--timeout=120s"],
     )?;
-    let gone = kubectl_ok(&cp.garden, &["get", "namespace", "telemetry", "--ignore-not-found"])?;
+    let gone = kubectl_ok(
+        &cp.garden,
+        &["get", "namespace", "kyma-system", "--ignore-not-found"],
+    )?;
     if !gone.trim().is_empty() {
         return Err(format!("the module's namespace is still there: {gone}"));
     }

@@ -1,7 +1,9 @@
 //! `demo`: the main job on a laptop. Starts the local control plane (etcd, a garden and a
 //! runtime API server, the Gardener simulator), runs a Tessera host against it, applies
 //! `examples/runtime-aws.yaml` and follows it to Ready and its kubeconfig Secret.
-//! With `--kubeconfig`, uses that cluster (and the Gardener behind it) instead.
+//! With `--kubeconfig`, uses that cluster (and the Gardener behind it) instead. With
+//! `--in-pod`, the host runs as the Helm chart installs it: two pods on a real node (the
+//! image `./x image` builds), the Runtime in the release namespace.
 //! Run through `cargo xtask demo`.
 
 use std::path::{Path, PathBuf};
@@ -9,8 +11,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use tessera_tests::env::{ControlPlane, Host};
+use tessera_tests::env::{ControlPlane, Host, NodeOn, PlaneOptions};
 use tessera_tests::gardener_sim::Script;
+use tessera_tests::registry::TestRegistry;
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -23,6 +26,63 @@ struct Args {
     /// Keep everything running until Ctrl-C.
     #[arg(long)]
     keep: bool,
+    /// Run the host in pods, installed by `helm install` onto a real node of the local
+    /// control plane (kubelet, containerd), instead of as a local process.
+    #[arg(long, conflicts_with = "kubeconfig")]
+    in_pod: bool,
+}
+
+/// Where the host runs, and where to read its log.
+enum Running {
+    Process(Host),
+    /// The chart's pods on the local control plane's node.
+    Pods,
+}
+
+impl Running {
+    fn log(&self) -> String {
+        match self {
+            Self::Process(host) => host.log.display().to_string(),
+            Self::Pods => format!(
+                "kubectl logs -n {} -l app.kubernetes.io/name=tessera",
+                tessera_tests::install::NS
+            ),
+        }
+    }
+}
+
+fn script() -> Script {
+    Script {
+        create_ms: 3000,
+        reconcile_ms: 1500,
+        delete_ms: 1500,
+        ..Script::default()
+    }
+}
+
+fn print_plane(cp: &ControlPlane) {
+    println!("garden API server:  {}", cp.garden.server);
+    println!("runtime API server: {}", cp.runtime.server);
+    println!("Gardener simulator: {}", cp.sim_url);
+}
+
+/// The local control plane with a node, the chart installed onto it.
+fn start_in_pods() -> anyhow::Result<(ControlPlane, TestRegistry)> {
+    println!("starting the local control plane with a node (containerd, kubelet, controllers)…");
+    let sim = std::env::current_exe()?.with_file_name("gardener-sim");
+    let options = PlaneOptions {
+        node: Some(NodeOn::Garden),
+        pods_reach_plane: true,
+    };
+    let cp = ControlPlane::start_with(&sim, &script(), &options).map_err(anyhow::Error::msg)?;
+    print_plane(&cp);
+    let gateway = cp.bridge.as_ref().expect("a bridge").gateway;
+    let registry = TestRegistry::start_on(gateway).map_err(anyhow::Error::msg)?;
+    println!("helm install tessera charts/tessera (2 replicas, image {})…", tessera_tests::install::IMAGE);
+    let dir = tempfile::tempdir()?;
+    tessera_tests::install::install(&cp, &registry, dir.path()).map_err(anyhow::Error::msg)?;
+    show(&cp.garden.kubeconfig, &["get", "pods", "-n", tessera_tests::install::NS, "-o", "wide"]);
+    Ok((cp, registry))
 }
 
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
@@ -44,116 +104,105 @@ fn show(kubeconfig: &Path, args: &[&str]) {
     print!("{}", kubectl(kubeconfig, args));
 }
 
+/// The Runtime file's name and namespace (the release namespace when the host runs in pods).
+fn runtime_id(file: &Path, in_pod: bool) -> anyhow::Result<(String, String, serde_json::Value)> {
+    let mut doc: serde_json::Value = serde_saphyr::from_str(&std::fs::read_to_string(file)?)?;
+    let id = doc["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    if in_pod {
+        // The chart's host watches its release namespace.
+        doc["metadata"]["namespace"] = tessera_tests::install::NS.into();
+    }
+    let ns = doc["metadata"]["namespace"].as_str().unwrap_or("default").to_string();
+    Ok((id, ns, doc))
+}
+
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let root = tessera_tests::workspace();
-    let runtime_file = root.join(&args.runtime);
-    let doc: serde_json::Value = serde_saphyr::from_str(&std::fs::read_to_string(&runtime_file)?)?;
-    let id = doc["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let ns = doc["metadata"]["namespace"]
-        .as_str()
-        .unwrap_or("default")
-        .to_string();
-
-    let control_plane;
-    let (kubeconfig, host): (PathBuf, Host) = match &args.kubeconfig {
-        Some(kc) => {
+    let (id, ns, doc) = runtime_id(&root.join(&args.runtime), args.in_pod)?;
+    // Held until the end: dropping them stops the control plane and the registry.
+    let (_plane, kubeconfig, running) = match (&args.kubeconfig, args.in_pod) {
+        (Some(kc), _) => {
             println!("using the cluster of {}", kc.display());
-            print!(
-                "{}",
-                kubectl(
-                    kc,
-                    &[
-                        "apply",
-                        "-f",
-                        &root.join("charts/tessera/crds").display().to_string()
-                    ]
-                )
-            );
+            let crds = root.join("charts/tessera/crds").display().to_string();
+            print!("{}", kubectl(kc, &["apply", "-f", &crds]));
             let log = std::env::temp_dir().join("tessera-demo-host.log");
-            let host = Host::start(kc, &log, &[]);
-            (kc.clone(), host)
+            (None, kc.clone(), Running::Process(Host::start(kc, &log, &[])))
         }
-        None => {
-            println!(
-                "starting etcd, the garden and runtime API servers and the Gardener simulator…"
-            );
+        (None, true) => {
+            let (cp, registry) = start_in_pods()?;
+            let kc = cp.garden.kubeconfig.clone();
+            (Some((cp, Some(registry))), kc, Running::Pods)
+        }
+        (None, false) => {
+            println!("starting etcd, the garden and runtime API servers and the Gardener simulator…");
             let sim = std::env::current_exe()?.with_file_name("gardener-sim");
-            let script = Script {
-                create_ms: 3000,
-                reconcile_ms: 1500,
-                delete_ms: 1500,
-                ..Script::default()
-            };
-            control_plane = ControlPlane::start(&sim, &script).map_err(anyhow::Error::msg)?;
-            println!("garden API server:  {}", control_plane.garden.server);
-            println!("runtime API server: {}", control_plane.runtime.server);
-            println!("Gardener simulator: {}", control_plane.sim_url);
-            let host = control_plane.host("demo-host", &[]);
-            (control_plane.kubeconfig.clone(), host)
+            let cp = ControlPlane::start(&sim, &script()).map_err(anyhow::Error::msg)?;
+            print_plane(&cp);
+            let host = cp.host("demo-host", &[]);
+            println!("tessera run: pid {}, log {}", host.pid(), host.log.display());
+            let kc = cp.kubeconfig.clone();
+            (Some((cp, None)), kc, Running::Process(host))
         }
     };
-    println!(
-        "tessera run: pid {}, log {}",
-        host.pid(),
-        host.log.display()
-    );
     let _ = kubectl(&kubeconfig, &["create", "namespace", &ns]);
-    show(
-        &kubeconfig,
-        &["apply", "-f", &runtime_file.display().to_string()],
-    );
+    // The Runtime as given, or moved into the release namespace.
+    let file = std::env::temp_dir().join(format!("tessera-demo-{id}.json"));
+    std::fs::write(&file, doc.to_string())?;
+    show(&kubeconfig, &["apply", "-f", &file.display().to_string()]);
+    let started = Instant::now();
+    follow(&kubeconfig, &id, &ns, &running)?;
+    show_result(&kubeconfig, &id, &ns)?;
+    println!("Ready after {:.1}s", started.elapsed().as_secs_f64());
+    if args.keep {
+        println!("kubeconfig: {} — Ctrl-C stops everything", kubeconfig.display());
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
+    Ok(())
+}
 
+/// Print each state the Runtime passes through until Ready.
+fn follow(kubeconfig: &Path, id: &str, ns: &str, running: &Running) -> anyhow::Result<()> {
     let started = Instant::now();
     let mut last = String::new();
     loop {
         let state = kubectl(
-            &kubeconfig,
+            kubeconfig,
             &[
                 "get",
                 "runtime",
-                &id,
+                id,
                 "-n",
-                &ns,
+                ns,
                 "-o",
                 "jsonpath={.status.state} {.status.step} {.status.conditions[?(@.type==\"Provisioned\")].reason}",
             ],
         );
         if state != last {
-            println!(
-                "{:>5.1}s  {}",
-                started.elapsed().as_secs_f64(),
-                state.trim()
-            );
+            println!("{:>5.1}s  {}", started.elapsed().as_secs_f64(), state.trim());
             last = state.clone();
         }
         if state.starts_with("Ready") {
-            break;
+            return Ok(());
         }
         if state.starts_with("Failed") || started.elapsed() > Duration::from_secs(300) {
-            show(
-                &kubeconfig,
-                &["get", "runtime", &id, "-n", &ns, "-o", "yaml"],
-            );
-            anyhow::bail!(
-                "the Runtime did not become Ready; host log: {}",
-                host.log.display()
-            );
+            show(kubeconfig, &["get", "runtime", id, "-n", ns, "-o", "yaml"]);
+            anyhow::bail!("the Runtime did not become Ready; host log: {}", running.log());
         }
         std::thread::sleep(Duration::from_millis(250));
     }
-    show(&kubeconfig, &["get", "runtimes", "-n", &ns, "-o", "wide"]);
-    show(&kubeconfig, &["get", "runtimekubeconfigs", "-n", &ns]);
+}
+
+/// The Runtime, its kubeconfig and Shoot, and the cluster seen through that kubeconfig.
+fn show_result(kubeconfig: &Path, id: &str, ns: &str) -> anyhow::Result<()> {
+    show(kubeconfig, &["get", "runtimes", "-n", ns, "-o", "wide"]);
+    show(kubeconfig, &["get", "runtimekubeconfigs", "-n", ns]);
     let secret = format!("kubeconfig-{id}");
+    show(kubeconfig, &["get", "secret", &secret, "-n", ns, "--show-labels"]);
     show(
-        &kubeconfig,
-        &["get", "secret", &secret, "-n", &ns, "--show-labels"],
-    );
-    show(
-        &kubeconfig,
+        kubeconfig,
         &[
             "get",
             "shoots",
@@ -164,16 +213,8 @@ fn main() -> anyhow::Result<()> {
     );
     // The fetched kubeconfig reaches the new cluster, where the admin bindings are.
     let encoded = kubectl(
-        &kubeconfig,
-        &[
-            "get",
-            "secret",
-            &secret,
-            "-n",
-            &ns,
-            "-o",
-            "jsonpath={.data.config}",
-        ],
+        kubeconfig,
+        &["get", "secret", &secret, "-n", ns, "-o", "jsonpath={.data.config}"],
     );
     use base64::Engine as _;
     let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim())?;
@@ -191,15 +232,5 @@ fn main() -> anyhow::Result<()> {
             "custom-columns=NAME:.metadata.name,ROLE:.roleRef.name,USER:.subjects[0].name",
         ],
     );
-    println!("Ready after {:.1}s", started.elapsed().as_secs_f64());
-    if args.keep {
-        println!(
-            "kubeconfig: {} — Ctrl-C stops everything",
-            kubeconfig.display()
-        );
-        loop {
-            std::thread::sleep(Duration::from_secs(3600));
-        }
-    }
     Ok(())
 }
