@@ -55,6 +55,23 @@ fn root() -> PathBuf {
 fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.current_dir(root());
+    // `cargo run` gives xtask the package variables of xtask itself. Passed on, they look
+    // like a changed environment to build scripts that watch them (ring watches
+    // CARGO_MANIFEST_DIR and CARGO_PKG_*), so ring and all that depends on it were rebuilt
+    // whenever the shared target directory was last built from another checkout or by hand.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("CARGO_PKG_")
+            || [
+                "CARGO_MANIFEST_DIR",
+                "CARGO_MANIFEST_PATH",
+                "CARGO_MANIFEST_LINKS",
+            ]
+            .contains(&key.as_ref())
+        {
+            cmd.env_remove(key.as_ref());
+        }
+    }
     cmd
 }
 
