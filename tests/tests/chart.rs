@@ -158,6 +158,32 @@ fn chart_runs_least_privileged() {
     );
 }
 
+/// The image `./x image` names (repository:appVersion), another tag, or a pinned digest.
+#[test]
+fn chart_image_is_a_tag_or_a_digest() {
+    let image = |sets: &[&str]| {
+        let docs = documents(&template(sets));
+        let deployment = find(&docs, "Deployment", "tessera-tessera").expect("Deployment");
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+            .as_str()
+            .expect("an image")
+            .to_string()
+    };
+    assert_eq!(
+        image(&[]),
+        format!("ghcr.io/tessera-dev/tessera:{}", env!("CARGO_PKG_VERSION"))
+    );
+    assert_eq!(
+        image(&["image.repository=127.0.0.1:5000/tessera", "image.tag=dev"]),
+        "127.0.0.1:5000/tessera:dev"
+    );
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    assert_eq!(
+        image(&["image.tag=dev", &format!("image.digest={digest}")]),
+        format!("ghcr.io/tessera-dev/tessera@{digest}")
+    );
+}
+
 #[test]
 fn chart_refuses_two_replicas_without_leader_election() {
     let out = try_template(&["leaderElection.enabled=false"]);

@@ -13,11 +13,15 @@
 //!   with 20 Plugins in its store) against a local docker-registry and control plane.
 //! - `bench-modules [--sets N]`: module figures (a 10-module ModuleSet to Ready; host CPU
 //!   and memory with N ModuleSets × 5 modules) on the local control plane.
+//! - `image [--push REF] [--check-reproducible]`: the container image (static musl host and
+//!   the first-party plugins) as an OCI layout and tar, built without a container engine.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
+
+mod image;
 
 const WASM_TARGET: &str = "wasm32-wasip2";
 const PLUGIN_PROFILE: &str = "plugin";
@@ -34,9 +38,10 @@ fn main() -> Result<()> {
         Some("load") => load(&rest),
         Some("bench-plugins") => bench_plugins(&rest),
         Some("bench-modules") => bench_modules(&rest),
+        Some("image") => image::image(&rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <build-plugins|demo|test|lint|bench|bench-plugins|bench-modules|load> [args]"
+                "usage: cargo xtask <build-plugins|demo|test|lint|bench|bench-plugins|bench-modules|load|image> [args]"
             );
             std::process::exit(2);
         }
@@ -55,6 +60,23 @@ fn root() -> PathBuf {
 fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.current_dir(root());
+    // `cargo run` gives xtask the package variables of xtask itself. Passed on, they look
+    // like a changed environment to build scripts that watch them (ring watches
+    // CARGO_MANIFEST_DIR and CARGO_PKG_*), so ring and all that depends on it were rebuilt
+    // whenever the shared target directory was last built from another checkout or by hand.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("CARGO_PKG_")
+            || [
+                "CARGO_MANIFEST_DIR",
+                "CARGO_MANIFEST_PATH",
+                "CARGO_MANIFEST_LINKS",
+            ]
+            .contains(&key.as_ref())
+        {
+            cmd.env_remove(key.as_ref());
+        }
+    }
     cmd
 }
 
@@ -108,51 +130,67 @@ struct Built {
 /// to `<target>/test-plugins/`).
 fn build_plugins() -> Result<Built> {
     let meta = metadata()?;
-    let target_dir = PathBuf::from(
-        meta["target_directory"]
-            .as_str()
-            .context("target_directory")?,
-    );
+    let target_dir = target_dir(&meta)?;
     let plugin_dir = target_dir.join("plugins");
     let test_plugin_dir = target_dir.join("test-plugins");
-    for (dir, out, prefix) in [
-        ("plugins", &plugin_dir, "tessera-plugin-"),
-        ("tests/guests", &test_plugin_dir, "tessera-guest-"),
-    ] {
-        let packages = packages_under(&meta, dir);
-        if packages.is_empty() {
-            continue;
-        }
-        let mut cmd = cargo();
-        cmd.args([
-            "build",
-            "--target",
-            WASM_TARGET,
-            "--profile",
-            PLUGIN_PROFILE,
-        ]);
-        for package in &packages {
-            cmd.args(["-p", package]);
-        }
-        run(cmd)?;
-        std::fs::create_dir_all(out)?;
-        for package in &packages {
-            let artifact = target_dir
-                .join(WASM_TARGET)
-                .join(PLUGIN_PROFILE)
-                .join(format!("{}.wasm", package.replace('-', "_")));
-            let name = package.strip_prefix(prefix).unwrap_or(package);
-            let dest = out.join(format!("{name}.wasm"));
-            std::fs::copy(&artifact, &dest)
-                .with_context(|| format!("copy {} → {}", artifact.display(), dest.display()))?;
-        }
-        eprintln!("{} components in {}", packages.len(), out.display());
-    }
+    build_components(&meta, "plugins", &plugin_dir, "tessera-plugin-")?;
+    build_components(&meta, "tests/guests", &test_plugin_dir, "tessera-guest-")?;
     Ok(Built {
         target_dir,
         plugin_dir,
         test_plugin_dir,
     })
+}
+
+fn target_dir(meta: &serde_json::Value) -> Result<PathBuf> {
+    Ok(PathBuf::from(
+        meta["target_directory"]
+            .as_str()
+            .context("target_directory")?,
+    ))
+}
+
+/// Build the packages under `dir` for `wasm32-wasip2` and copy each component to
+/// `out/<name>.wasm` (`name` without `prefix`). Returns the copies: the directory is shared
+/// by every checkout using the target directory, so it may hold other checkouts' plugins.
+fn build_components(
+    meta: &serde_json::Value,
+    dir: &str,
+    out: &Path,
+    prefix: &str,
+) -> Result<Vec<PathBuf>> {
+    let packages = packages_under(meta, dir);
+    if packages.is_empty() {
+        return Ok(Vec::new());
+    }
+    let target_dir = target_dir(meta)?;
+    let mut cmd = cargo();
+    cmd.args([
+        "build",
+        "--target",
+        WASM_TARGET,
+        "--profile",
+        PLUGIN_PROFILE,
+    ]);
+    for package in &packages {
+        cmd.args(["-p", package]);
+    }
+    run(cmd)?;
+    std::fs::create_dir_all(out)?;
+    let mut copies = Vec::new();
+    for package in &packages {
+        let artifact = target_dir
+            .join(WASM_TARGET)
+            .join(PLUGIN_PROFILE)
+            .join(format!("{}.wasm", package.replace('-', "_")));
+        let name = package.strip_prefix(prefix).unwrap_or(package);
+        let dest = out.join(format!("{name}.wasm"));
+        std::fs::copy(&artifact, &dest)
+            .with_context(|| format!("copy {} → {}", artifact.display(), dest.display()))?;
+        copies.push(dest);
+    }
+    eprintln!("{} components in {}", packages.len(), out.display());
+    Ok(copies)
 }
 
 fn with_plugin_env(cmd: &mut Command, built: &Built) {

@@ -11,3 +11,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- /* The namespace the host manages: watchNamespace, else the release namespace. */ -}}
 {{- define "tessera.watch" -}}{{ .Values.watchNamespace | default .Release.Namespace }}{{- end -}}
 {{- define "tessera.project" -}}garden-{{ .Values.chain.project | default "kyma-dev" }}{{- end -}}
+{{- /* The image: repository@digest when a digest is set (what `./x image` prints), else repository:tag. */ -}}
+{{- define "tessera.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end -}}
