@@ -78,24 +78,7 @@ pub fn image(args: &[&str]) -> Result<()> {
     let options = parse(args)?;
     let meta = crate::metadata()?;
     let target_dir = crate::target_dir(&meta)?;
-    let inputs = build(&meta, &target_dir)?;
-    let image = assemble(&inputs)?;
-    let layout = target_dir.join("image");
-    let tar = target_dir.join("tessera-image.tar");
-    write_layout(&image, &layout)?;
-    let tar_bytes = image.layout_tar()?;
-    std::fs::write(&tar, &tar_bytes).with_context(|| format!("write {}", tar.display()))?;
-    eprintln!(
-        "image {} {}: layer {} (uncompressed {}), {} plugins\n  layout {}\n  tar    {} ({})",
-        inputs.version,
-        inputs.revision,
-        mib(image.layer.bytes.len()),
-        mib(image.layer_tar_size),
-        inputs.plugins.len(),
-        layout.display(),
-        tar.display(),
-        mib(tar_bytes.len()),
-    );
+    let (inputs, image, layout) = make(&meta, &target_dir)?;
     if options.check_reproducible {
         check_reproducible(&inputs, &image, &target_dir.join("image-check"))?;
     }
@@ -104,6 +87,39 @@ pub fn image(args: &[&str]) -> Result<()> {
     }
     println!("{}", image.manifest.digest);
     Ok(())
+}
+
+/// Build the image and write its layout and tar; the tar's path (`./x test` and
+/// `./x demo --in-pod` load it onto the test node).
+pub fn build_tar() -> Result<PathBuf> {
+    let meta = crate::metadata()?;
+    let target_dir = crate::target_dir(&meta)?;
+    make(&meta, &target_dir)?;
+    Ok(target_dir.join("tessera-image.tar"))
+}
+
+/// Build the inputs, pack them, write `<target>/image/` and `<target>/tessera-image.tar`.
+fn make(meta: &serde_json::Value, target_dir: &Path) -> Result<(Inputs, Image, PathBuf)> {
+    let inputs = build(meta, target_dir)?;
+    let image = assemble(&inputs)?;
+    let layout = target_dir.join("image");
+    let tar = target_dir.join("tessera-image.tar");
+    write_layout(&image, &layout)?;
+    let tar_bytes = image.layout_tar()?;
+    std::fs::write(&tar, &tar_bytes).with_context(|| format!("write {}", tar.display()))?;
+    eprintln!(
+        "image {} {} {}: layer {} (uncompressed {}), {} plugins\n  layout {}\n  tar    {} ({})",
+        inputs.version,
+        inputs.revision,
+        image.manifest.digest,
+        mib(image.layer.bytes.len()),
+        mib(image.layer_tar_size),
+        inputs.plugins.len(),
+        layout.display(),
+        tar.display(),
+        mib(tar_bytes.len()),
+    );
+    Ok((inputs, image, layout))
 }
 
 fn mib(bytes: usize) -> String {
