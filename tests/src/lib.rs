@@ -6,6 +6,7 @@ pub mod env;
 pub mod gardener_sim;
 pub mod modules;
 pub mod probe;
+pub mod prometheus;
 pub mod registry;
 pub mod runtimes;
 pub mod scenarios;
