@@ -157,7 +157,18 @@ async fn metric_counted(addr: &str, prefix: &str, host: &Host) -> Result {
             .then_some(())
     })
     .await
-    .map_err(|e| format!("{e}\nhost log tail:\n{}", tail(&host.logs(), 30)))
+    .map_err(|e| {
+        let name = prefix.split('{').next().unwrap_or(prefix);
+        let text = futures::executor::block_on(http_get(addr, "/metrics")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().filter(|l| l.starts_with(name)).collect();
+        let logs = host.logs();
+        let warnings: Vec<&str> = logs.lines().filter(|l| l.contains("\"WARN\"")).collect();
+        format!(
+            "{e}\n{name} now:\n{}\nhost warnings:\n{}",
+            lines.join("\n"),
+            tail(&warnings.join("\n"), 10)
+        )
+    })
 }
 
 async fn create(api: &Api<Runtime>, runtime: &Runtime) -> Result {
@@ -173,7 +184,8 @@ async fn create(api: &Api<Runtime>, runtime: &Runtime) -> Result {
 /// differing shadow; `rt-bad` is invalid, so a plugin call fails and it is Failed.
 async fn runtimes(f: &Fixture<'_>, addr: &str, host: &Host) -> Result {
     let api: Api<Runtime> = Api::namespaced(f.client.clone(), &f.ns);
-    f.cp.sim_outage("adminkubeconfig", Some(503));
+    // 500, not 503: the client itself retries 503 (and 429, 504).
+    f.cp.sim_outage("adminkubeconfig", Some(500));
     create(&api, &runtime_doc(&f.ns, "rt-mon", "mon1")).await?;
     let stops = r#"tessera_state_machine_unexpected_stops_total{controller="kubeconfig""#;
     metric_counted(addr, stops, host).await?;
