@@ -8,6 +8,7 @@ pub mod install;
 pub mod modules;
 pub mod node;
 pub mod probe;
+pub mod prometheus;
 pub mod registry;
 pub mod runtimes;
 pub mod scenarios;

@@ -264,11 +264,13 @@ fn test(args: &[&str]) -> Result<()> {
     let helm = ensure_tool("tests/chart/ensure-helm.sh")?;
     let registry = ensure_tool("tests/registry/ensure-registry.sh")?;
     let node = ensure_tool("tests/node/ensure-node.sh")?;
+    let prometheus = ensure_tool("tests/prometheus/ensure-prometheus.sh")?;
     let mut cmd = cargo();
     cmd.args(["test", "--workspace"]);
     cmd.env("TESSERA_NODE_DIR", node);
     cmd.env("TESSERA_HELM", helm);
     cmd.env("TESSERA_REGISTRY_BIN", registry);
+    cmd.env("TESSERA_PROMETHEUS_DIR", prometheus);
     cmd.args(args);
     with_plugin_env(&mut cmd, &built);
     cmd.env("TESSERA_KUBE_APISERVER", apiserver);

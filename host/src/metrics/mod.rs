@@ -8,7 +8,9 @@ use prometheus::{
     HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
 
+use crate::controllers::runtime::GardenerFailure;
 use crate::crd::RuntimeState;
+use crate::wasm::Fault;
 
 /// Every metric the host exports, registered in its own registry.
 #[derive(Clone)]
@@ -24,6 +26,10 @@ pub struct Metrics {
     pub(crate) reconciles: IntCounterVec,
     pub(crate) reconcile_duration: HistogramVec,
     pub(crate) plugin_call_duration: HistogramVec,
+    /// Chain calls of applied renders that failed, by plugin and whose fault it was.
+    plugin_call_failures: IntCounterVec,
+    /// Failed requests to Gardener, by call and by whether Gardener was down or refused.
+    gardener_errors: IntCounterVec,
     /// 1 while this process holds the leader lease.
     pub(crate) leader: IntGauge,
     /// Shadow renders per plugin and shadow version, by whether they differed.
@@ -45,6 +51,29 @@ pub struct Metrics {
 pub(crate) enum Dependency {
     /// The Shoot API: without it no Runtime makes progress.
     Gardener,
+}
+
+/// Which request to Gardener failed, as `tessera_gardener_errors_total` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GardenerCall {
+    /// Reading, creating, patching or deleting a Shoot (the Runtime state machine).
+    Shoot,
+    /// The watch of Shoots that wakes Runtimes.
+    Watch,
+    /// `shoots/<name>/adminkubeconfig` (the RuntimeKubeconfig controller).
+    AdminKubeconfig,
+}
+
+impl GardenerCall {
+    const ALL: [Self; 3] = [Self::Shoot, Self::Watch, Self::AdminKubeconfig];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Shoot => "shoot",
+            Self::Watch => "watch",
+            Self::AdminKubeconfig => "adminkubeconfig",
+        }
+    }
 }
 
 impl Dependency {
@@ -127,6 +156,14 @@ const PLUGIN_CALL_DURATION: Doc = (
     "tessera_plugin_call_duration_seconds",
     "Duration of one plugin call, sandbox set-up included",
 );
+const PLUGIN_CALL_FAILURES: Doc = (
+    "tessera_plugin_call_failures_total",
+    "Plugin calls of applied Runtime renders that failed, by plugin and fault (input|config|grant|plugin|transient)",
+);
+const GARDENER_ERRORS: Doc = (
+    "tessera_gardener_errors_total",
+    "Failed requests to Gardener by call (shoot|watch|adminkubeconfig) and failure (unavailable|rejected)",
+);
 const LEADER: Doc = (
     "tessera_leader",
     "1 while this process holds the leader lease",
@@ -176,6 +213,8 @@ impl Metrics {
                 RECONCILE_BUCKETS,
             ),
             plugin_call_duration: histograms(r, PLUGIN_CALL_DURATION, &["plugin"], CALL_BUCKETS),
+            plugin_call_failures: counters(r, PLUGIN_CALL_FAILURES, &["plugin", "fault"]),
+            gardener_errors: counters(r, GARDENER_ERRORS, &["call", "failure"]),
             leader: register(r, leader),
             shadow_renders: counters(r, SHADOW_RENDERS, &["plugin", "version", "result"]),
             plugin_channel_ready: gauges(r, PLUGIN_CHANNEL_READY, &["plugin", "channel"]),
@@ -186,6 +225,34 @@ impl Metrics {
             registry,
         }
         .with_dependency_gauge()
+        .with_gardener_errors_at_zero()
+    }
+
+    /// Every (call, failure) pair exists from the start, so that "no errors" reads as a
+    /// rate of 0 on dashboards and in alert expressions instead of as no data.
+    fn with_gardener_errors_at_zero(self) -> Self {
+        for call in GardenerCall::ALL {
+            for failure in GardenerFailure::ALL {
+                let _ = self
+                    .gardener_errors
+                    .with_label_values(&[call.as_str(), failure.as_str()]);
+            }
+        }
+        self
+    }
+
+    /// A request to Gardener failed.
+    pub(crate) fn gardener_failed(&self, call: GardenerCall, failure: GardenerFailure) {
+        self.gardener_errors
+            .with_label_values(&[call.as_str(), failure.as_str()])
+            .inc();
+    }
+
+    /// A call of `plugin` in an applied render failed.
+    pub(crate) fn plugin_failed(&self, plugin: &str, fault: Fault) {
+        self.plugin_call_failures
+            .with_label_values(&[plugin, fault.as_str()])
+            .inc();
     }
 
     fn with_dependency_gauge(self) -> Self {
@@ -271,5 +338,30 @@ mod tests {
         ));
         m.set_runtime_state("ns", "rt1", None);
         assert!(!m.render().contains("rt1"));
+    }
+
+    #[test]
+    fn gardener_errors_start_at_zero_and_count() {
+        let m = Metrics::new();
+        let text = m.render();
+        assert!(text.contains(
+            r#"tessera_gardener_errors_total{call="adminkubeconfig",failure="rejected"} 0"#
+        ));
+        m.gardener_failed(GardenerCall::Watch, GardenerFailure::Down);
+        assert!(
+            m.render()
+                .contains(r#"tessera_gardener_errors_total{call="watch",failure="unavailable"} 1"#)
+        );
+    }
+
+    #[test]
+    fn plugin_failures_name_plugin_and_fault() {
+        let m = Metrics::new();
+        m.plugin_failed("provider", Fault::Input);
+        assert!(
+            m.render().contains(
+                r#"tessera_plugin_call_failures_total{fault="input",plugin="provider"} 1"#
+            )
+        );
     }
 }

@@ -113,6 +113,19 @@ pub enum Fault {
     Transient,
 }
 
+impl Fault {
+    /// The word `tessera_plugin_call_failures_total` labels the failure with.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Input => "input",
+            Self::Config => "config",
+            Self::Grant => "grant",
+            Self::Plugin => "plugin",
+            Self::Transient => "transient",
+        }
+    }
+}
+
 impl CallError {
     /// Classify the failure: deterministic ones fail the object, the others wait and retry.
     pub fn fault(&self) -> Fault {

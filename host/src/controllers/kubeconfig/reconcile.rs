@@ -9,9 +9,11 @@ use serde_json::json;
 use super::binding;
 use super::decide::{self, Refusal, Rotation};
 use crate::controllers::kit::{self, Controller, finalizer};
+use crate::controllers::runtime::gardener_failure;
 use crate::controllers::{Context, ReconcileError, labels};
 use crate::crd::{Runtime, RuntimeKubeconfig, RuntimeKubeconfigStatus};
 use crate::gardener::{FIELD_MANAGER, request_admin_kubeconfig};
+use crate::metrics::GardenerCall;
 use crate::time::{format_rfc3339, now_rfc3339};
 
 pub(crate) async fn reconcile(
@@ -98,6 +100,9 @@ async fn rotate(
     {
         Ok(issued) => issued,
         Err(error) => {
+            let failure = gardener_failure(&error);
+            ctx.metrics
+                .gardener_failed(GardenerCall::AdminKubeconfig, failure);
             let failed = decide::fetch_failed(status, generation, &shoot.name, &error.to_string());
             write_status(api, &name, rkc, failed).await?;
             return Err(error.into());

@@ -6,12 +6,12 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
-use super::machine::Machine;
+use super::machine::{GardenerFailure, Machine};
 use crate::controllers::kit;
 use crate::controllers::{Context, ReconcileError, labels};
 use crate::crd::{Runtime, RuntimeKubeconfig};
 use crate::gardener::shoot_resource;
-use crate::metrics::Dependency;
+use crate::metrics::{Dependency, GardenerCall};
 use kube::runtime::WatchStreamExt;
 
 /// Run the Runtime controller until shutdown.
@@ -76,6 +76,9 @@ fn runtime_of(
             ctx.metrics
                 .dependencies
                 .down(Dependency::Gardener, &message);
+            // A failing watch gets no answer from Gardener, whatever the status code.
+            ctx.metrics
+                .gardener_failed(GardenerCall::Watch, GardenerFailure::Down);
             let _ = kit::retry_later(ctx, "watch/Shoot", &message);
             return None;
         }

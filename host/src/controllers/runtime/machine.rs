@@ -16,7 +16,7 @@ use crate::crd::EventReason;
 use crate::crd::{
     ConditionStatus, ConditionType, Reason, Runtime, RuntimeState, RuntimeStatus, set_condition,
 };
-use crate::metrics::Dependency;
+use crate::metrics::{Dependency, GardenerCall};
 
 /// Every step of the Runtime state machine, one file each in `states/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -239,7 +239,11 @@ impl Machine {
     /// any other refusal (400, 403, 422, …) is Gardener rejecting this Shoot. Both wait
     /// with backoff and say so in `GardenerReachable`.
     fn gardener_failed(&mut self, e: &kube::Error) -> Transition {
-        let (reason, verb) = match gardener_failure(e) {
+        let failure = gardener_failure(e);
+        self.ctx
+            .metrics
+            .gardener_failed(GardenerCall::Shoot, failure);
+        let (reason, verb) = match failure {
             GardenerFailure::Down => (Reason::GardenerUnavailable, "failed"),
             GardenerFailure::Rejected => (Reason::ShootRejected, "rejected the Shoot"),
         };
@@ -248,7 +252,7 @@ impl Machine {
             self.ctx.shoots.url(),
             crate::report::kube_error(e)
         );
-        if reason == Reason::GardenerUnavailable {
+        if failure == GardenerFailure::Down {
             let dependencies = &self.ctx.metrics.dependencies;
             dependencies.down(Dependency::Gardener, &message);
         }
@@ -379,6 +383,19 @@ pub(crate) enum GardenerFailure {
     Down,
     /// Gardener answered and refused this request (validation, admission, permissions).
     Rejected,
+}
+
+impl GardenerFailure {
+    /// Both, for metrics that start every combination at zero.
+    pub(crate) const ALL: [Self; 2] = [Self::Down, Self::Rejected];
+
+    /// The word `tessera_gardener_errors_total` labels the failure with.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Down => "unavailable",
+            Self::Rejected => "rejected",
+        }
+    }
 }
 
 pub(crate) fn gardener_failure(e: &kube::Error) -> GardenerFailure {

@@ -9,3 +9,4 @@ mod shoot_doc;
 pub(crate) mod states;
 
 pub(crate) use controller::{run, tokio_stream_of};
+pub(crate) use machine::{GardenerFailure, gardener_failure};

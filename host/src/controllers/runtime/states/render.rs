@@ -190,6 +190,7 @@ pub(crate) fn classify(error: &CallError) -> RenderFailure {
 }
 
 fn plugin_failed(m: &mut Machine, error: &CallError) -> Transition {
+    m.ctx.metrics.plugin_failed(&error.plugin, error.fault());
     let message = match error.field() {
         Some(field) => format!("{error} (field {field})"),
         None => error.to_string(),
