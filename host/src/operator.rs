@@ -8,7 +8,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::Api;
 use kube::config::Kubeconfig;
-use kube_lease_manager::LeaseManagerBuilder;
+use kube_lease_manager::{LeaseCreateMode, LeaseManagerBuilder};
 
 use crate::controllers::{
     Clients, Context, OperatorConfig, Renderer, kubeconfig, moduleset, plugin, runtime,
@@ -27,6 +27,9 @@ pub struct LeaderElection {
     pub duration: u64,
     /// This process' identity in the lease.
     pub identity: String,
+    /// The installer made the Lease (the chart does): never create it, so that once the
+    /// installer removes it, a host shutting down cannot bring it back.
+    pub existing: bool,
 }
 
 /// Everything `tessera run` needs.
@@ -221,9 +224,22 @@ async fn lead(
             crate::fence::renew_grace(std::time::Duration::from_secs(election.duration)).as_secs(),
         )
         .with_field_manager("tessera")
+        .with_create_mode(match election.existing {
+            true => LeaseCreateMode::UseExistent,
+            false => LeaseCreateMode::AutoCreate,
+        })
         .build()
         .await
-        .map_err(|e| OperatorError::Lease(e.to_string()))?;
+        .map_err(|e| {
+            let hint = match election.existing {
+                true => " (--lease-exists: the installer makes the Lease; is it there?)",
+                false => "",
+            };
+            OperatorError::Lease(format!(
+                "Lease {}/{}: {e}{hint}",
+                election.namespace, election.lease_name
+            ))
+        })?;
     let (mut rx, _task) = manager.watch().await;
     tracing::info!(identity = %election.identity, lease = %election.lease_name, "waiting for the leader lease");
     while !*rx.borrow_and_update() {

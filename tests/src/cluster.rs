@@ -198,8 +198,7 @@ impl Cluster {
     }
 
     fn write_kubeconfig(&self, name: &str) -> Result<(), String> {
-        let mut kubeconfig =
-            std::fs::File::create(&self.kubeconfig).map_err(|e| e.to_string())?;
+        let mut kubeconfig = std::fs::File::create(&self.kubeconfig).map_err(|e| e.to_string())?;
         write!(
             kubeconfig,
             "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\nusers:\n- name: admin\n  user:\n    token: {}\ncontexts:\n- name: {name}\n  context: {{cluster: {name}, user: admin}}\ncurrent-context: {name}\n",

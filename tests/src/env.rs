@@ -10,8 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::cluster::{Cluster, ClusterOptions};
-use crate::node::{Bridge, Node};
 use crate::gardener_sim::Script;
+use crate::node::{Bridge, Node};
 
 /// Every process of the local control plane; dropping it stops them.
 pub struct ControlPlane {

@@ -80,7 +80,14 @@ pub fn diagnose(cp: &ControlPlane) -> String {
     let events = kubectl_ok(&cp.garden, &["get", "events", "-n", NS]).unwrap_or_default();
     let logs = kubectl_ok(
         &cp.garden,
-        &["logs", "-n", NS, "-l", "app.kubernetes.io/name=tessera", "--tail=30"],
+        &[
+            "logs",
+            "-n",
+            NS,
+            "-l",
+            "app.kubernetes.io/name=tessera",
+            "--tail=30",
+        ],
     )
     .unwrap_or_else(|e| e);
     let node = cp.node.as_ref().map(|n| n.logs()).unwrap_or_default();
@@ -131,7 +138,17 @@ fn module_plugins(cp: &ControlPlane, registry: &TestRegistry) -> Result {
     for file in ["telemetry", "manifest"] {
         let reference = format!("{}/modules/{file}:1.0.0", registry.host());
         let path = plugin_file(file).display().to_string();
-        let (ok, out) = tessera(&["plugin", "push", &path, &reference, "--version", "1.0.0"]);
+        let host = registry.host();
+        let (ok, out) = tessera(&[
+            "plugin",
+            "push",
+            &path,
+            &reference,
+            "--version",
+            "1.0.0",
+            "--insecure-registry",
+            &host,
+        ]);
         if !ok {
             return Err(out);
         }
@@ -142,13 +159,19 @@ fn module_plugins(cp: &ControlPlane, registry: &TestRegistry) -> Result {
             "versions": [{"version": "1.0.0", "ref": format!("{}/modules/{file}:1.0.0", registry.host())}],
             "channels": [{"name": "regular", "version": "1.0.0"}],
         });
-        spec.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        spec.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
         json!({"apiVersion": "tessera.dev/v1alpha1", "kind": "Plugin",
             "metadata": {"name": name}, "spec": spec})
     };
     apply(
         &cp.garden,
-        &plugin("telemetry", "telemetry", json!({"grants": requested_grants("telemetry")})),
+        &plugin(
+            "telemetry",
+            "telemetry",
+            json!({"grants": requested_grants("telemetry")}),
+        ),
     )?;
     apply(
         &cp.garden,
@@ -188,7 +211,18 @@ pub fn install(cp: &ControlPlane, registry: &TestRegistry, dir: &Path) -> Result
     let chart = chart.display().to_string();
     helm(
         cp,
-        &["install", "tessera", &chart, "-n", NS, "-f", &values, "--wait", "--timeout", "3m"],
+        &[
+            "install",
+            "tessera",
+            &chart,
+            "-n",
+            NS,
+            "-f",
+            &values,
+            "--wait",
+            "--timeout",
+            "3m",
+        ],
     )
     .map_err(|e| format!("{e}\n{}", diagnose(cp)))?;
     Ok(())
@@ -201,14 +235,23 @@ pub fn runtime_ready(cp: &ControlPlane, id: &str) -> Result<String> {
         (rt["status"]["state"] == "Ready").then_some(())
     })
     .map_err(|e| format!("{e}\n{}", diagnose(cp)))?;
-    let secret = json_of(&cp.garden, &["-n", NS, "get", "secret", &format!("kubeconfig-{id}")])?;
+    let secret = json_of(
+        &cp.garden,
+        &["-n", NS, "get", "secret", &format!("kubeconfig-{id}")],
+    )?;
     if secret["data"]["config"].as_str().unwrap_or("").is_empty() {
         return Err(format!("kubeconfig-{id} has no kubeconfig"));
     }
     let shoot_name = format!("shoot-{id}");
     let shoot = json_of(
         &cp.garden,
-        &["-n", "garden-kyma-dev", "get", "shoots.core.gardener.cloud", &shoot_name],
+        &[
+            "-n",
+            "garden-kyma-dev",
+            "get",
+            "shoots.core.gardener.cloud",
+            &shoot_name,
+        ],
     )?;
     Ok(shoot["metadata"]["uid"].as_str().unwrap_or("").to_string())
 }
@@ -237,7 +280,13 @@ pub fn modules_available(cp: &ControlPlane) -> Result<String> {
     .map_err(|e| format!("{e}\n{}", diagnose(cp)))?;
     let d = json_of(
         &cp.garden,
-        &["-n", "kyma-system", "get", "deployment", "telemetry-gateway"],
+        &[
+            "-n",
+            "kyma-system",
+            "get",
+            "deployment",
+            "telemetry-gateway",
+        ],
     )?;
     let (want, available) = (&d["spec"]["replicas"], &d["status"]["availableReplicas"]);
     if want != available {
@@ -245,4 +294,3 @@ pub fn modules_available(cp: &ControlPlane) -> Result<String> {
     }
     Ok(d["metadata"]["uid"].as_str().unwrap_or("").to_string())
 }
-

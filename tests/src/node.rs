@@ -132,7 +132,7 @@ impl Node {
         node.start_containerd()?;
         node.import(&node_cache().join("pause.tar"), PAUSE_IMAGE)?;
         node.start_controllers(cluster)?;
-        node.start_kubelet(cluster)?;
+        node.start_kubelet(cluster, net.gateway)?;
         node.bridge = own;
         node.wait_ready(cluster, Duration::from_secs(90))?;
         Ok(node)
@@ -143,8 +143,8 @@ impl Node {
     }
 
     fn spawn(&mut self, what: &'static str, cmd: &mut Command) -> Result<(), String> {
-        let log = std::fs::File::create(self.path(&format!("{what}.log")))
-            .map_err(|e| e.to_string())?;
+        let log =
+            std::fs::File::create(self.path(&format!("{what}.log"))).map_err(|e| e.to_string())?;
         let err = log.try_clone().map_err(|e| e.to_string())?;
         let child = cmd
             .stdin(Stdio::null())
@@ -230,11 +230,22 @@ state = "{d}/containerd/state"
     pub fn import(&self, tar: &Path, name: &str) -> Result<(), String> {
         let tar = tar.display().to_string();
         let repo = name.rsplit_once(':').map_or(name, |(repo, _)| repo);
-        // The layout's own tag (`org.opencontainers.image.ref.name`) becomes `<repo>:<tag>`
-        // too, not ctr's default `import-<date>:<tag>`. Names are never removed: the CRI
-        // image cache can keep mapping the image to a removed name and then reports it
-        // missing ("failed to get image from containerd … not found").
-        self.ctr(&["images", "import", "--base-name", repo, "--index-name", name, &tar])?;
+        // ctr names the index `name`, and the manifest after the layout's own tag
+        // (`org.opencontainers.image.ref.name`), by default `import-<date>:<tag>`. The
+        // manifest's name must differ from `name` (else it replaces the index's record and
+        // the index is collected mid-import) and must stay: the CRI image cache can keep
+        // mapping the image to a removed name, then reports it missing ("failed to get
+        // image from containerd … not found").
+        let base = format!("{repo}-layout");
+        self.ctr(&[
+            "images",
+            "import",
+            "--base-name",
+            &base,
+            "--index-name",
+            name,
+            &tar,
+        ])?;
         Ok(())
     }
 
@@ -272,7 +283,10 @@ state = "{d}/containerd/state"
         )
     }
 
-    fn start_kubelet(&mut self, cluster: &Cluster) -> Result<(), String> {
+    /// The kubelet registers and serves at `address` (kubelet refuses a loopback node IP,
+    /// and the API server reaches it there for `kubectl logs`).
+    fn start_kubelet(&mut self, cluster: &Cluster, address: Ipv4Addr) -> Result<(), String> {
+        let address = address.to_string();
         let d = self.dir.path().display().to_string();
         let port = free_port().to_string();
         let endpoint = format!("unix://{}", self.socket.display());
@@ -301,9 +315,9 @@ state = "{d}/containerd/state"
                 "--hostname-override",
                 &name,
                 "--node-ip",
-                "127.0.0.1",
+                &address,
                 "--address",
-                "127.0.0.1",
+                &address,
                 "--port",
                 &port,
                 "--healthz-port=0",
@@ -347,7 +361,8 @@ state = "{d}/containerd/state"
             "kube-scheduler",
             "kubelet",
         ] {
-            let log = std::fs::read_to_string(self.path(&format!("{what}.log"))).unwrap_or_default();
+            let log =
+                std::fs::read_to_string(self.path(&format!("{what}.log"))).unwrap_or_default();
             let lines: Vec<&str> = log.lines().collect();
             let tail = &lines[lines.len().saturating_sub(12)..];
             text.push_str(&format!("== {what}\n{}\n", tail.join("\n")));

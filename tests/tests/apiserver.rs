@@ -91,10 +91,23 @@ fn a_node_runs_pods_and_namespaces_finalize() {
     eprintln!("cluster and node Ready after {:.1?}", started.elapsed());
     ok(cluster.kubectl(&["create", "namespace", "work"]));
     ok(cluster.kubectl(&[
-        "-n", "work", "create", "deployment", "sleeper", "--image", PAUSE_IMAGE, "--replicas", "2",
+        "-n",
+        "work",
+        "create",
+        "deployment",
+        "sleeper",
+        "--image",
+        PAUSE_IMAGE,
+        "--replicas",
+        "2",
     ]));
     let rolled = cluster.kubectl(&[
-        "-n", "work", "rollout", "status", "deployment/sleeper", "--timeout=90s",
+        "-n",
+        "work",
+        "rollout",
+        "status",
+        "deployment/sleeper",
+        "--timeout=90s",
     ]);
     assert!(
         rolled.status.success(),
@@ -103,7 +116,12 @@ fn a_node_runs_pods_and_namespaces_finalize() {
         node.logs()
     );
     let ips = ok(cluster.kubectl(&[
-        "-n", "work", "get", "pods", "-o", "jsonpath={.items[*].status.podIP}",
+        "-n",
+        "work",
+        "get",
+        "pods",
+        "-o",
+        "jsonpath={.items[*].status.podIP}",
     ]));
     assert!(
         ips.split(' ').all(|ip| ip.starts_with("10.88.")),
@@ -113,5 +131,8 @@ fn a_node_runs_pods_and_namespaces_finalize() {
     ok(cluster.kubectl(&["delete", "namespace", "work", "--timeout=90s"]));
     eprintln!("namespace finalized after {:.1?}", started.elapsed());
     let gone = cluster.kubectl(&["get", "namespace", "work"]);
-    assert!(!gone.status.success(), "the namespace is finalized and gone");
+    assert!(
+        !gone.status.success(),
+        "the namespace is finalized and gone"
+    );
 }

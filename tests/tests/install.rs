@@ -12,8 +12,8 @@ use std::time::Instant;
 use tessera_tests::env::{ControlPlane, NodeOn, PlaneOptions};
 use tessera_tests::gardener_sim::Script;
 use tessera_tests::install::{
-    IMAGE, NS, Result, diagnose, helm, install, json_of, modules_available,
-    new_runtime, runtime_ready, wait_for,
+    IMAGE, NS, Result, diagnose, helm, install, json_of, modules_available, new_runtime,
+    runtime_ready, wait_for,
 };
 use tessera_tests::modules::kubectl_ok;
 use tessera_tests::registry::TestRegistry;
@@ -27,7 +27,14 @@ fn lease_holder(cp: &ControlPlane) -> Option<String> {
 fn host_pods(cp: &ControlPlane) -> Result<Vec<String>> {
     let pods = json_of(
         &cp.garden,
-        &["-n", NS, "get", "pods", "-l", "app.kubernetes.io/name=tessera"],
+        &[
+            "-n",
+            NS,
+            "get",
+            "pods",
+            "-l",
+            "app.kubernetes.io/name=tessera",
+        ],
     )?;
     Ok(pods["items"]
         .as_array()
@@ -48,7 +55,10 @@ fn failover(cp: &ControlPlane) -> Result {
         .find(|p| holder.starts_with(&format!("{p}-")))
         .ok_or_else(|| format!("lease holder {holder} is none of the pods {pods:?}"))?
         .clone();
-    kubectl_ok(&cp.garden, &["-n", NS, "delete", "pod", &leader, "--wait=false"])?;
+    kubectl_ok(
+        &cp.garden,
+        &["-n", NS, "delete", "pod", &leader, "--wait=false"],
+    )?;
     let standby: Vec<&String> = pods.iter().filter(|p| **p != leader).collect();
     wait_for("the standby to take the lease", || {
         let now = lease_holder(cp)?;
@@ -70,13 +80,30 @@ fn upgrade(cp: &ControlPlane, shoot_uid: &str, deployment_uid: &str) -> Result {
     let tag = format!("image.tag=next");
     helm(
         cp,
-        &["upgrade", "tessera", &chart, "-n", NS, "--reuse-values", "--set", &tag, "--wait"],
+        &[
+            "upgrade",
+            "tessera",
+            &chart,
+            "-n",
+            NS,
+            "--reuse-values",
+            "--set",
+            &tag,
+            "--wait",
+        ],
     )
     .map_err(|e| format!("{e}\n{}", diagnose(cp)))?;
     wait_for("every host pod on the new image", || {
         let pods = json_of(
             &cp.garden,
-            &["-n", NS, "get", "pods", "-l", "app.kubernetes.io/name=tessera"],
+            &[
+                "-n",
+                NS,
+                "get",
+                "pods",
+                "-l",
+                "app.kubernetes.io/name=tessera",
+            ],
         )
         .ok()?;
         let images: Vec<&str> = pods["items"]
@@ -84,8 +111,7 @@ fn upgrade(cp: &ControlPlane, shoot_uid: &str, deployment_uid: &str) -> Result {
             .iter()
             .filter_map(|p| p["spec"]["containers"][0]["image"].as_str())
             .collect();
-        (images.len() == 2 && images.iter().all(|i| *i == format!("{IMAGE}:next")))
-            .then_some(())
+        (images.len() == 2 && images.iter().all(|i| *i == format!("{IMAGE}:next"))).then_some(())
     })?;
     runtime_ready(cp, "rt-b")?;
     if runtime_ready(cp, "rt-a")? != shoot_uid {
@@ -105,7 +131,15 @@ fn uninstall(cp: &ControlPlane) -> Result {
     )?;
     kubectl_ok(
         &cp.garden,
-        &["-n", NS, "delete", "runtime", "rt-a", "rt-b", "--timeout=120s"],
+        &[
+            "-n",
+            NS,
+            "delete",
+            "runtime",
+            "rt-a",
+            "rt-b",
+            "--timeout=120s",
+        ],
     )?;
     let gone = kubectl_ok(
         &cp.garden,
@@ -115,11 +149,12 @@ fn uninstall(cp: &ControlPlane) -> Result {
         return Err(format!("the module's namespace is still there: {gone}"));
     }
     helm(cp, &["uninstall", "tessera", "-n", NS, "--wait"])?;
-    let left = leftovers(cp)?;
-    if !left.is_empty() {
-        return Err(format!("helm uninstall left {left:?}"));
-    }
-    Ok(())
+    // The pods terminate after the uninstall returns (the ReplicaSet's garbage collection).
+    wait_for("the release namespace emptied", || {
+        leftovers(cp).ok().filter(|left| left.is_empty())
+    })
+    .map(drop)
+    .map_err(|e| format!("{e}: helm uninstall left {:?}", leftovers(cp)))
 }
 
 /// Objects in the release namespace that neither Kubernetes (the default service account,
@@ -128,10 +163,19 @@ fn uninstall(cp: &ControlPlane) -> Result {
 fn leftovers(cp: &ControlPlane) -> Result<Vec<String>> {
     let kinds = kubectl_ok(
         &cp.garden,
-        &["api-resources", "--namespaced=true", "--verbs=list", "-o", "name"],
+        &[
+            "api-resources",
+            "--namespaced=true",
+            "--verbs=list",
+            "-o",
+            "name",
+        ],
     )?;
     let kinds: Vec<&str> = kinds.lines().filter(|k| !k.starts_with("events")).collect();
-    let listed = kubectl_ok(&cp.garden, &["-n", NS, "get", &kinds.join(","), "-o", "name"])?;
+    let listed = kubectl_ok(
+        &cp.garden,
+        &["-n", NS, "get", &kinds.join(","), "-o", "name"],
+    )?;
     let expected = |name: &str| {
         name == "serviceaccount/default"
             || name.starts_with("secret/default-token-")
@@ -147,7 +191,11 @@ fn leftovers(cp: &ControlPlane) -> Result<Vec<String>> {
         &cp.garden,
         &["get", "clusterroles,clusterrolebindings", "-o", "name"],
     )?;
-    left.extend(rbac.lines().filter(|n| n.contains("tessera")).map(str::to_string));
+    left.extend(
+        rbac.lines()
+            .filter(|n| n.contains("tessera"))
+            .map(str::to_string),
+    );
     Ok(left)
 }
 

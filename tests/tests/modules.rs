@@ -13,11 +13,11 @@ use tessera::modules::State;
 use tessera_tests::cluster::Cluster;
 use tessera_tests::env::{ControlPlane, Host, NodeOn, PlaneOptions};
 use tessera_tests::gardener_sim::Script;
-use tessera_tests::node::{Node, PAUSE_IMAGE};
 use tessera_tests::modules::{
-    DASHBOARD, Fixture, LIMIT, PIPELINE_CRD, crd_grant, kubectl_ok, managed_objects,
-    module, plugin_file, requested_grants, state_is, target_get, tessera,
+    DASHBOARD, Fixture, LIMIT, PIPELINE_CRD, crd_grant, kubectl_ok, managed_objects, module,
+    plugin_file, requested_grants, state_is, target_get, tessera,
 };
+use tessera_tests::node::{Node, PAUSE_IMAGE};
 use tessera_tests::probe::{eventually, tail};
 use tessera_tests::scenarios;
 

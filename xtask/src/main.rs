@@ -243,6 +243,9 @@ fn demo(args: &[&str]) -> Result<()> {
     render.arg(&built.plugin_dir);
     run(render)?;
     let mut cmd = tool(&built, &apiserver, "demo");
+    if args.contains(&"--in-pod") {
+        cmd.envs(test_tools()?);
+    }
     cmd.args(args);
     run(cmd)
 }
@@ -254,6 +257,24 @@ fn load(args: &[&str]) -> Result<()> {
     run(cmd)
 }
 
+/// What the end-to-end tests and `demo --in-pod` need besides the API server, as the
+/// variables they read: helm, the registry, the node's files, and the container image
+/// (`./x image`, loaded onto the test node).
+fn test_tools() -> Result<Vec<(&'static str, PathBuf)>> {
+    Ok(vec![
+        ("TESSERA_HELM", ensure_tool("tests/chart/ensure-helm.sh")?),
+        (
+            "TESSERA_REGISTRY_BIN",
+            ensure_tool("tests/registry/ensure-registry.sh")?,
+        ),
+        (
+            "TESSERA_NODE_DIR",
+            ensure_tool("tests/node/ensure-node.sh")?,
+        ),
+        ("TESSERA_IMAGE_TAR", image::build_tar()?),
+    ])
+}
+
 /// Run every test of the workspace and close with one summary line over all test binaries
 /// (`tests: N passed, M failed`), so the last line says what ran.
 fn test(args: &[&str]) -> Result<()> {
@@ -261,16 +282,13 @@ fn test(args: &[&str]) -> Result<()> {
 
     let built = build_plugins()?;
     let apiserver = ensure_apiserver()?;
-    let helm = ensure_tool("tests/chart/ensure-helm.sh")?;
-    let registry = ensure_tool("tests/registry/ensure-registry.sh")?;
-    let node = ensure_tool("tests/node/ensure-node.sh")?;
-    let prometheus = ensure_tool("tests/prometheus/ensure-prometheus.sh")?;
     let mut cmd = cargo();
     cmd.args(["test", "--workspace"]);
-    cmd.env("TESSERA_NODE_DIR", node);
-    cmd.env("TESSERA_HELM", helm);
-    cmd.env("TESSERA_REGISTRY_BIN", registry);
-    cmd.env("TESSERA_PROMETHEUS_DIR", prometheus);
+    cmd.envs(test_tools()?);
+    cmd.env(
+        "TESSERA_PROMETHEUS_DIR",
+        ensure_tool("tests/prometheus/ensure-prometheus.sh")?,
+    );
     cmd.args(args);
     with_plugin_env(&mut cmd, &built);
     cmd.env("TESSERA_KUBE_APISERVER", apiserver);

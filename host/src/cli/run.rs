@@ -52,6 +52,10 @@ pub struct RunArgs {
     /// Name of the coordination.k8s.io Lease hosts compete for.
     #[arg(long, default_value = "tessera")]
     lease_name: String,
+    /// The Lease is made by the installer (the Helm chart) and must exist: hosts never
+    /// create it, so `helm uninstall` removes it for good.
+    #[arg(long)]
+    lease_exists: bool,
     /// Namespace of the Lease [default: --namespace, else `default`].
     #[arg(long)]
     lease_namespace: Option<String>,
@@ -189,6 +193,7 @@ fn leader_election(args: &RunArgs) -> Option<LeaderElection> {
             .unwrap_or_else(|| "default".into()),
         duration: args.lease_duration.as_secs().max(1),
         identity: args.identity.clone().unwrap_or_else(default_identity),
+        existing: args.lease_exists,
     })
 }
 

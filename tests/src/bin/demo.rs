@@ -78,10 +78,23 @@ fn start_in_pods() -> anyhow::Result<(ControlPlane, TestRegistry)> {
     print_plane(&cp);
     let gateway = cp.bridge.as_ref().expect("a bridge").gateway;
     let registry = TestRegistry::start_on(gateway).map_err(anyhow::Error::msg)?;
-    println!("helm install tessera charts/tessera (2 replicas, image {})…", tessera_tests::install::IMAGE);
+    println!(
+        "helm install tessera charts/tessera (2 replicas, image {})…",
+        tessera_tests::install::IMAGE
+    );
     let dir = tempfile::tempdir()?;
     tessera_tests::install::install(&cp, &registry, dir.path()).map_err(anyhow::Error::msg)?;
-    show(&cp.garden.kubeconfig, &["get", "pods", "-n", tessera_tests::install::NS, "-o", "wide"]);
+    show(
+        &cp.garden.kubeconfig,
+        &[
+            "get",
+            "pods",
+            "-n",
+            tessera_tests::install::NS,
+            "-o",
+            "wide",
+        ],
+    );
     Ok((cp, registry))
 }
 
@@ -107,12 +120,18 @@ fn show(kubeconfig: &Path, args: &[&str]) {
 /// The Runtime file's name and namespace (the release namespace when the host runs in pods).
 fn runtime_id(file: &Path, in_pod: bool) -> anyhow::Result<(String, String, serde_json::Value)> {
     let mut doc: serde_json::Value = serde_saphyr::from_str(&std::fs::read_to_string(file)?)?;
-    let id = doc["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let id = doc["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     if in_pod {
         // The chart's host watches its release namespace.
         doc["metadata"]["namespace"] = tessera_tests::install::NS.into();
     }
-    let ns = doc["metadata"]["namespace"].as_str().unwrap_or("default").to_string();
+    let ns = doc["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default")
+        .to_string();
     Ok((id, ns, doc))
 }
 
@@ -127,7 +146,11 @@ fn main() -> anyhow::Result<()> {
             let crds = root.join("charts/tessera/crds").display().to_string();
             print!("{}", kubectl(kc, &["apply", "-f", &crds]));
             let log = std::env::temp_dir().join("tessera-demo-host.log");
-            (None, kc.clone(), Running::Process(Host::start(kc, &log, &[])))
+            (
+                None,
+                kc.clone(),
+                Running::Process(Host::start(kc, &log, &[])),
+            )
         }
         (None, true) => {
             let (cp, registry) = start_in_pods()?;
@@ -135,12 +158,18 @@ fn main() -> anyhow::Result<()> {
             (Some((cp, Some(registry))), kc, Running::Pods)
         }
         (None, false) => {
-            println!("starting etcd, the garden and runtime API servers and the Gardener simulator…");
+            println!(
+                "starting etcd, the garden and runtime API servers and the Gardener simulator…"
+            );
             let sim = std::env::current_exe()?.with_file_name("gardener-sim");
             let cp = ControlPlane::start(&sim, &script()).map_err(anyhow::Error::msg)?;
             print_plane(&cp);
             let host = cp.host("demo-host", &[]);
-            println!("tessera run: pid {}, log {}", host.pid(), host.log.display());
+            println!(
+                "tessera run: pid {}, log {}",
+                host.pid(),
+                host.log.display()
+            );
             let kc = cp.kubeconfig.clone();
             (Some((cp, None)), kc, Running::Process(host))
         }
@@ -155,7 +184,10 @@ fn main() -> anyhow::Result<()> {
     show_result(&kubeconfig, &id, &ns)?;
     println!("Ready after {:.1}s", started.elapsed().as_secs_f64());
     if args.keep {
-        println!("kubeconfig: {} — Ctrl-C stops everything", kubeconfig.display());
+        println!(
+            "kubeconfig: {} — Ctrl-C stops everything",
+            kubeconfig.display()
+        );
         loop {
             std::thread::sleep(Duration::from_secs(3600));
         }
@@ -181,7 +213,11 @@ fn follow(kubeconfig: &Path, id: &str, ns: &str, running: &Running) -> anyhow::R
             ],
         );
         if state != last {
-            println!("{:>5.1}s  {}", started.elapsed().as_secs_f64(), state.trim());
+            println!(
+                "{:>5.1}s  {}",
+                started.elapsed().as_secs_f64(),
+                state.trim()
+            );
             last = state.clone();
         }
         if state.starts_with("Ready") {
@@ -189,7 +225,10 @@ fn follow(kubeconfig: &Path, id: &str, ns: &str, running: &Running) -> anyhow::R
         }
         if state.starts_with("Failed") || started.elapsed() > Duration::from_secs(300) {
             show(kubeconfig, &["get", "runtime", id, "-n", ns, "-o", "yaml"]);
-            anyhow::bail!("the Runtime did not become Ready; host log: {}", running.log());
+            anyhow::bail!(
+                "the Runtime did not become Ready; host log: {}",
+                running.log()
+            );
         }
         std::thread::sleep(Duration::from_millis(250));
     }
@@ -200,7 +239,10 @@ fn show_result(kubeconfig: &Path, id: &str, ns: &str) -> anyhow::Result<()> {
     show(kubeconfig, &["get", "runtimes", "-n", ns, "-o", "wide"]);
     show(kubeconfig, &["get", "runtimekubeconfigs", "-n", ns]);
     let secret = format!("kubeconfig-{id}");
-    show(kubeconfig, &["get", "secret", &secret, "-n", ns, "--show-labels"]);
+    show(
+        kubeconfig,
+        &["get", "secret", &secret, "-n", ns, "--show-labels"],
+    );
     show(
         kubeconfig,
         &[
@@ -214,7 +256,15 @@ fn show_result(kubeconfig: &Path, id: &str, ns: &str) -> anyhow::Result<()> {
     // The fetched kubeconfig reaches the new cluster, where the admin bindings are.
     let encoded = kubectl(
         kubeconfig,
-        &["get", "secret", &secret, "-n", ns, "-o", "jsonpath={.data.config}"],
+        &[
+            "get",
+            "secret",
+            &secret,
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={.data.config}",
+        ],
     );
     use base64::Engine as _;
     let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim())?;
