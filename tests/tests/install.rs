@@ -5,10 +5,10 @@
 //! the leader's pod is deleted, `helm upgrade` to a new image loses and repeats nothing,
 //! and `helm uninstall` leaves only what the chart documents (the CRDs).
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use serde_json::Value;
 use tessera_tests::env::{ControlPlane, NodeOn, PlaneOptions};
 use tessera_tests::gardener_sim::Script;
 use tessera_tests::install::{
@@ -23,8 +23,8 @@ fn lease_holder(cp: &ControlPlane) -> Option<String> {
     lease["spec"]["holderIdentity"].as_str().map(str::to_string)
 }
 
-/// The host pods' names.
-fn host_pods(cp: &ControlPlane) -> Result<Vec<String>> {
+/// The host's pods (the chart's Deployment), as `kubectl get -o json` lists them.
+fn host_pods(cp: &ControlPlane) -> Result<Vec<Value>> {
     let pods = json_of(
         &cp.garden,
         &[
@@ -36,10 +36,13 @@ fn host_pods(cp: &ControlPlane) -> Result<Vec<String>> {
             "app.kubernetes.io/name=tessera",
         ],
     )?;
-    Ok(pods["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    Ok(pods["items"].as_array().cloned().unwrap_or_default())
+}
+
+/// The names of the host's pods that are not being deleted.
+fn live_host_pods(cp: &ControlPlane) -> Result<Vec<String>> {
+    Ok(host_pods(cp)?
+        .iter()
         .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
         .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
         .collect())
@@ -48,7 +51,7 @@ fn host_pods(cp: &ControlPlane) -> Result<Vec<String>> {
 /// The leader's pod is deleted: the standby takes the lease.
 fn failover(cp: &ControlPlane) -> Result {
     let holder = wait_for("a leader", || lease_holder(cp))?;
-    let pods = host_pods(cp)?;
+    let pods = live_host_pods(cp)?;
     // The identity is `<hostname>-<pid>`, and a pod's hostname is its name.
     let leader = pods
         .iter()
@@ -77,7 +80,7 @@ fn upgrade(cp: &ControlPlane, shoot_uid: &str, deployment_uid: &str) -> Result {
     new_runtime(cp, "rt-b")?;
     let chart = tessera_tests::workspace().join("charts/tessera");
     let chart = chart.display().to_string();
-    let tag = format!("image.tag=next");
+    let tag = "image.tag=next";
     helm(
         cp,
         &[
@@ -88,26 +91,14 @@ fn upgrade(cp: &ControlPlane, shoot_uid: &str, deployment_uid: &str) -> Result {
             NS,
             "--reuse-values",
             "--set",
-            &tag,
+            tag,
             "--wait",
         ],
     )
     .map_err(|e| format!("{e}\n{}", diagnose(cp)))?;
     wait_for("every host pod on the new image", || {
-        let pods = json_of(
-            &cp.garden,
-            &[
-                "-n",
-                NS,
-                "get",
-                "pods",
-                "-l",
-                "app.kubernetes.io/name=tessera",
-            ],
-        )
-        .ok()?;
-        let images: Vec<&str> = pods["items"]
-            .as_array()?
+        let pods = host_pods(cp).ok()?;
+        let images: Vec<&str> = pods
             .iter()
             .filter_map(|p| p["spec"]["containers"][0]["image"].as_str())
             .collect();
@@ -202,12 +193,7 @@ fn leftovers(cp: &ControlPlane) -> Result<Vec<String>> {
 #[test]
 fn the_chart_on_a_real_node() {
     let sim = PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
-    let script = Script {
-        create_ms: 1000,
-        reconcile_ms: 500,
-        delete_ms: 500,
-        shoots: BTreeMap::new(),
-    };
+    let script = Script::quick();
     let options = PlaneOptions {
         node: Some(NodeOn::Garden),
         pods_reach_plane: true,
@@ -221,7 +207,7 @@ fn the_chart_on_a_real_node() {
         eprintln!("{what}: {:?} after {:.0?}", r.is_ok(), started.elapsed());
         r.unwrap_or_else(|e| panic!("{what}: {e}"))
     };
-    step("helm install", install(&cp, &registry, &dir.path()));
+    step("helm install", install(&cp, &registry, dir.path()));
     new_runtime(&cp, "rt-a").unwrap();
     let shoot_uid = runtime_ready(&cp, "rt-a").unwrap_or_else(|e| panic!("rt-a: {e}"));
     let deployment_uid = modules_available(&cp).unwrap_or_else(|e| panic!("modules: {e}"));

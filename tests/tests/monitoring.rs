@@ -3,7 +3,6 @@
 //! and a Prometheus server scraping a host answers every query of the Grafana dashboard with
 //! at least one series once the host has done what each panel shows.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -281,12 +280,7 @@ async fn dashboard_end_to_end(cp: &ControlPlane) -> Result {
 
 fn main() {
     let sim = PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
-    let script = Script {
-        create_ms: 1000,
-        reconcile_ms: 500,
-        delete_ms: 500,
-        shoots: BTreeMap::new(),
-    };
+    let script = Script::quick();
     scenarios::run(
         &sim,
         &script,
