@@ -123,6 +123,17 @@ data: {version: '${version}', title: '${title}'}
 ";
 
 /// Objects still labelled as module-managed on `cluster`, as `kind/namespace/name`.
+/// Wait until no object of `kinds` carries Tessera's module label on `cluster`: deletion
+/// is asynchronous there (garbage collection, pods' grace period, namespace finalization);
+/// on timeout, the objects left.
+pub async fn no_managed_objects(cluster: &Cluster, kinds: &str) -> Result {
+    let gone = eventually("managed objects gone", LIMIT, || async {
+        managed_objects(cluster, kinds).is_empty().then_some(())
+    })
+    .await;
+    gone.map_err(|e| format!("{e}: left {:?}", managed_objects(cluster, kinds)))
+}
+
 pub fn managed_objects(cluster: &Cluster, kinds: &str) -> Vec<String> {
     let out = cluster.kubectl(&[
         "get",

@@ -370,8 +370,35 @@ state = "{d}/containerd/state"
         text
     }
 
-    /// Kill every container of the node: kubelet is gone by then and cannot stop them.
+    /// The network namespaces CRI made for this node's pods (`/var/run/netns/cni-…`): they
+    /// outlive the containers unless removed, and keep their veths on the host.
+    fn pod_netns(&self) -> Vec<String> {
+        let ids = self.ctr(&["containers", "ls", "-q"]).unwrap_or_default();
+        ids.lines()
+            .filter_map(|id| self.ctr(&["containers", "info", id]).ok())
+            .filter_map(|info| serde_json::from_str::<serde_json::Value>(&info).ok())
+            .flat_map(|info| {
+                let namespaces = info["Spec"]["linux"]["namespaces"].as_array().cloned();
+                namespaces.unwrap_or_default()
+            })
+            .filter(|ns| ns["type"] == "network")
+            .filter_map(|ns| ns["path"].as_str().map(str::to_string))
+            .filter(|path| path.starts_with("/var/run/netns/"))
+            .collect()
+    }
+
+    /// Kill every container of the node (kubelet is gone by then and cannot stop them),
+    /// then remove their network namespaces.
     fn kill_containers(&self) {
+        let netns = self.pod_netns();
+        self.kill_tasks();
+        for path in netns {
+            let _ = Command::new("umount").arg(&path).status();
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+
+    fn kill_tasks(&self) {
         let Ok(tasks) = self.ctr(&["tasks", "ls", "-q"]) else {
             return;
         };

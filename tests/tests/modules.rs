@@ -14,7 +14,7 @@ use tessera_tests::cluster::Cluster;
 use tessera_tests::env::{ControlPlane, Host, NodeOn, PlaneOptions};
 use tessera_tests::gardener_sim::Script;
 use tessera_tests::modules::{
-    DASHBOARD, Fixture, LIMIT, PIPELINE_CRD, crd_grant, kubectl_ok, managed_objects, module,
+    DASHBOARD, Fixture, LIMIT, PIPELINE_CRD, crd_grant, kubectl_ok, module, no_managed_objects,
     plugin_file, requested_grants, state_is, target_get, tessera,
 };
 use tessera_tests::node::{Node, PAUSE_IMAGE};
@@ -194,10 +194,9 @@ async fn cli_one_shot() -> Result {
     if !ok || !out.contains("removed") {
         return Err(format!("modules delete failed:\n{out}"));
     }
-    let left = managed_objects(&cluster, "all,configmaps,crd,pdb,priorityclasses");
-    if !left.is_empty() {
-        return Err(format!("objects left after delete: {left:?}"));
-    }
+    no_managed_objects(&cluster, "all,configmaps,crd,pdb,priorityclasses")
+        .await
+        .map_err(|e| format!("after delete: {e}"))?;
     if cluster
         .kubectl(&[
             "get",
@@ -646,13 +645,12 @@ async fn deletion_leaves_the_target_clean(
     })
     .await
     .map_err(|e| format!("{e}\n{}", tail(&host2.logs(), 30)))?;
-    let left = managed_objects(
+    no_managed_objects(
         &cp.runtime,
         "all,configmaps,crd,pdb,priorityclasses,namespaces",
-    );
-    if !left.is_empty() {
-        return Err(format!("left on the target: {left:?}"));
-    }
+    )
+    .await
+    .map_err(|e| format!("on the target: {e}"))?;
     if target_get(cp, &["crd", "pipelines.telemetry.tessera.dev"]).is_some() {
         return Err("the CRD is still there".into());
     }
