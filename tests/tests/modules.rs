@@ -23,51 +23,105 @@ use tessera_tests::scenarios;
 
 type Result<T = ()> = std::result::Result<T, String>;
 
-/// The one-shot CLI on a single cluster: three modules with a dependency, then removal.
+/// A Pipeline someone else made, next to the telemetry module's own.
+const FOREIGN_PIPELINE: &str = "apiVersion: telemetry.tessera.dev/v1alpha1\nkind: Pipeline\nmetadata: {name: extra, namespace: default}\n";
+
+/// `tessera modules` on one cluster with a node: the set file, and the arguments every
+/// call shares.
+struct Cli {
+    cluster: Cluster,
+    _node: Node,
+    _dir: tempfile::TempDir,
+    set: Value,
+    set_path: PathBuf,
+    /// After `modules <verb>`.
+    args: Vec<String>,
+}
+
+impl Cli {
+    fn start() -> Result<Self> {
+        let cluster = Cluster::start("modules-cli")?;
+        let node = Node::start(&cluster, "modules-cli-node", None)?;
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let set = json!({
+            "apiVersion": "tessera.dev/v1alpha1",
+            "kind": "ModuleSet",
+            "metadata": {"name": "edge", "namespace": "ops"},
+            "spec": {"modules": [
+                {"name": "telemetry", "config": {"endpoint": "otlp.example:4317", "image": PAUSE_IMAGE}},
+                {"name": "telemetry-crds", "config": {"manifest": PIPELINE_CRD}},
+                {"name": "availability", "config": {"namespace": "default",
+                    "budgets": [{"name": "gateway", "matchLabels": {"app": "gateway"}}]}},
+            ]},
+        });
+        let set_path = dir.path().join("set.yaml");
+        std::fs::write(&set_path, set.to_string()).unwrap();
+        // The bundle's CRD is granted by the operator; the first-party telemetry and
+        // availability components from the plugin directory get what they declare.
+        let config_path = dir.path().join("tessera.yaml");
+        let config = json!({"modules": {"telemetry-crds": {"grants": crd_grant("pipelines.telemetry.tessera.dev")}}});
+        std::fs::write(&config_path, config.to_string()).unwrap();
+        let args = vec![
+            "--kubeconfig".into(),
+            cluster.kubeconfig.display().to_string(),
+            "--set".into(),
+            set_path.display().to_string(),
+            "--plugins".into(),
+            tessera_tests::plugin_dir().display().to_string(),
+            "--module".into(),
+            format!("telemetry-crds={}", plugin_file("manifest").display()),
+            "--config".into(),
+            config_path.display().to_string(),
+        ];
+        Ok(Self {
+            cluster,
+            _node: node,
+            _dir: dir,
+            set,
+            set_path,
+            args,
+        })
+    }
+
+    /// `tessera modules <verb> … --timeout <timeout>`.
+    fn run(&self, verb: &str, timeout: &str) -> (bool, String) {
+        let mut args = vec!["modules", verb];
+        args.extend(self.args.iter().map(String::as_str));
+        args.extend(["--timeout", timeout]);
+        tessera(&args)
+    }
+
+    fn write_set(&self, set: &Value) {
+        std::fs::write(&self.set_path, set.to_string()).unwrap();
+    }
+
+    fn foreign_pipeline(&self) -> Result {
+        let out = self
+            .cluster
+            .kubectl_stdin(&["apply", "-f", "-"], FOREIGN_PIPELINE);
+        if !out.status.success() {
+            return Err(format!(
+                "extra Pipeline: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The one-shot CLI on a single cluster: three modules with a dependency, then removal;
+/// each phase its own function so that a failure names it.
 async fn cli_one_shot() -> Result {
-    let cluster = Cluster::start("modules-cli")?;
-    let _node = Node::start(&cluster, "modules-cli-node", None)?;
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let set = json!({
-        "apiVersion": "tessera.dev/v1alpha1",
-        "kind": "ModuleSet",
-        "metadata": {"name": "edge", "namespace": "ops"},
-        "spec": {"modules": [
-            {"name": "telemetry", "config": {"endpoint": "otlp.example:4317", "image": PAUSE_IMAGE}},
-            {"name": "telemetry-crds", "config": {"manifest": PIPELINE_CRD}},
-            {"name": "availability", "config": {"namespace": "default",
-                "budgets": [{"name": "gateway", "matchLabels": {"app": "gateway"}}]}},
-        ]},
-    });
-    let set_path = dir.path().join("set.yaml");
-    std::fs::write(&set_path, set.to_string()).unwrap();
-    // The bundle's CRD is granted by the operator; the first-party telemetry and
-    // availability components from the plugin directory get what they declare.
-    let config_path = dir.path().join("tessera.yaml");
-    let config = json!({"modules": {"telemetry-crds": {"grants": crd_grant("pipelines.telemetry.tessera.dev")}}});
-    std::fs::write(&config_path, config.to_string()).unwrap();
-    let config_arg = config_path.display().to_string();
-    let kubeconfig = cluster.kubeconfig.display().to_string();
-    let manifest = format!("telemetry-crds={}", plugin_file("manifest").display());
-    let plugins = tessera_tests::plugin_dir().display().to_string();
-    let set_arg = set_path.display().to_string();
-    let args = [
-        "modules",
-        "apply",
-        "--kubeconfig",
-        &kubeconfig,
-        "--set",
-        &set_arg,
-        "--plugins",
-        &plugins,
-        "--module",
-        &manifest,
-        "--config",
-        &config_arg,
-        "--timeout",
-        "90s",
-    ];
-    let (ok, out) = tessera(&args);
+    let cli = Cli::start()?;
+    cli_installs_in_order(&cli)?;
+    cli_reapply_and_bad_config(&cli)?;
+    cli_delete_waits_for_foreign_resources(&cli).await?;
+    cli_ignore_keeps_custom_resources(&cli)
+}
+
+/// Apply: all three Ready, the CRD module first, adapted to the cluster, inventoried.
+fn cli_installs_in_order(cli: &Cli) -> Result {
+    let (ok, out) = cli.run("apply", "90s");
     if !ok {
         return Err(format!("modules apply failed:\n{out}"));
     }
@@ -83,7 +137,7 @@ async fn cli_one_shot() -> Result {
     }
     // The dependent module's custom resource exists: the CRD module came first.
     kubectl_ok(
-        &cluster,
+        &cli.cluster,
         &[
             "get",
             "pipelines.telemetry.tessera.dev",
@@ -94,7 +148,7 @@ async fn cli_one_shot() -> Result {
     )?;
     // Adapted to the cluster: Kubernetes 1.20 serves PodDisruptionBudget only as v1beta1.
     let pdb = kubectl_ok(
-        &cluster,
+        &cli.cluster,
         &[
             "get",
             "poddisruptionbudgets.v1beta1.policy",
@@ -109,7 +163,7 @@ async fn cli_one_shot() -> Result {
         return Err(format!("PDB not labelled as the module's:\n{pdb}"));
     }
     let inventory = kubectl_ok(
-        &cluster,
+        &cli.cluster,
         &[
             "get",
             "configmap",
@@ -126,20 +180,24 @@ async fn cli_one_shot() -> Result {
     if telemetry["objects"].as_array().map(Vec::len) != Some(5) {
         return Err(format!("telemetry inventory: {telemetry}"));
     }
-    // Applying again changes nothing and succeeds.
-    let (ok, out) = tessera(&args);
+    Ok(())
+}
+
+/// Applying again changes nothing; a bad configuration names the module and field, and
+/// loses nothing.
+fn cli_reapply_and_bad_config(cli: &Cli) -> Result {
+    let (ok, out) = cli.run("apply", "90s");
     if !ok {
         return Err(format!("second apply failed:\n{out}"));
     }
-    // A bad configuration names the module and field, and loses nothing.
-    let bad = set.to_string().replace("otlp.example:4317", "");
-    std::fs::write(&set_path, bad).unwrap();
-    let (ok, out) = tessera(&args);
+    let bad = cli.set.to_string().replace("otlp.example:4317", "");
+    std::fs::write(&cli.set_path, bad).unwrap();
+    let (ok, out) = cli.run("apply", "90s");
     if ok || !out.contains("config.endpoint") || !out.contains("Error") {
         return Err(format!("bad config was not reported:\n{out}"));
     }
     kubectl_ok(
-        &cluster,
+        &cli.cluster,
         &[
             "get",
             "deployment",
@@ -147,30 +205,23 @@ async fn cli_one_shot() -> Result {
             "-n",
             "kyma-system",
         ],
-    )?;
-    // A custom resource someone else made: customResourcePolicy CreateAndDelete (the
-    // default) does not delete it, and the CRD's module waits, naming it, until it is gone
-    // (deleting the CRD would delete it too).
-    let extra = "apiVersion: telemetry.tessera.dev/v1alpha1\nkind: Pipeline\nmetadata: {name: extra, namespace: default}\n";
-    let out = cluster.kubectl_stdin(&["apply", "-f", "-"], extra);
-    if !out.status.success() {
-        return Err(format!(
-            "extra Pipeline: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    let mut del = args.to_vec();
-    del[1] = "delete";
-    let mut short = del.clone();
-    *short.last_mut().unwrap() = "8s";
-    let (ok, out) = tessera(&short);
+    )
+    .map(drop)
+}
+
+/// A custom resource someone else made: customResourcePolicy CreateAndDelete (the
+/// default) does not delete it, and the CRD's module waits, naming it, until it is gone
+/// (deleting the CRD would delete it too). Then delete removes everything.
+async fn cli_delete_waits_for_foreign_resources(cli: &Cli) -> Result {
+    cli.foreign_pipeline()?;
+    let (ok, out) = cli.run("delete", "8s");
     if ok || !out.contains("Pipeline default/extra") || !out.contains("not created by it") {
         return Err(format!(
             "delete did not wait for the foreign Pipeline:\n{out}"
         ));
     }
     kubectl_ok(
-        &cluster,
+        &cli.cluster,
         &[
             "get",
             "pipelines.telemetry.tessera.dev",
@@ -180,7 +231,7 @@ async fn cli_one_shot() -> Result {
         ],
     )?;
     kubectl_ok(
-        &cluster,
+        &cli.cluster,
         &[
             "delete",
             "pipelines.telemetry.tessera.dev",
@@ -190,14 +241,15 @@ async fn cli_one_shot() -> Result {
         ],
     )?;
     // Now delete removes everything, dependents first.
-    let (ok, out) = tessera(&del);
+    let (ok, out) = cli.run("delete", "90s");
     if !ok || !out.contains("removed") {
         return Err(format!("modules delete failed:\n{out}"));
     }
-    no_managed_objects(&cluster, "all,configmaps,crd,pdb,priorityclasses")
+    no_managed_objects(&cli.cluster, "all,configmaps,crd,pdb,priorityclasses")
         .await
         .map_err(|e| format!("after delete: {e}"))?;
-    if cluster
+    if cli
+        .cluster
         .kubectl(&[
             "get",
             "configmap",
@@ -210,28 +262,29 @@ async fn cli_one_shot() -> Result {
     {
         return Err("inventory left after delete".into());
     }
-    // customResourcePolicy Ignore: the CRD and its resources stay when the module goes.
-    let mut ignore = set.clone();
+    Ok(())
+}
+
+/// customResourcePolicy Ignore: the CRD and its resources stay when the module goes.
+fn cli_ignore_keeps_custom_resources(cli: &Cli) -> Result {
+    let mut ignore = cli.set.clone();
     ignore["spec"]["modules"][1]["customResourcePolicy"] = json!("Ignore");
-    std::fs::write(&set_path, ignore.to_string()).unwrap();
-    let (ok, out) = tessera(&args);
+    cli.write_set(&ignore);
+    let (ok, out) = cli.run("apply", "90s");
     if !ok {
         return Err(format!("apply with Ignore failed:\n{out}"));
     }
-    let out = cluster.kubectl_stdin(&["apply", "-f", "-"], extra);
-    if !out.status.success() {
-        return Err(format!(
-            "extra Pipeline: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
-    let (ok, out) = tessera(&del);
+    cli.foreign_pipeline()?;
+    let (ok, out) = cli.run("delete", "90s");
     if !ok {
         return Err(format!("delete with Ignore failed:\n{out}"));
     }
-    kubectl_ok(&cluster, &["get", "crd", "pipelines.telemetry.tessera.dev"])?;
     kubectl_ok(
-        &cluster,
+        &cli.cluster,
+        &["get", "crd", "pipelines.telemetry.tessera.dev"],
+    )?;
+    kubectl_ok(
+        &cli.cluster,
         &[
             "get",
             "pipelines.telemetry.tessera.dev",
@@ -240,7 +293,8 @@ async fn cli_one_shot() -> Result {
             "default",
         ],
     )?;
-    if cluster
+    if cli
+        .cluster
         .kubectl(&[
             "get",
             "pipelines.telemetry.tessera.dev",
