@@ -763,7 +763,12 @@ async fn single_cluster(cp: &ControlPlane) -> Result {
         &cp.garden,
         &["get", "priorityclass", "availability-local-critical"],
     )?;
-    // Drift on the local cluster is repaired too.
+    local_drift_and_removal(cp, &f).await
+}
+
+/// Drift on the local cluster is repaired too; deleting the set removes the module's
+/// objects and inventory there.
+async fn local_drift_and_removal(cp: &ControlPlane, f: &Fixture<'_>) -> Result {
     kubectl_ok(
         &cp.garden,
         &["delete", "priorityclass", "availability-local-critical"],
