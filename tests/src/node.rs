@@ -324,6 +324,10 @@ state = "{d}/containerd/state"
                 "--read-only-port=0",
                 // Imported images cannot be pulled again: never collect them.
                 "--image-gc-high-threshold=100",
+                // A test node shares the machine's disk: a full disk elsewhere must not taint
+                // it with DiskPressure (which keeps every pod unscheduled) or evict its pods.
+                "--eviction-hard=",
+                "--eviction-soft=",
             ]),
         )
     }
