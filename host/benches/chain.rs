@@ -2,66 +2,65 @@
 //! Wasm (fresh instance per plugin call) against the same plugin crates compiled natively,
 //! plus compile and cache-hit load times per plugin. Prints figures; asserts nothing.
 
+use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use tessera::harness::{Percentiles, measure, measure_pair};
+use tessera::plugins::memo::DraftCache;
 use tessera::plugins::{ChainConfig, DEFAULT_PROJECT, FIRST_PARTY, ShootChain, ShootIdentity};
-use tessera::render::parse_runtime;
-use tessera::wasm::{EngineOptions, WasmRuntime};
-use tessera_sdk::glue::{RawExtendInput, RawExtendOutput, extend_json};
-use tessera_sdk::{Operation, PluginError};
+use tessera::render::{RuntimeDocument, parse_runtime};
+use tessera::wasm::{CallSplit, EngineOptions, Limits, WasmRuntime, module_api};
+use tessera_sdk::glue::{RawExtendInput, RawExtendOutput, extend_json, parse_document, parse_trusted};
+use tessera_sdk::{ExtendInput, ModuleReconciler, Operation, PluginError, ShootExtension};
 
 type NativeStep = fn(&RawExtendInput) -> Result<RawExtendOutput, PluginError>;
+/// Native time of one step split into parsing the input, the plugin's logic, serializing.
+type SplitStep = fn(&RawExtendInput) -> [Duration; 3];
 
-const NATIVE: &[(&str, NativeStep)] = &[
-    ("base", extend_json::<tessera_plugin_base::Base>),
-    (
-        "annotations",
-        extend_json::<tessera_plugin_annotations::Annotations>,
-    ),
-    ("labels", extend_json::<tessera_plugin_labels::Labels>),
-    (
-        "seed-selector",
-        extend_json::<tessera_plugin_seed_selector::SeedSelector>,
-    ),
-    ("oidc", extend_json::<tessera_plugin_oidc::Oidc>),
-    (
-        "cloud-profile",
-        extend_json::<tessera_plugin_cloud_profile::CloudProfile>,
-    ),
-    (
-        "exposure-class",
-        extend_json::<tessera_plugin_exposure_class::ExposureClass>,
-    ),
-    (
-        "access-restrictions",
-        extend_json::<tessera_plugin_access_restrictions::AccessRestrictions>,
-    ),
-    ("provider", extend_json::<tessera_plugin_provider::Provider>),
-    (
-        "control-plane",
-        extend_json::<tessera_plugin_control_plane::ControlPlanePlugin>,
-    ),
-    (
-        "tolerations",
-        extend_json::<tessera_plugin_tolerations::Tolerations>,
-    ),
-    ("dns", extend_json::<tessera_plugin_dns::Dns>),
-    (
-        "extensions",
-        extend_json::<tessera_plugin_extensions::Extensions>,
-    ),
-    (
-        "kubernetes-version",
-        extend_json::<tessera_plugin_kubernetes_version::KubernetesVersion>,
-    ),
-    (
-        "maintenance",
-        extend_json::<tessera_plugin_maintenance::MaintenancePlugin>,
-    ),
-    ("auditlog", extend_json::<tessera_plugin_auditlog::Auditlog>),
-    ("deletion", extend_json::<tessera_plugin_deletion::Deletion>),
+fn native_split<P: ShootExtension>(input: &RawExtendInput) -> [Duration; 3] {
+    let started = Instant::now();
+    let runtime = parse_trusted(&input.runtime, "runtime").unwrap();
+    let draft = parse_trusted(&input.draft, "draft").unwrap();
+    let config = parse_document(&input.config, "config").unwrap();
+    let parsed = Instant::now();
+    let output = P::extend(ExtendInput {
+        runtime,
+        draft,
+        operation: input.operation,
+        current: None,
+        config,
+    })
+    .unwrap();
+    let done = Instant::now();
+    black_box(serde_json::to_string(&output.shoot).unwrap());
+    [parsed - started, done - parsed, done.elapsed()]
+}
+
+macro_rules! native {
+    ($($name:literal => $plugin:ty),* $(,)?) => {
+        &[$(($name, extend_json::<$plugin> as NativeStep, native_split::<$plugin> as SplitStep)),*]
+    };
+}
+
+const NATIVE: &[(&str, NativeStep, SplitStep)] = native![
+    "base" => tessera_plugin_base::Base,
+    "annotations" => tessera_plugin_annotations::Annotations,
+    "labels" => tessera_plugin_labels::Labels,
+    "seed-selector" => tessera_plugin_seed_selector::SeedSelector,
+    "oidc" => tessera_plugin_oidc::Oidc,
+    "cloud-profile" => tessera_plugin_cloud_profile::CloudProfile,
+    "exposure-class" => tessera_plugin_exposure_class::ExposureClass,
+    "access-restrictions" => tessera_plugin_access_restrictions::AccessRestrictions,
+    "provider" => tessera_plugin_provider::Provider,
+    "control-plane" => tessera_plugin_control_plane::ControlPlanePlugin,
+    "tolerations" => tessera_plugin_tolerations::Tolerations,
+    "dns" => tessera_plugin_dns::Dns,
+    "extensions" => tessera_plugin_extensions::Extensions,
+    "kubernetes-version" => tessera_plugin_kubernetes_version::KubernetesVersion,
+    "maintenance" => tessera_plugin_maintenance::MaintenancePlugin,
+    "auditlog" => tessera_plugin_auditlog::Auditlog,
+    "deletion" => tessera_plugin_deletion::Deletion,
 ];
 
 fn plugin_dir() -> PathBuf {
@@ -73,19 +72,32 @@ fn plugin_dir() -> PathBuf {
         })
 }
 
-fn native_chain(runtime: &str, start: &str) -> String {
-    let mut draft = start.to_string();
-    for (_, step) in NATIVE {
+/// The chain natively. `viewed`: each plugin sees and returns its view of the draft, as in
+/// the host; otherwise the whole draft (the two must agree).
+fn native_chain(b: &Bench, viewed: bool) -> serde_json::Value {
+    let mut shoot = b.identity.draft();
+    for (step, (_, native_step, _)) in b.chain.steps.iter().zip(NATIVE) {
+        let seen = if viewed {
+            step.view().project(&shoot)
+        } else {
+            shoot.clone()
+        };
         let input = RawExtendInput {
-            runtime: runtime.to_string(),
-            draft,
+            runtime: b.runtime.json.clone(),
+            draft: seen.to_string(),
             operation: Operation::Create,
             current_shoot: None,
-            config: "{}".into(),
+            config: step.config.clone(),
         };
-        draft = step(&input).expect("native step").shoot;
+        let out = native_step(&input).expect("native step").shoot;
+        let returned: serde_json::Value = serde_json::from_str(&out).unwrap();
+        if viewed {
+            step.view().merge(&mut shoot, returned);
+        } else {
+            shoot = returned;
+        }
     }
-    draft
+    shoot
 }
 
 /// Minor page faults of this process so far (Linux), to see what fresh instances cost.
@@ -112,6 +124,15 @@ fn row(label: &str, p: &Percentiles) {
     );
 }
 
+/// What every section measures on.
+struct Bench {
+    iterations: usize,
+    rt: WasmRuntime,
+    chain: ShootChain,
+    runtime: RuntimeDocument,
+    identity: ShootIdentity,
+}
+
 fn main() {
     let iterations: usize = std::env::var("TESSERA_BENCH_ITERATIONS")
         .ok()
@@ -128,47 +149,8 @@ fn main() {
         cache_dir: Some(cache.path().to_path_buf()),
         ..EngineOptions::default()
     };
-
-    println!("== compile (cold, no cache) and cache-hit load, per plugin");
-    let mut compile_total = Duration::ZERO;
-    let mut hits = Vec::new();
-    {
-        let cold = WasmRuntime::new(options.clone()).unwrap();
-        println!("pooling allocator: {}", cold.pooling());
-        for name in FIRST_PARTY {
-            let bytes = std::fs::read(dir.join(format!("{name}.wasm"))).unwrap();
-            let plugin = cold.load(&bytes, name).unwrap();
-            assert!(!plugin.from_cache);
-            compile_total += plugin.load_time;
-            let warm = WasmRuntime::new(options.clone()).unwrap();
-            let started = Instant::now();
-            let again = warm.load(&bytes, name).unwrap();
-            let full = started.elapsed();
-            assert!(again.from_cache);
-            hits.push(full);
-            println!(
-                "{name:<22} {:>7} KiB   compile {:>10}   cache hit: deserialize {:>9}, full load {:>9}",
-                bytes.len() / 1024,
-                ms(plugin.load_time),
-                ms(again.load_time),
-                ms(full)
-            );
-        }
-    }
-    hits.sort();
-    println!(
-        "compile total {}, cache-hit full load median {} max {}",
-        ms(compile_total),
-        ms(hits[hits.len() / 2]),
-        ms(*hits.last().unwrap())
-    );
-
-    let on_demand = WasmRuntime::new(EngineOptions {
-        pooling: false,
-        ..options.clone()
-    })
-    .unwrap();
-    let rt = WasmRuntime::new(options).unwrap();
+    compile_and_load(&dir, &options);
+    let rt = WasmRuntime::new(options.clone()).unwrap();
     let chain = ShootChain::load(&rt, &ChainConfig::default(), &dir).unwrap();
     let text = std::fs::read_to_string(
         PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap())
@@ -177,53 +159,107 @@ fn main() {
     .unwrap();
     let runtime = parse_runtime(&text, "runtime-aws.yaml").unwrap();
     let identity = ShootIdentity::of(&runtime.runtime.spec, DEFAULT_PROJECT);
-    let start = identity.draft().to_string();
+    let bench = Bench {
+        iterations,
+        rt,
+        chain,
+        runtime,
+        identity,
+    };
+    full_chain(&bench, &dir, options);
+    per_step(&bench);
+    grant_check(&bench);
+    one_call(&bench);
+    memo(&bench);
+    module_call(&bench, &dir);
+}
 
+fn compile_and_load(dir: &std::path::Path, options: &EngineOptions) {
+    println!("== compile (cold, no cache) and cache-hit load, per plugin");
+    let mut compile_total = Duration::ZERO;
+    let mut hits = Vec::new();
+    let cold = WasmRuntime::new(options.clone()).unwrap();
+    println!("pooling allocator: {}", cold.pooling());
+    for name in FIRST_PARTY {
+        let bytes = std::fs::read(dir.join(format!("{name}.wasm"))).unwrap();
+        let plugin = cold.load(&bytes, name).unwrap();
+        assert!(!plugin.from_cache);
+        compile_total += plugin.load_time;
+        let warm = WasmRuntime::new(options.clone()).unwrap();
+        let started = Instant::now();
+        let again = warm.load(&bytes, name).unwrap();
+        let full = started.elapsed();
+        assert!(again.from_cache);
+        hits.push(full);
+        println!(
+            "{name:<22} {:>7} KiB   compile {:>10}   cache hit: deserialize {:>9}, full load {:>9}",
+            bytes.len() / 1024,
+            ms(plugin.load_time),
+            ms(again.load_time),
+            ms(full)
+        );
+    }
+    hits.sort();
+    println!(
+        "compile total {}, cache-hit full load median {} max {}",
+        ms(compile_total),
+        ms(hits[hits.len() / 2]),
+        ms(*hits.last().unwrap())
+    );
+}
+
+fn run_wasm(b: &Bench) {
+    b.chain
+        .run(&b.rt, &b.runtime.json, &b.identity, "bench", None)
+        .unwrap();
+}
+
+fn full_chain(b: &Bench, dir: &std::path::Path, options: EngineOptions) {
     // Same result both ways, or the comparison is meaningless.
-    let wasm_out = chain
-        .run(&rt, &runtime.json, &identity, "bench", None)
+    let wasm_out = b
+        .chain
+        .run(&b.rt, &b.runtime.json, &b.identity, "bench", None)
         .unwrap()
         .shoot;
-    let native_out: serde_json::Value =
-        serde_json::from_str(&native_chain(&runtime.json, &start)).unwrap();
-    assert_eq!(wasm_out, native_out, "Wasm and native chains disagree");
-
+    assert_eq!(wasm_out, native_chain(b, true), "Wasm and native chains disagree");
+    assert_eq!(
+        wasm_out,
+        native_chain(b, false),
+        "plugins that see only their view render another Shoot than with the whole draft"
+    );
     println!(
         "\n== full default chain ({} plugins), examples/runtime-aws.yaml, create",
         FIRST_PARTY.len()
     );
     let (wasm, native) = measure_pair(
-        iterations,
+        b.iterations,
+        || run_wasm(b),
         || {
-            chain
-                .run(&rt, &runtime.json, &identity, "bench", None)
-                .unwrap();
-        },
-        || {
-            native_chain(&runtime.json, &start);
+            native_chain(b, true);
         },
     );
     row("wasm (fresh instance per call)", &wasm);
-    let od_chain = ShootChain::load(&on_demand, &ChainConfig::default(), &dir).unwrap();
-    let od = measure(iterations, || {
+    let on_demand = WasmRuntime::new(EngineOptions {
+        pooling: false,
+        ..options
+    })
+    .unwrap();
+    let od_chain = ShootChain::load(&on_demand, &ChainConfig::default(), dir).unwrap();
+    let od = measure(b.iterations, || {
         od_chain
-            .run(&on_demand, &runtime.json, &identity, "bench", None)
+            .run(&on_demand, &b.runtime.json, &b.identity, "bench", None)
             .unwrap();
     });
     row("wasm, on-demand allocator", &od);
     row("native", &native);
     if let Some(before) = minor_faults() {
         let runs = 200;
-        for _ in 0..runs {
-            chain
-                .run(&rt, &runtime.json, &identity, "bench", None)
-                .unwrap();
-        }
+        (0..runs).for_each(|_| run_wasm(b));
         let wasm_faults = (minor_faults().unwrap_or(before) - before) / runs;
         let before = minor_faults().unwrap_or(0);
-        for _ in 0..runs {
-            native_chain(&runtime.json, &start);
-        }
+        (0..runs).for_each(|_| {
+            native_chain(b, true);
+        });
         let native_faults = (minor_faults().unwrap_or(before) - before) / runs;
         println!("minor page faults per chain run: wasm {wasm_faults}, native {native_faults}");
     }
@@ -232,64 +268,128 @@ fn main() {
         wasm.p50.as_secs_f64() / native.p50.as_secs_f64(),
         wasm.p99.as_secs_f64() / native.p99.as_secs_f64()
     );
+}
 
-    println!("\n== per step of the chain (each with the draft it receives)");
-    let ctx = tessera::wasm::CallContext::default();
-    let mut draft = start.clone();
-    let mut drafts = vec![identity.draft()];
-    for (step, (name, native_step)) in chain.steps.iter().zip(NATIVE) {
+/// The input of every step of the chain, each with the draft it receives.
+fn step_inputs(b: &Bench) -> Vec<RawExtendInput> {
+    let mut shoot = b.identity.draft();
+    let mut inputs = Vec::new();
+    for (step, (_, native_step, _)) in b.chain.steps.iter().zip(NATIVE) {
         let input = RawExtendInput {
-            runtime: runtime.json.clone(),
-            draft: draft.clone(),
+            runtime: b.runtime.json.clone(),
+            draft: step.view().project(&shoot).to_string(),
             operation: Operation::Create,
             current_shoot: None,
             config: step.config.clone(),
         };
+        let returned = native_step(&input).unwrap().shoot;
+        step.view()
+            .merge(&mut shoot, serde_json::from_str(&returned).unwrap());
+        inputs.push(input);
+    }
+    inputs
+}
+
+/// p50 of each of three parts over `runs` samples.
+fn split_p50(runs: usize, mut sample: impl FnMut() -> [Duration; 3]) -> [Duration; 3] {
+    let mut parts: [Vec<Duration>; 3] = Default::default();
+    for _ in 0..runs {
+        for (all, one) in parts.iter_mut().zip(sample()) {
+            all.push(one);
+        }
+    }
+    parts.map(|mut all| {
+        all.sort();
+        all[all.len() / 2]
+    })
+}
+
+fn per_step(b: &Bench) {
+    println!("\n== per step of the chain (each with the draft it receives)");
+    println!(
+        "{:<20} {:>9} {:>9} {:>6}   wasm: {:>9} {:>9} {:>9}   native: {:>8} {:>8} {:>8}",
+        "plugin", "wasm", "native", "ratio", "instance", "call", "output", "input", "logic", "output"
+    );
+    let ctx = tessera::wasm::CallContext::default();
+    for ((step, (name, native_step, split)), input) in
+        b.chain.steps.iter().zip(NATIVE).zip(step_inputs(b))
+    {
         let (w, n) = measure_pair(
-            iterations / 4,
+            b.iterations / 4,
             || {
                 step.plugin
-                    .extend(&rt, input.clone(), &step.limits, &ctx)
+                    .extend(&b.rt, input.clone(), &step.limits, &ctx)
                     .unwrap();
             },
             || {
                 native_step(&input).unwrap();
             },
         );
+        let wasm_split = split_p50(b.iterations / 4, || {
+            let CallSplit {
+                instantiate,
+                call,
+                output,
+            } = step
+                .plugin
+                .extend_split(&b.rt, input.clone(), &step.limits)
+                .unwrap();
+            [instantiate, call, output]
+        });
+        let native = split_p50(b.iterations / 4, || split(&input));
         println!(
-            "{name:<22} wasm p50 {:>10}  native p50 {:>10}  ratio {:>5.1}x  (draft {} B)",
+            "{name:<20} {:>9} {:>9} {:>5.1}x   wasm: {:>9} {:>9} {:>9}   native: {:>8} {:>8} {:>8}",
             us(w.p50),
             us(n.p50),
             w.p50.as_secs_f64() / n.p50.as_secs_f64(),
-            input.draft.len()
+            us(wasm_split[0]),
+            us(wasm_split[1]),
+            us(wasm_split[2]),
+            us(native[0]),
+            us(native[1]),
+            us(native[2]),
         );
-        draft = native_step(&input).unwrap().shoot;
-        drafts.push(serde_json::from_str(&draft).unwrap());
     }
+}
 
+fn grant_check(b: &Bench) {
     println!("\n== the grant check: what each plugin changed against its granted Shoot paths");
-    let check = measure(iterations, || {
-        for (step, pair) in chain.steps.iter().zip(drafts.windows(2)) {
-            step.check(&pair[0], &pair[1]).unwrap();
+    // Each step's view before and after it ran.
+    let pairs: Vec<(serde_json::Value, serde_json::Value)> = step_inputs(b)
+        .iter()
+        .zip(NATIVE)
+        .zip(&b.chain.steps)
+        .map(|((input, (_, native_step, _)), step)| {
+            let mut returned = serde_json::from_str(&native_step(input).unwrap().shoot).unwrap();
+            step.view().prune(&mut returned);
+            (serde_json::from_str(&input.draft).unwrap(), returned)
+        })
+        .collect();
+    let check = measure(b.iterations, || {
+        for (step, (before, after)) in b.chain.steps.iter().zip(&pairs) {
+            step.check(before, after).unwrap();
         }
     });
-    row("all 17 steps (diff + path match)", &check);
+    row("all 17 steps (diff + path match of each view)", &check);
+}
 
+fn one_call(b: &Bench) {
     println!("\n== one plugin call (labels): instantiate + call in a fresh store");
-    let labels = &chain.steps[2];
+    let labels = &b.chain.steps[2];
+    let ctx = tessera::wasm::CallContext::default();
     let input = RawExtendInput {
-        runtime: runtime.json.clone(),
+        runtime: b.runtime.json.clone(),
         draft: "{}".into(),
         operation: Operation::Create,
         current_shoot: None,
         config: "{}".into(),
     };
     let (call, native_labels) = measure_pair(
-        iterations * 5,
+        b.iterations * 5,
         || {
             labels
                 .plugin
-                .extend(&rt, input.clone(), &labels.limits, &ctx)
+                .extend(&b.rt, input.clone(), &labels.limits, &ctx)
                 .unwrap();
         },
         || {
@@ -297,9 +397,113 @@ fn main() {
         },
     );
     row("labels, wasm", &call);
-    let info = measure(iterations * 5, || {
-        labels.plugin.call_info(&rt).unwrap();
+    let info = measure(b.iterations * 5, || {
+        labels.plugin.call_info(&b.rt).unwrap();
     });
     row("labels, wasm instantiate + info()", &info);
     row("labels, native", &native_labels);
+}
+
+/// Renders through the draft cache: nothing changed, and one plugin rolled out (a new
+/// component digest; the chain is otherwise the same, so the plugin's output is too).
+fn memo(b: &Bench) {
+    println!("\n== incremental rendering (draft cache, 64 MiB)");
+    let memo = DraftCache::new(64 << 20);
+    let render = |chain: &ShootChain| {
+        chain
+            .run_memo(&b.rt, Some(&memo), &b.runtime.json, &b.identity, "bench", None)
+            .unwrap()
+    };
+    let first = render(&b.chain);
+    assert_eq!(first.cached_steps, 0);
+    let again = measure(b.iterations * 5, || {
+        assert_eq!(render(&b.chain).cached_steps, b.chain.steps.len());
+    });
+    row("no change: every draft cached", &again);
+    let mut rollout = 0u64;
+    for index in [0, 8, b.chain.steps.len() - 1] {
+        // The runs before filled the cache with their own drafts: start from the chain's.
+        render(&b.chain);
+        let mut chain = b.chain.clone();
+        let timed = measure(b.iterations, || {
+            rollout += 1;
+            let mut key = [0u8; 32];
+            key[..8].copy_from_slice(&rollout.to_le_bytes());
+            chain.steps[index].memo_key = std::sync::OnceLock::from(key);
+            assert_eq!(render(&chain).cached_steps, index);
+        });
+        let label = format!("rollout of step {} ({})", index + 1, NATIVE[index].0);
+        row(&label, &timed);
+    }
+    println!(
+        "cache after the runs: {} drafts, {:.1} MiB",
+        memo.len(),
+        memo.bytes() as f64 / (1 << 20) as f64
+    );
+}
+
+/// A bundle of `n` ConfigMaps with values, as an operator would lock it on the Plugin.
+fn bundle(n: usize) -> String {
+    let docs: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings-{i}\n  namespace: ${{namespace}}\n  labels: {{app: bench, index: \"{i}\"}}\ndata:\n  region: ${{region}}\n  replicas: \"${{replicas}}\"\n  note: object {i} of the bundle\n"
+            )
+        })
+        .collect();
+    docs.join("---\n")
+}
+
+fn module_call(b: &Bench, dir: &std::path::Path) {
+    println!("\n== module reconciler call: manifest with a 50-object bundle");
+    let bytes = std::fs::read(dir.join("manifest.wasm")).unwrap();
+    let module = b.rt.load_module(&bytes, "manifest").unwrap();
+    let config = serde_json::json!({
+        "manifest": bundle(50),
+        "values": {"namespace": "kyma-system", "region": "eu-west-1", "replicas": 3},
+    })
+    .to_string();
+    let input = module_api::ReconcileInput {
+        module: "bench".into(),
+        version: "1.0.0".into(),
+        config: config.clone(),
+        cluster: module_api::ClusterFacts {
+            kubernetes_version: Some("1.30.0".into()),
+            provider: Some("aws".into()),
+            region: Some("eu-west-1".into()),
+        },
+        observed: Vec::new(),
+    };
+    let limits = Limits::default();
+    let out = module.reconcile(&b.rt, &input, &limits).unwrap();
+    assert_eq!(out.desired.len(), 50);
+    let raw = || tessera_sdk::module::RawModuleInput {
+        module: "bench".into(),
+        version: "1.0.0".into(),
+        config: config.clone(),
+        cluster: tessera_sdk::ClusterFacts {
+            kubernetes_version: Some("1.30.0".into()),
+            provider: Some("aws".into()),
+            region: Some("eu-west-1".into()),
+        },
+        observed: Vec::new(),
+    };
+    let (wasm, native) = measure_pair(
+        b.iterations,
+        || {
+            module.reconcile(&b.rt, &input, &limits).unwrap();
+        },
+        || {
+            let typed = tessera_sdk::module::typed_input(raw()).unwrap();
+            let out = tessera_plugin_manifest::Manifest::reconcile(typed).unwrap();
+            black_box(out.desired.iter().map(|d| d.to_string()).count());
+        },
+    );
+    row("manifest, wasm", &wasm);
+    row("manifest, native", &native);
+    println!(
+        "wasm/native ratio: p50 {:.2}x ({} bytes of configuration)",
+        wasm.p50.as_secs_f64() / native.p50.as_secs_f64(),
+        config.len()
+    );
 }

@@ -2,7 +2,8 @@
 //!
 //! Write Tessera plugins in plain Rust. A shoot extension is a type implementing
 //! [`ShootExtension`] plus one [`export_shoot_extension!`] line; the same type runs natively
-//! in `cargo test` (see [`testing`], feature `testing`) and as a `wasm32-wasip2` component in
+//! in `cargo test` (see [`testing`], feature `testing`) and as a Wasm component (`wasm32-unknown-unknown` linked by
+//! `wasm-component-ld`, or `wasm32-wasip2`) in
 //! the host. A module reconciler is a type implementing [`ModuleReconciler`] plus one
 //! [`export_module_reconciler!`] line.
 //!

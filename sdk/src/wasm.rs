@@ -19,6 +19,7 @@ pub mod shoot {
     use crate::shoot_extension::{Operation, ShootExtension};
 
     pub fn info<P: ShootExtension>(version: &str) -> PluginInfo {
+        crate::wasm::report_panics();
         PluginInfo {
             name: P::NAME.to_string(),
             version: version.to_string(),
@@ -28,6 +29,7 @@ pub mod shoot {
     }
 
     pub fn extend<P: ShootExtension>(input: ExtendInput) -> Result<ExtendOutput, PluginError> {
+        crate::wasm::report_panics();
         let raw = RawExtendInput {
             runtime: input.runtime,
             draft: input.draft,
@@ -76,6 +78,7 @@ pub mod module {
     };
 
     pub fn info<P: ModuleReconciler>(version: &str) -> PluginInfo {
+        crate::wasm::report_panics();
         PluginInfo {
             name: P::NAME.to_string(),
             version: version.to_string(),
@@ -85,6 +88,7 @@ pub mod module {
     }
 
     pub fn dependencies<P: ModuleReconciler>(config: String) -> Vec<String> {
+        crate::wasm::report_panics();
         crate::module::dependencies_json::<P>(&config)
     }
 
@@ -155,6 +159,7 @@ pub mod module {
     pub fn reconcile<P: ModuleReconciler>(
         input: ReconcileInput,
     ) -> Result<ReconcileOutput, PluginError> {
+        crate::wasm::report_panics();
         let input = typed_input::<P::Config>(raw(input)).map_err(error)?;
         let out = P::reconcile(input).map_err(error)?;
         Ok(ReconcileOutput {
@@ -167,6 +172,7 @@ pub mod module {
     }
 
     pub fn delete<P: ModuleReconciler>(input: ReconcileInput) -> Result<DeleteOutput, PluginError> {
+        crate::wasm::report_panics();
         let input = typed_input::<P::Config>(raw(input)).map_err(error)?;
         let out = P::delete(input).map_err(error)?;
         Ok(DeleteOutput {
@@ -190,4 +196,14 @@ pub(crate) fn log(level: crate::log::Level, message: &str) {
         Level::Error => LogLevel::Error,
     };
     host::log(level, message);
+}
+
+/// Without WASI (`wasm32-unknown-unknown`) std has nowhere to print a panic message: send it
+/// to the host's log, where the host picks it up for the trap's error. Every call runs in a
+/// fresh instance, so the hook is set on every entry.
+pub(crate) fn report_panics() {
+    #[cfg(not(target_os = "wasi"))]
+    std::panic::set_hook(Box::new(|info| {
+        log(crate::log::Level::Error, &info.to_string());
+    }));
 }

@@ -23,7 +23,11 @@ use anyhow::{Context, Result, bail};
 
 mod image;
 
-const WASM_TARGET: &str = "wasm32-wasip2";
+/// First-party plugins: no WASI imports, linked into components by `wasm-component-ld`
+/// (`.cargo/config.toml`), so a fresh instance costs less.
+const PLUGIN_TARGET: &str = "wasm32-unknown-unknown";
+/// Test guests that must reach WASI (to prove the sandbox refuses it) build for WASI p2.
+const GUEST_TARGET: &str = "wasm32-wasip2";
 const PLUGIN_PROFILE: &str = "plugin";
 
 fn main() -> Result<()> {
@@ -125,8 +129,8 @@ struct Built {
     test_plugin_dir: PathBuf,
 }
 
-/// Build every plugin crate under `plugins/` and every guest under `tests/guests/` for
-/// `wasm32-wasip2` and copy the components to `<target>/plugins/<name>.wasm` (test guests
+/// Build every plugin crate under `plugins/` (for `wasm32-unknown-unknown`) and every guest
+/// under `tests/guests/` (for `wasm32-wasip2`) and copy the components to `<target>/plugins/<name>.wasm` (test guests
 /// to `<target>/test-plugins/`).
 fn build_plugins() -> Result<Built> {
     let meta = metadata()?;
@@ -150,7 +154,7 @@ fn target_dir(meta: &serde_json::Value) -> Result<PathBuf> {
     ))
 }
 
-/// Build the packages under `dir` for `wasm32-wasip2` and copy each component to
+/// Build the packages under `dir` (for [`target_of`] it) and copy each component to
 /// `out/<name>.wasm` (`name` without `prefix`). Returns the copies: the directory is shared
 /// by every checkout using the target directory, so it may hold other checkouts' plugins.
 fn build_components(
@@ -164,11 +168,12 @@ fn build_components(
         return Ok(Vec::new());
     }
     let target_dir = target_dir(meta)?;
+    let target = target_of(dir);
     let mut cmd = cargo();
     cmd.args([
         "build",
         "--target",
-        WASM_TARGET,
+        target,
         "--profile",
         PLUGIN_PROFILE,
     ]);
@@ -180,7 +185,7 @@ fn build_components(
     let mut copies = Vec::new();
     for package in &packages {
         let artifact = target_dir
-            .join(WASM_TARGET)
+            .join(target)
             .join(PLUGIN_PROFILE)
             .join(format!("{}.wasm", package.replace('-', "_")));
         let name = package.strip_prefix(prefix).unwrap_or(package);
@@ -191,6 +196,15 @@ fn build_components(
     }
     eprintln!("{} components in {}", packages.len(), out.display());
     Ok(copies)
+}
+
+/// The Wasm target for the packages under `dir`.
+fn target_of(dir: &str) -> &'static str {
+    if dir == "plugins" {
+        PLUGIN_TARGET
+    } else {
+        GUEST_TARGET
+    }
 }
 
 fn with_plugin_env(cmd: &mut Command, built: &Built) {
@@ -371,7 +385,7 @@ fn lint() -> Result<()> {
     })?;
     let meta = metadata()?;
     let mut cmd = cargo();
-    cmd.args(["clippy", "--target", WASM_TARGET]);
+    cmd.args(["clippy", "--target", PLUGIN_TARGET]);
     for package in packages_under(&meta, "plugins") {
         cmd.args(["-p", &package]);
     }

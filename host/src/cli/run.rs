@@ -11,7 +11,9 @@ use tessera::kubeconfig::KubeconfigPolicy;
 use tessera::oci::{ContentStore, TrustPolicy};
 use tessera::operator::{LeaderElection, OperatorOptions, default_identity};
 use tessera::plugins::template::Resolver;
-use tessera::plugins::{Catalog, ChainConfig, ChainTemplate, Fetcher, default_plugin_dir};
+use tessera::plugins::{
+    Catalog, ChainConfig, ChainTemplate, DraftCache, Fetcher, default_plugin_dir,
+};
 
 use super::registry::{RegistryArgs, default_store_dir};
 use tessera::wasm::WasmRuntime;
@@ -98,6 +100,12 @@ pub struct RunArgs {
     /// within it, without a restart.
     #[arg(long, default_value = "60s", value_parser = duration)]
     plugin_resync: Duration,
+    /// Memory for drafts of earlier renders, MiB (counted as JSON). A render whose inputs
+    /// (Runtime, current Shoot, plugin digests, configurations, limits, grants) were seen
+    /// before runs no plugin; a rollout of one plugin re-runs it and the steps after it.
+    /// 0 turns the cache off.
+    #[arg(long, default_value_t = 64)]
+    render_cache_mib: usize,
     /// Only resolve Plugin resources matching this label selector.
     #[arg(long)]
     plugin_selector: Option<String>,
@@ -159,6 +167,7 @@ pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
         wasm: wasm.clone(),
     });
     let leader_election = leader_election(&args);
+    let render_cache_mib = args.render_cache_mib;
     let options = OperatorOptions {
         kubeconfig: args.kubeconfig.clone(),
         gardener_kubeconfig: args.gardener_kubeconfig.clone(),
@@ -171,6 +180,7 @@ pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
                 template: Arc::new(template),
                 catalog: Catalog::new(),
             },
+            memo: Arc::new(DraftCache::new(render_cache_mib << 20)),
         },
         fetcher: Some(fetcher),
     };

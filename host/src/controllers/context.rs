@@ -8,9 +8,9 @@ use kube::Client;
 use crate::fence::Fence;
 use crate::gardener::ShootClient;
 use crate::kubeconfig::KubeconfigPolicy;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, StepResult};
 use crate::plugins::template::Resolver;
-use crate::plugins::{ChainOutput, Fetcher, ShootChain, ShootIdentity};
+use crate::plugins::{ChainOutput, DraftCache, Fetcher, ShootChain, ShootIdentity};
 use crate::wasm::{CallError, WasmRuntime};
 
 /// How long to wait before looking again. Shoot and RuntimeKubeconfig changes wake the
@@ -91,6 +91,8 @@ impl Default for OperatorConfig {
 pub struct Renderer {
     pub wasm: Arc<WasmRuntime>,
     pub resolver: Resolver,
+    /// Drafts of earlier renders: unchanged inputs are not rendered again.
+    pub memo: Arc<DraftCache>,
 }
 
 impl Renderer {
@@ -107,14 +109,17 @@ impl Renderer {
         let this = self.clone();
         let metrics = metrics.clone();
         tokio::task::spawn_blocking(move || {
-            let out = chain.run(
+            let out = chain.run_memo(
                 &this.wasm,
+                Some(&this.memo),
                 &runtime_json,
                 &identity,
                 &runtime_id,
                 current.as_deref(),
             );
             if let Ok(out) = &out {
+                metrics.render_steps(StepResult::Cached, out.cached_steps);
+                metrics.render_steps(StepResult::Run, out.timings.len());
                 for (plugin, duration) in &out.timings {
                     metrics
                         .plugin_call_duration

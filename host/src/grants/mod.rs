@@ -10,6 +10,7 @@
 
 mod objects;
 mod paths;
+mod view;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -18,6 +19,7 @@ pub use objects::{Access, ObjectRef, ObjectRule, Refusal, Scope, is_system_names
 pub use paths::{
     IDENTITY_PATHS, PathError, PathPattern, Segment, display_path, first_change, touches,
 };
+pub use view::ShootView;
 
 /// Everything granted to one plugin.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

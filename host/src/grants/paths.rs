@@ -174,6 +174,11 @@ fn segment_matches(pattern: &Segment, segment: &Segment) -> bool {
 }
 
 impl PathPattern {
+    /// The pattern's segments.
+    pub fn segments(&self) -> &[Segment] {
+        &self.0
+    }
+
     /// Whether a change at `path` is within this pattern.
     pub fn covers(&self, path: &[Segment]) -> bool {
         self.0.len() <= path.len() && self.0.iter().zip(path).all(|(p, s)| segment_matches(p, s))

@@ -26,6 +26,8 @@ pub struct Metrics {
     pub(crate) reconciles: IntCounterVec,
     pub(crate) reconcile_duration: HistogramVec,
     pub(crate) plugin_call_duration: HistogramVec,
+    /// Chain steps of renders, by whether the plugin ran or its draft came from the cache.
+    render_steps: IntCounterVec,
     /// Chain calls of applied renders that failed, by plugin and whose fault it was.
     plugin_call_failures: IntCounterVec,
     /// Failed requests to Gardener, by call and by whether Gardener was down or refused.
@@ -156,6 +158,10 @@ const PLUGIN_CALL_DURATION: Doc = (
     "tessera_plugin_call_duration_seconds",
     "Duration of one plugin call, sandbox set-up included",
 );
+const RENDER_STEPS: Doc = (
+    "tessera_render_steps_total",
+    "Chain steps of renders by result: run (the plugin was called) or cached (its draft was known from the same inputs)",
+);
 const PLUGIN_CALL_FAILURES: Doc = (
     "tessera_plugin_call_failures_total",
     "Plugin calls of applied Runtime renders that failed, by plugin and fault (input|config|grant|plugin|transient)",
@@ -196,7 +202,32 @@ const CALL_BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0,
 ];
 
+/// How a chain step of a render was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StepResult {
+    /// The plugin was called.
+    Run,
+    /// The draft was known from a render with the same inputs.
+    Cached,
+}
+
+impl StepResult {
+    fn label(self) -> &'static str {
+        match self {
+            StepResult::Run => "run",
+            StepResult::Cached => "cached",
+        }
+    }
+}
+
 impl Metrics {
+    /// Count `steps` chain steps answered as `result`.
+    pub(crate) fn render_steps(&self, result: StepResult, steps: usize) {
+        self.render_steps
+            .with_label_values(&[result.label()])
+            .inc_by(steps as u64);
+    }
+
     pub(crate) fn new() -> Self {
         let registry = Registry::new();
         let r = &registry;
@@ -213,6 +244,7 @@ impl Metrics {
                 RECONCILE_BUCKETS,
             ),
             plugin_call_duration: histograms(r, PLUGIN_CALL_DURATION, &["plugin"], CALL_BUCKETS),
+            render_steps: counters(r, RENDER_STEPS, &["result"]),
             plugin_call_failures: counters(r, PLUGIN_CALL_FAILURES, &["plugin", "fault"]),
             gardener_errors: counters(r, GARDENER_ERRORS, &["call", "failure"]),
             leader: register(r, leader),

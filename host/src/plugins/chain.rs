@@ -9,12 +9,15 @@ use std::sync::LazyLock;
 
 use serde_json::Value;
 use tessera_sdk::Operation;
-use tessera_sdk::glue::RawExtendInput;
+use tessera_sdk::glue::{RawExtendInput, RawExtendOutput};
 
 use super::catalog::first_party_requests;
 use super::config::{ChainConfig, PluginSettings};
 use super::identity::ShootIdentity;
-use crate::grants::{IDENTITY_PATHS, PathPattern, Segment, display_path, first_change, touches};
+use super::memo::{DraftCache, Key, Memo, key_of};
+use crate::grants::{
+    IDENTITY_PATHS, PathPattern, Segment, ShootView, display_path, first_change, touches,
+};
 use crate::wasm::{CallContext, CallError, Failure, Limits, LoadError, LoadedPlugin, WasmRuntime};
 
 static IDENTITY: LazyLock<Vec<PathPattern>> = LazyLock::new(|| {
@@ -38,9 +41,31 @@ pub struct ChainStep {
     pub limits: Limits,
     /// The Shoot paths the operator granted it.
     pub paths: Arc<Vec<PathPattern>>,
+    /// Hash of everything above that decides the step's output ([`ChainStep::key`]).
+    pub memo_key: std::sync::OnceLock<Key>,
+    /// The part of the Shoot the step sees ([`ChainStep::view`]).
+    pub view: std::sync::OnceLock<ShootView>,
 }
 
 impl ChainStep {
+    /// What of the Shoot this step sees and returns: its granted paths and the identity.
+    pub fn view(&self) -> &ShootView {
+        self.view.get_or_init(|| ShootView::of(&self.paths))
+    }
+
+    /// What decides this step's output besides its input: component, configuration,
+    /// limits (an output over budget fails) and grants (a refused change fails).
+    pub fn key(&self) -> &Key {
+        self.memo_key.get_or_init(|| {
+            let rules = format!("{:?}{:?}", self.limits, self.paths);
+            key_of(&[
+                self.plugin.inspection.digest.as_bytes(),
+                self.config.as_bytes(),
+                rules.as_bytes(),
+            ])
+        })
+    }
+
     /// Refuse a draft that changes what this step was not granted, or the identity
     /// (public so that the benchmark can time it alone).
     pub fn check(&self, before: &Value, after: &Value) -> Result<(), CallError> {
@@ -95,8 +120,10 @@ pub struct ChainOutput {
     pub warnings: Vec<(String, String)>,
     /// What ran, step by step: plugin, version, component digest, channel.
     pub stamps: Vec<PluginStamp>,
-    /// (plugin, wall time of its call), in order.
+    /// (plugin, wall time of its call), in order; steps taken from the cache are absent.
     pub timings: Vec<(String, std::time::Duration)>,
+    /// Steps whose draft came from the cache instead of a plugin call.
+    pub cached_steps: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -165,6 +192,8 @@ pub(crate) fn file_step(
             .unwrap_or_else(|| "{}".to_string()),
         limits: settings.limits.apply(defaults),
         paths: Arc::new(file_step_paths(name, settings)),
+        memo_key: Default::default(),
+        view: Default::default(),
     })
 }
 
@@ -214,46 +243,124 @@ impl ShootChain {
         runtime_id: &str,
         current: Option<&str>,
     ) -> Result<ChainOutput, CallError> {
+        self.run_memo(rt, None, runtime, identity, runtime_id, current)
+    }
+
+    /// [`ShootChain::run`], starting after the last step whose draft `memo` holds and
+    /// remembering the drafts of the steps it runs.
+    pub fn run_memo(
+        &self,
+        rt: &WasmRuntime,
+        memo: Option<&DraftCache>,
+        runtime: &str,
+        identity: &ShootIdentity,
+        runtime_id: &str,
+        current: Option<&str>,
+    ) -> Result<ChainOutput, CallError> {
         let operation = if current.is_some() {
             Operation::Patch
         } else {
             Operation::Create
         };
-        let ctx = CallContext {
-            runtime_id: runtime_id.to_string(),
+        let keys = memo.map(|_| self.keys(runtime, identity, current));
+        let (start, mut shoot, mut warnings) = match (memo, &keys) {
+            (Some(memo), Some(keys)) => resume(memo, keys),
+            _ => None,
+        }
+        .unwrap_or_else(|| (0, identity.draft(), Vec::new()));
+        let call = Call {
+            rt,
+            runtime,
+            operation,
+            current: current.and_then(|c| serde_json::from_str(c).ok()),
+            ctx: CallContext {
+                runtime_id: runtime_id.to_string(),
+            },
         };
-        let mut shoot = identity.draft();
-        let mut draft = shoot.to_string();
-        let mut warnings = Vec::new();
-        let mut timings = Vec::with_capacity(self.steps.len());
-        for step in &self.steps {
+        let mut timings = Vec::with_capacity(self.steps.len() - start);
+        // What the cache is charged for a draft: the JSON the plugins returned so far.
+        let mut bytes = 0;
+        for (index, step) in self.steps.iter().enumerate().skip(start) {
             let started = std::time::Instant::now();
-            let input = RawExtendInput {
-                runtime: runtime.to_string(),
-                draft,
-                operation,
-                current_shoot: current.map(str::to_string),
-                config: step.config.clone(),
-            };
-            let (output, next) = step.plugin.extend_parsed(rt, input, &step.limits, &ctx)?;
-            step.check(&shoot, &next)?;
-            timings.push((step.plugin.name().to_string(), started.elapsed()));
-            warnings.extend(
-                output
-                    .warnings
-                    .into_iter()
-                    .map(|w| (step.plugin.name().to_string(), w)),
-            );
-            draft = output.shoot;
-            shoot = next;
+            let output = call.step(step, &mut shoot)?;
+            let name = step.plugin.name();
+            timings.push((name.to_string(), started.elapsed()));
+            warnings.extend(output.warnings.into_iter().map(|w| (name.to_string(), w)));
+            bytes += output.shoot.len();
+            if let (Some(memo), Some(keys)) = (memo, &keys) {
+                let entry = Memo::new(shoot.clone(), warnings.clone(), bytes);
+                memo.put(keys[index + 1], entry);
+            }
         }
         Ok(ChainOutput {
             shoot,
             warnings,
             timings,
             stamps: self.stamps(),
+            cached_steps: start,
         })
     }
+
+    /// `keys[0]` names the render's input, `keys[i]` the draft after `i` steps.
+    fn keys(&self, runtime: &str, identity: &ShootIdentity, current: Option<&str>) -> Vec<Key> {
+        let draft = identity.draft().to_string();
+        let current = current.map(|c| [b"patch", c.as_bytes()]);
+        let current = current.as_ref().map_or(&[b"create" as &[u8]][..], |c| &c[..]);
+        let mut keys = Vec::with_capacity(self.steps.len() + 1);
+        let mut parts: Vec<&[u8]> = vec![runtime.as_bytes(), draft.as_bytes()];
+        parts.extend_from_slice(current);
+        keys.push(key_of(&parts));
+        for step in &self.steps {
+            let previous = *keys.last().expect("one key at least");
+            keys.push(key_of(&[&previous, step.key()]));
+        }
+        keys
+    }
+}
+
+/// What every step of one render gets.
+struct Call<'a> {
+    rt: &'a WasmRuntime,
+    runtime: &'a str,
+    operation: Operation,
+    current: Option<Value>,
+    ctx: CallContext,
+}
+
+impl Call<'_> {
+    /// Run `step` on the part of `shoot` it sees, check what it returned against its
+    /// grants, and put that back into `shoot`.
+    fn step(&self, step: &ChainStep, shoot: &mut Value) -> Result<RawExtendOutput, CallError> {
+        let view = step.view();
+        let seen = view.project(shoot);
+        let input = RawExtendInput {
+            runtime: self.runtime.to_string(),
+            draft: seen.to_string(),
+            operation: self.operation,
+            current_shoot: self.current.as_ref().map(|c| view.project(c).to_string()),
+            config: step.config.clone(),
+        };
+        let (output, mut returned) = step
+            .plugin
+            .extend_parsed(self.rt, input, &step.limits, &self.ctx)?;
+        view.prune(&mut returned);
+        step.check(&seen, &returned)?;
+        view.merge(shoot, returned);
+        Ok(output)
+    }
+}
+
+/// The furthest step whose draft `memo` holds: (steps done, draft, warnings so far).
+fn resume(
+    memo: &DraftCache,
+    keys: &[Key],
+) -> Option<(usize, Value, Vec<(String, String)>)> {
+    (1..keys.len()).rev().find_map(|done| {
+        let hit = memo.get(&keys[done])?;
+        // The steps before stay as fresh as this one: a rollout of any of them needs them.
+        memo.touch(&keys[1..done]);
+        Some((done, hit.shoot.clone(), hit.warnings.clone()))
+    })
 }
 
 #[cfg(test)]

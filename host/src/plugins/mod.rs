@@ -7,6 +7,7 @@ pub mod channels;
 pub mod config;
 pub mod fetch;
 pub mod identity;
+pub mod memo;
 pub mod shadow;
 pub mod template;
 
@@ -16,4 +17,5 @@ pub use channels::{Catalog, ChannelEntry, PluginEntry, Resolved};
 pub use config::{ChainConfig, LimitsOverride, ModuleSettings, PluginSettings, Source};
 pub use fetch::{FetchError, Fetched, Fetcher, Loaded};
 pub use identity::{Binding, DEFAULT_PROJECT, ShootIdentity};
+pub use memo::DraftCache;
 pub use template::{ChainTemplate, ChannelChoice, ResolvedChain, Shadow, Unavailable};

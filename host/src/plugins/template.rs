@@ -212,6 +212,8 @@ impl ChainTemplate {
                     .unwrap_or(&entry.grants)
                     .path_patterns(),
             ),
+            memo_key: Default::default(),
+            view: Default::default(),
         })
     }
 

@@ -21,7 +21,7 @@ pub use engine::{EngineOptions, WasmRuntime};
 pub use error::{CallError, Failure, Fault, LoadError};
 pub use limits::{Limits, LimitsOverride};
 pub use module::LoadedModule;
-pub use plugin::{CallContext, LoadedPlugin, PluginKind};
+pub use plugin::{CallContext, CallSplit, LoadedPlugin, PluginKind};
 
 /// Contract versions this host runs (`tessera:plugin@<version>`), as semver requirements.
 pub const SUPPORTED_CONTRACTS: &[&str] = &["0.1"];

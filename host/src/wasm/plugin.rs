@@ -344,16 +344,7 @@ impl LoadedPlugin {
         ctx: &CallContext,
     ) -> Result<(RawExtendOutput, serde_json::Value), CallError> {
         let mut store = self.store(rt, limits, &ctx.runtime_id);
-        let wit_input = shoot_api::ExtendInput {
-            runtime: input.runtime,
-            draft: input.draft,
-            operation: match input.operation {
-                Operation::Create => shoot_api::Operation::Create,
-                Operation::Patch => shoot_api::Operation::Patch,
-            },
-            current_shoot: input.current_shoot,
-            config: input.config,
-        };
+        let wit_input = to_wit(input);
         let result = self.pre.instantiate(&mut store).and_then(|instance| {
             instance
                 .tessera_plugin_shoot_extension_api()
@@ -386,6 +377,62 @@ impl LoadedPlugin {
             warnings: text::clamp_warnings(output.warnings),
         };
         Ok((raw, shoot))
+    }
+}
+
+/// Where the time of one `extend` call goes, for benchmarks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallSplit {
+    /// A fresh store and instance.
+    pub instantiate: Duration,
+    /// The call: input copied in, parsed by the plugin, its logic, the output serialized
+    /// and copied out.
+    pub call: Duration,
+    /// The host parsing the returned Shoot.
+    pub output: Duration,
+}
+
+impl LoadedPlugin {
+    /// Run `extend` once like [`LoadedPlugin::extend`] and say where the time went.
+    pub fn extend_split(
+        &self,
+        rt: &WasmRuntime,
+        input: RawExtendInput,
+        limits: &Limits,
+    ) -> Result<CallSplit, CallError> {
+        let started = Instant::now();
+        let mut store = self.store(rt, limits, "");
+        let instance = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| self.fail(classify(e, &store, limits)))?;
+        let instantiated = Instant::now();
+        let output = instance
+            .tessera_plugin_shoot_extension_api()
+            .call_extend(&mut store, &to_wit(input))
+            .map_err(|e| self.fail(classify(e, &store, limits)))?
+            .map_err(|e| self.fail(Failure::Plugin(from_wit_error(e))))?;
+        let called = Instant::now();
+        serde_json::from_str::<serde_json::Value>(&output.shoot)
+            .map_err(|e| self.fail(Failure::InvalidOutput(e.to_string())))?;
+        Ok(CallSplit {
+            instantiate: instantiated - started,
+            call: called - instantiated,
+            output: called.elapsed(),
+        })
+    }
+}
+
+fn to_wit(input: RawExtendInput) -> shoot_api::ExtendInput {
+    shoot_api::ExtendInput {
+        runtime: input.runtime,
+        draft: input.draft,
+        operation: match input.operation {
+            Operation::Create => shoot_api::Operation::Create,
+            Operation::Patch => shoot_api::Operation::Patch,
+        },
+        current_shoot: input.current_shoot,
+        config: input.config,
     }
 }
 

@@ -47,7 +47,8 @@ pub(crate) struct Budget {
 
 /// The state of one store, i.e. of one call.
 pub struct PluginState {
-    wasi: WasiCtx,
+    /// Built on first use: plugins built without WASI never pay for it.
+    wasi: Option<WasiCtx>,
     table: ResourceTable,
     pub(crate) limiter: MemoryLimiter,
     pub(crate) stdio: MemoryOutputPipe,
@@ -55,18 +56,15 @@ pub struct PluginState {
     pub(crate) budget: Budget,
     /// Set when the guest asked for its environment variables.
     pub(crate) environment_read: bool,
+    /// A panic the guest reported through `log` (guests without WASI have no stderr).
+    panic: Option<String>,
 }
 
 impl PluginState {
     pub fn new(limits: &Limits, log: LogContext) -> Self {
         let stdio = MemoryOutputPipe::new(STDIO_CAPTURE);
-        let wasi = WasiCtxBuilder::new()
-            .stdout(stdio.clone())
-            .stderr(stdio.clone())
-            .insecure_random_seed(0)
-            .build();
         Self {
-            wasi,
+            wasi: None,
             table: ResourceTable::new(),
             limiter: MemoryLimiter::new(limits.memory_bytes()),
             stdio,
@@ -79,6 +77,7 @@ impl PluginState {
                 dropped: 0,
             },
             environment_read: false,
+            panic: None,
         }
     }
 
@@ -96,16 +95,36 @@ impl PluginState {
         self.budget.limit
     }
 
-    /// What the guest wrote to stdout/stderr.
-    pub fn stdio_text(&self) -> String {
-        String::from_utf8_lossy(&self.stdio.contents()).into_owned()
+    /// The inert WASI context, built on first use.
+    fn wasi(&mut self) -> &mut WasiCtx {
+        let stdio = &self.stdio;
+        self.wasi.get_or_insert_with(|| inert_wasi(stdio))
     }
+
+    /// What the guest wrote to stdout/stderr, then the panic it logged, if any.
+    pub fn stdio_text(&self) -> String {
+        let mut text = String::from_utf8_lossy(&self.stdio.contents()).into_owned();
+        if let Some(panic) = &self.panic {
+            text.push_str(panic);
+        }
+        text
+    }
+}
+
+/// WASI with nothing behind it: stdio into `stdio`, a constant HashMap seed.
+fn inert_wasi(stdio: &MemoryOutputPipe) -> WasiCtx {
+    WasiCtxBuilder::new()
+        .stdout(stdio.clone())
+        .stderr(stdio.clone())
+        .insecure_random_seed(0)
+        .build()
 }
 
 impl WasiView for PluginState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
+        let stdio = &self.stdio;
         WasiCtxView {
-            ctx: &mut self.wasi,
+            ctx: self.wasi.get_or_insert_with(|| inert_wasi(stdio)),
             table: &mut self.table,
         }
     }
@@ -116,6 +135,10 @@ impl shoot::tessera::plugin::types::Host for PluginState {}
 impl shoot::tessera::plugin::host::Host for PluginState {
     fn log(&mut self, level: LogLevel, message: String) {
         let line = super::text::clamp(&message, MAX_LOG_LINE);
+        if matches!(level, LogLevel::Error) && line.starts_with("panicked at ") {
+            // The SDK's panic hook: kept for the trap's error whatever the log budget says.
+            self.panic = Some(line.clone());
+        }
         let budget = &mut self.budget;
         budget.lines += 1;
         if budget.lines > budget.max_lines || budget.used + line.len() > budget.limit {
@@ -268,7 +291,7 @@ pub fn linker(engine: &Engine) -> Result<Linker<PluginState>> {
         l,
         PluginState::filesystem,
     )?;
-    random::insecure_seed::add_to_linker::<PluginState, WasiRandom>(l, |t| t.wasi.random())?;
+    random::insecure_seed::add_to_linker::<PluginState, WasiRandom>(l, |t| t.wasi().random())?;
     cli::exit::add_to_linker::<PluginState, WasiCli>(l, PluginState::cli)?;
     cli::stdin::add_to_linker::<PluginState, WasiCli>(l, PluginState::cli)?;
     cli::stdout::add_to_linker::<PluginState, WasiCli>(l, PluginState::cli)?;

@@ -1,0 +1,187 @@
+//! Plugins are pure functions of their input, so a render need not run a step whose input
+//! it has seen before. Every step's draft is remembered under a key that hashes everything
+//! it came from: the Runtime, the current Shoot, the operation, and for every step up to it
+//! the component digest, configuration, limits and granted paths. A render looks for the
+//! last step whose draft is known and runs only the steps after it: an unchanged Runtime
+//! runs nothing, a rollout of one plugin re-runs that plugin and those after it.
+//!
+//! Memory is bounded by two generations: new and used drafts go to the young one; when it
+//! holds half the budget, the old generation is dropped and the young one becomes old. What
+//! was not used during a whole generation is forgotten, which approximates least recently
+//! used at O(1) per operation.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// A content hash.
+pub type Key = [u8; 32];
+
+/// The draft after a step, with every warning of the steps up to it.
+#[derive(Debug)]
+pub struct Memo {
+    pub shoot: Value,
+    /// (plugin, warning)
+    pub warnings: Vec<(String, String)>,
+    /// What the entry is charged against the budget: its JSON length.
+    bytes: usize,
+}
+
+impl Memo {
+    pub fn new(shoot: Value, warnings: Vec<(String, String)>, json_len: usize) -> Self {
+        let bytes = json_len + warnings.iter().map(|(p, w)| p.len() + w.len()).sum::<usize>();
+        Self {
+            shoot,
+            warnings,
+            bytes,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Generations {
+    young: HashMap<Key, Arc<Memo>>,
+    old: HashMap<Key, Arc<Memo>>,
+    young_bytes: usize,
+    old_bytes: usize,
+}
+
+/// Drafts by content hash, bounded by an approximate byte budget (JSON size of the drafts).
+pub struct DraftCache {
+    generations: Mutex<Generations>,
+    budget: usize,
+}
+
+impl std::fmt::Debug for DraftCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DraftCache")
+            .field("budget", &self.budget)
+            .field("bytes", &self.bytes())
+            .finish()
+    }
+}
+
+impl DraftCache {
+    /// A cache holding about `budget` bytes of drafts (counted as JSON).
+    pub fn new(budget: usize) -> Self {
+        Self {
+            generations: Mutex::default(),
+            budget,
+        }
+    }
+
+    /// The draft stored under `key`; a hit in the old generation moves it to the young one.
+    pub fn get(&self, key: &Key) -> Option<Arc<Memo>> {
+        let mut g = self.generations.lock().expect("draft cache lock");
+        if let Some(memo) = g.young.get(key) {
+            return Some(memo.clone());
+        }
+        let memo = g.old.remove(key)?;
+        g.old_bytes -= memo.bytes;
+        g.admit(*key, memo.clone(), self.budget);
+        Some(memo)
+    }
+
+    /// Mark the drafts under `keys` as used, so that they age with the one they led to.
+    pub fn touch(&self, keys: &[Key]) {
+        let mut g = self.generations.lock().expect("draft cache lock");
+        for key in keys {
+            if let Some(memo) = g.old.remove(key) {
+                g.old_bytes -= memo.bytes;
+                g.admit(*key, memo, self.budget);
+            }
+        }
+    }
+
+    /// Remember `memo` under `key`.
+    pub fn put(&self, key: Key, memo: Memo) {
+        if memo.bytes > self.budget / 2 {
+            return;
+        }
+        let mut g = self.generations.lock().expect("draft cache lock");
+        g.admit(key, Arc::new(memo), self.budget);
+    }
+
+    /// Bytes held now (both generations).
+    pub fn bytes(&self) -> usize {
+        let g = self.generations.lock().expect("draft cache lock");
+        g.young_bytes + g.old_bytes
+    }
+
+    /// Entries held now (both generations).
+    pub fn len(&self) -> usize {
+        let g = self.generations.lock().expect("draft cache lock");
+        g.young.len() + g.old.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Generations {
+    fn admit(&mut self, key: Key, memo: Arc<Memo>, budget: usize) {
+        if let Some(previous) = self.young.remove(&key) {
+            self.young_bytes -= previous.bytes;
+        }
+        if self.young_bytes + memo.bytes > budget / 2 {
+            self.old = std::mem::take(&mut self.young);
+            self.old_bytes = std::mem::take(&mut self.young_bytes);
+        }
+        self.young_bytes += memo.bytes;
+        self.young.insert(key, memo);
+    }
+}
+
+/// Hash `parts` in order, each length-prefixed so that no two lists of parts collide.
+pub fn key_of(parts: &[&[u8]]) -> Key {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update((part.len() as u64).to_le_bytes());
+        hasher.update(part);
+    }
+    hasher.finalize().into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memo(n: usize) -> Memo {
+        Memo::new(Value::from(n), Vec::new(), 100)
+    }
+
+    #[test]
+    fn keys_do_not_collide_across_part_boundaries() {
+        assert_ne!(key_of(&[b"ab", b"c"]), key_of(&[b"a", b"bc"]));
+        assert_eq!(key_of(&[b"ab", b"c"]), key_of(&[b"ab", b"c"]));
+    }
+
+    #[test]
+    fn stays_within_its_budget_and_keeps_what_is_used() {
+        let cache = DraftCache::new(1000);
+        cache.put(key_of(&[b"kept"]), memo(0));
+        for i in 0..100u32 {
+            cache.put(key_of(&[&i.to_le_bytes()]), memo(i as usize));
+            assert!(cache.bytes() <= 1000, "{} bytes", cache.bytes());
+            assert!(
+                cache.get(&key_of(&[b"kept"])).is_some(),
+                "a draft used in every generation is lost after {i} inserts"
+            );
+        }
+        assert!(cache.get(&key_of(&[&0u32.to_le_bytes()])).is_none());
+        assert_eq!(
+            cache.get(&key_of(&[&99u32.to_le_bytes()])).unwrap().shoot,
+            99
+        );
+    }
+
+    #[test]
+    fn a_draft_larger_than_half_the_budget_is_not_kept() {
+        let cache = DraftCache::new(100);
+        cache.put(key_of(&[b"big"]), memo(1));
+        assert!(cache.is_empty());
+    }
+}
