@@ -765,6 +765,91 @@ async fn channels_reload_shadow(cp: &ControlPlane) -> Result {
     Ok(())
 }
 
+/// The host's log filter with one line per reconcile (`reconcile started`, in a span naming
+/// the object).
+const RECONCILE_LOG: &str = "info,kube=warn,tower=warn,hyper=warn,tessera::controllers::kit=debug";
+
+/// Reconciles of Runtime `id` the host has logged so far.
+fn reconciles(s: &Scenario<'_>, host: &Host, id: &str) -> usize {
+    let object = format!("Runtime/{}/{id}\"", s.ns);
+    host.logs()
+        .lines()
+        .filter(|l| l.contains("reconcile started") && l.contains(&object))
+        .count()
+}
+
+/// Reconciles of Runtime `id` once they stopped coming (none for 4 s).
+async fn settled_reconciles(s: &Scenario<'_>, host: &Host, id: &str) -> Result<usize> {
+    let mut last = (reconciles(s, host, id), std::time::Instant::now());
+    let started = std::time::Instant::now();
+    while last.1.elapsed() < Duration::from_secs(4) {
+        if started.elapsed() > LIMIT {
+            return Err(format!("Runtime {id} is still being reconciled"));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let now = reconciles(s, host, id);
+        if now != last.0 {
+            last = (now, std::time::Instant::now());
+        }
+    }
+    Ok(last.0)
+}
+
+/// One plugin's channel moves: the Runtime on that channel renders the new version; the
+/// Runtime on another channel of the same plugin is not even reconciled.
+async fn a_channel_move_wakes_only_its_runtimes(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "p-wake").await?;
+    let v1 = stamp_component();
+    let repo = s.repo("stamp");
+    push(s.dir(), &v1, &format!("{repo}:1.0.0"), "1.0.0")?;
+    push(
+        s.dir(),
+        &stamp_variant(&v1, "v2"),
+        &format!("{repo}:1.1.0"),
+        "1.1.0",
+    )?;
+    let plugin = "p-wake-stamp";
+    let spec = |fast: &str| {
+        json!({
+            "kind": "shoot-extension",
+            "versions": [
+                { "version": "1.0.0", "ref": format!("{repo}:1.0.0") },
+                { "version": "1.1.0", "ref": format!("{repo}:1.1.0") },
+            ],
+            "channels": [
+                { "name": "regular", "version": "1.0.0" },
+                { "name": "fast", "version": fast },
+            ],
+        })
+    };
+    s.apply_plugin(plugin, spec("1.0.0")).await?;
+    let host = s.host("a", plugin, &["--log", RECONCILE_LOG]);
+    s.plugin_ready(plugin, &host).await?;
+    let fast = json!({ "channel.tessera.dev/stamp": "fast" });
+    s.create_runtime("rt-moves", "wake-moves", fast).await?;
+    s.create_runtime("rt-stays", "wake-stays", json!({}))
+        .await?;
+    for (id, shoot) in [("rt-moves", "wake-moves"), ("rt-stays", "wake-stays")] {
+        s.wait_ready(id, &host).await?;
+        s.wait_stamp(shoot, "v1", &host).await?;
+    }
+    let before = settled_reconciles(&s, &host, "rt-stays").await?;
+    let moves_before = reconciles(&s, &host, "rt-moves");
+
+    s.apply_plugin(plugin, spec("1.1.0")).await?;
+    s.wait_stamp("wake-moves", "v2", &host).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = reconciles(&s, &host, "rt-stays");
+    if after != before || reconciles(&s, &host, "rt-moves") <= moves_before {
+        return Err(format!(
+            "rt-stays reconciled {before} then {after} times; host log tail:\n{}",
+            tail(&host.logs(), 30)
+        ));
+    }
+    s.wait_stamp("wake-stays", "v1", &host).await?;
+    Ok(())
+}
+
 /// Signatures required: signed runs; unsigned, wrongly signed and tampered are refused
 /// on the Plugin and nothing runs; other plugins and Runtimes are unaffected.
 async fn signatures_and_tampering(cp: &ControlPlane) -> Result {
@@ -1190,6 +1275,7 @@ fn main() {
     let trials = vec![
         trial!(cli_round_trips),
         trial!(channels_reload_shadow),
+        trial!(a_channel_move_wakes_only_its_runtimes),
         trial!(signatures_and_tampering),
         trial!(registry_down),
         trial!(supply_chain_fails_closed),

@@ -24,6 +24,8 @@ pub struct Metrics {
     pub(crate) unexpected_stops: IntCounterVec,
     /// Reconciles by controller and outcome.
     pub(crate) reconciles: IntCounterVec,
+    /// Objects a catalog change woke, by controller.
+    pub(crate) catalog_wakes: IntCounterVec,
     pub(crate) reconcile_duration: HistogramVec,
     pub(crate) plugin_call_duration: HistogramVec,
     /// Chain steps of renders, by whether the plugin ran or its draft came from the cache.
@@ -150,6 +152,10 @@ const RECONCILES: Doc = (
     "tessera_reconciles_total",
     "Reconciles by controller and outcome (ok|conflict|error)",
 );
+const CATALOG_WAKES: Doc = (
+    "tessera_catalog_wakes_total",
+    "Objects a Plugin change woke because they use the changed plugin and channel, by controller",
+);
 const RECONCILE_DURATION: Doc = (
     "tessera_reconcile_duration_seconds",
     "Time spent in a reconcile (step Reconcile) and in each state-machine step",
@@ -237,6 +243,7 @@ impl Metrics {
             kubeconfig_expiry: gauges(r, KUBECONFIG_EXPIRY, &["namespace", "runtime"]),
             unexpected_stops: counters(r, UNEXPECTED_STOPS, &["controller", "step", "reason"]),
             reconciles: counters(r, RECONCILES, &["controller", "result"]),
+            catalog_wakes: counters(r, CATALOG_WAKES, &["controller"]),
             reconcile_duration: histograms(
                 r,
                 RECONCILE_DURATION,

@@ -22,6 +22,7 @@ use crate::wasm::WasmRuntime;
 
 mod plan;
 
+pub(crate) use plan::woken_by;
 use plan::{Gate, Offer, Offers, Plan, Ran, Removal, Run};
 
 /// The channel when neither the module nor the set names one.

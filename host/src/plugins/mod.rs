@@ -13,7 +13,9 @@ pub mod template;
 
 pub use catalog::{FIRST_PARTY, FIRST_PARTY_MODULES, default_plugin_dir, first_party_requests};
 pub use chain::{ChainError, ChainOutput, ChainStep, ShootChain};
-pub use channels::{Catalog, ChannelEntry, PluginEntry, Resolved};
+pub use channels::{
+    Catalog, CatalogChange, CatalogWake, ChangedChannels, ChannelEntry, PluginEntry, Resolved,
+};
 pub use config::{ChainConfig, LimitsOverride, ModuleSettings, PluginSettings, Source};
 pub use fetch::{FetchError, Fetched, Fetcher, Loaded};
 pub use identity::{Binding, DEFAULT_PROJECT, ShootIdentity};

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::chain::{ChainError, ChainStep, ShootChain, file_step};
-use super::channels::{Catalog, PluginEntry, Resolved};
+use super::channels::{Catalog, CatalogWake, PluginEntry, Resolved};
 use super::config::{ChainConfig, DEFAULT_CHANNEL, LimitsOverride, Source};
 use super::fetch::Loaded;
 use super::identity::DEFAULT_PROJECT;
@@ -167,6 +167,30 @@ impl ChainTemplate {
         })
     }
 
+    /// The channel registry step `step` runs on for a Runtime asking for `choice`: the
+    /// step's own annotation, else the Runtime's channel, else the host's channel for the
+    /// step, else the default. The one place this order is decided: resolving and waking
+    /// must agree.
+    pub fn channel_of<'a>(&'a self, step: &'a RegistryStep, choice: &'a ChannelChoice) -> &'a str {
+        choice
+            .per_plugin
+            .get(&step.name)
+            .or(choice.all.as_ref())
+            .or(step.channel.as_ref())
+            .unwrap_or(&self.default_channel)
+    }
+
+    /// Whether the chain of a Runtime asking for `choice` may differ after `wake`: a
+    /// registry step runs the changed plugin on a changed channel.
+    pub fn woken_by(&self, choice: &ChannelChoice, wake: &CatalogWake) -> bool {
+        self.steps.iter().any(|step| match step {
+            TemplateStep::Registry(step) => {
+                wake.touches(&step.plugin, self.channel_of(step, choice))
+            }
+            TemplateStep::Fixed(_) => false,
+        })
+    }
+
     fn step_of(
         &self,
         step: &RegistryStep,
@@ -241,13 +265,7 @@ impl ChainTemplate {
                 message,
             };
             let entry = catalog.get(&step.plugin).map_err(unavailable)?;
-            let channel = choice
-                .per_plugin
-                .get(&step.name)
-                .or(choice.all.as_ref())
-                .or(step.channel.as_ref())
-                .unwrap_or(&self.default_channel)
-                .clone();
+            let channel = self.channel_of(step, choice).to_string();
             let entry_channel = entry.channel(&step.plugin, &channel).map_err(unavailable)?;
             let mut current = &entry_channel.current;
             if let Some(PluginStamp {
@@ -309,4 +327,115 @@ impl ResolvedChain {
 pub struct Resolver {
     pub template: Arc<ChainTemplate>,
     pub catalog: Arc<Catalog>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugins::{CatalogChange, ChangedChannels};
+
+    fn registry(name: &str, plugin: &str, channel: Option<&str>) -> TemplateStep {
+        TemplateStep::Registry(RegistryStep {
+            name: name.into(),
+            plugin: plugin.into(),
+            channel: channel.map(Into::into),
+            config: None,
+            limits: LimitsOverride::default(),
+            grants: None,
+        })
+    }
+
+    /// Steps `stamp` (Plugin `stamp-plugin`, host channel none) and `dns` (Plugin `dns`,
+    /// host channel `stable`); default `regular`.
+    fn template() -> ChainTemplate {
+        ChainTemplate {
+            steps: vec![
+                registry("stamp", "stamp-plugin", None),
+                registry("dns", "dns", Some("stable")),
+            ],
+            default_channel: "regular".into(),
+            project: DEFAULT_PROJECT.into(),
+            defaults: Limits::default(),
+        }
+    }
+
+    fn step(t: &ChainTemplate, index: usize) -> &RegistryStep {
+        match &t.steps[index] {
+            TemplateStep::Registry(step) => step,
+            TemplateStep::Fixed(_) => unreachable!(),
+        }
+    }
+
+    fn choice(all: Option<&str>, per_plugin: &[(&str, &str)]) -> ChannelChoice {
+        ChannelChoice {
+            all: all.map(Into::into),
+            per_plugin: per_plugin
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            allow_downgrade: false,
+        }
+    }
+
+    fn moved(plugin: &str, channels: &[&str]) -> CatalogWake {
+        CatalogWake::Changed(CatalogChange {
+            plugin: plugin.into(),
+            channels: ChangedChannels::Some(channels.iter().map(|c| c.to_string()).collect()),
+        })
+    }
+
+    #[test]
+    fn the_step_annotation_wins_then_the_runtimes_then_the_hosts_then_the_default() {
+        let t = template();
+        let (stamp, dns) = (step(&t, 0), step(&t, 1));
+        assert_eq!(t.channel_of(stamp, &choice(None, &[])), "regular");
+        assert_eq!(t.channel_of(dns, &choice(None, &[])), "stable");
+        assert_eq!(t.channel_of(dns, &choice(Some("fast"), &[])), "fast");
+        let both = choice(Some("fast"), &[("dns", "rapid")]);
+        assert_eq!(t.channel_of(dns, &both), "rapid");
+        assert_eq!(t.channel_of(stamp, &both), "fast");
+    }
+
+    #[test]
+    fn the_step_annotation_names_the_step_not_the_plugin() {
+        let t = template();
+        let by_plugin = choice(None, &[("stamp-plugin", "fast")]);
+        assert_eq!(t.channel_of(step(&t, 0), &by_plugin), "regular");
+        let by_step = choice(None, &[("stamp", "fast")]);
+        assert_eq!(t.channel_of(step(&t, 0), &by_step), "fast");
+    }
+
+    #[test]
+    fn a_moved_channel_wakes_only_runtimes_on_it() {
+        let t = template();
+        let fast = moved("stamp-plugin", &["fast"]);
+        assert!(!t.woken_by(&choice(None, &[]), &fast));
+        assert!(t.woken_by(&choice(None, &[("stamp", "fast")]), &fast));
+        assert!(t.woken_by(&choice(Some("fast"), &[]), &fast));
+        assert!(!t.woken_by(&choice(Some("fast"), &[("stamp", "regular")]), &fast));
+        assert!(t.woken_by(&choice(None, &[]), &moved("dns", &["stable"])));
+        assert!(!t.woken_by(&choice(None, &[]), &moved("dns", &["regular"])));
+    }
+
+    #[test]
+    fn another_plugin_wakes_nobody_and_a_lag_or_a_whole_plugin_wakes_its_users() {
+        let t = template();
+        let nobody = choice(None, &[]);
+        assert!(!t.woken_by(&nobody, &moved("other", &["regular"])));
+        assert!(t.woken_by(&nobody, &CatalogWake::Lagged));
+        let appeared = CatalogWake::Changed(CatalogChange {
+            plugin: "stamp-plugin".into(),
+            channels: ChangedChannels::All,
+        });
+        assert!(t.woken_by(&choice(Some("fast"), &[]), &appeared));
+    }
+
+    #[test]
+    fn a_chain_of_files_is_woken_by_nothing() {
+        let t = ChainTemplate {
+            steps: Vec::new(),
+            ..template()
+        };
+        assert!(!t.woken_by(&choice(None, &[]), &CatalogWake::Lagged));
+    }
 }

@@ -7,6 +7,7 @@ pub(crate) mod finalizer;
 
 mod events;
 mod retries;
+mod wakes;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -17,6 +18,7 @@ use tracing::Instrument;
 
 pub(crate) use events::{EventSink, Note};
 pub(crate) use retries::{LogLine, Retries, Retry};
+pub(crate) use wakes::catalog_wakes;
 
 use crate::controllers::{Context, ReconcileError};
 
@@ -65,6 +67,8 @@ where
 {
     let key = key(obj);
     let span = tracing::info_span!("reconcile", controller = controller.as_str(), object = %key);
+    // At debug, one line per reconcile shows what a trigger woke (the tests count them).
+    span.in_scope(|| tracing::debug!("reconcile started"));
     let started = Instant::now();
     let result = reconcile.instrument(span).await;
     observe(ctx, controller, "Reconcile", started);

@@ -3,15 +3,16 @@ use std::sync::Arc;
 use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
 use super::drift::Drift;
 use super::reconcile::{ModuleContext, reconcile};
 use super::targets::{TargetRules, Targets};
 use crate::controllers::kit;
-use crate::controllers::runtime::tokio_stream_of;
 use crate::controllers::{Context, ReconcileError};
 use crate::crd::ModuleSet;
+use crate::modules::set::woken_by;
 
 /// Run the ModuleSet controller until shutdown.
 pub(crate) async fn run(ctx: Arc<Context>) {
@@ -20,7 +21,6 @@ pub(crate) async fn run(ctx: Arc<Context>) {
         None => Api::all(ctx.client.clone()),
     };
     let (drift, drifted) = Drift::new(ctx.metrics.clone());
-    let catalog = tokio_stream_of(ctx.renderer.resolver.catalog.subscribe());
     let drifted = futures::stream::unfold(drifted, |mut rx| async move {
         let next = rx.recv().await?;
         Some((next, rx))
@@ -39,16 +39,35 @@ pub(crate) async fn run(ctx: Arc<Context>) {
         drift,
         ctx,
     });
-    Controller::new(sets, watcher::Config::default().any_semantic())
+    let controller = Controller::new(sets, watcher::Config::default().any_semantic());
+    let catalog = catalog_changes(&mctx.ctx, controller.store());
+    controller
         .with_config(
             kube::runtime::controller::Config::default().concurrency(mctx.ctx.config.workers),
         )
-        .reconcile_all_on(catalog)
+        .reconcile_on(catalog)
         .reconcile_on(drifted)
         .shutdown_on_signal()
         .run(reconcile, error_policy, mctx)
         .for_each(|_| futures::future::ready(()))
         .await;
+}
+
+/// The sets a catalog change concerns: a module runs the changed plugin on a changed
+/// channel, or one that left the set is still being removed with it.
+fn catalog_changes(
+    ctx: &Context,
+    store: Store<ModuleSet>,
+) -> impl futures::Stream<Item = ObjectRef<ModuleSet>> + Send + 'static {
+    kit::catalog_wakes(ctx, kit::Controller::ModuleSet, store, |set, wake| {
+        let reported = set.status.as_ref().map_or(&[][..], |s| &s.modules[..]);
+        woken_by(
+            &set.spec.modules,
+            set.spec.channel.as_deref(),
+            reported,
+            wake,
+        )
+    })
 }
 
 fn error_policy(set: Arc<ModuleSet>, error: &ReconcileError, ctx: Arc<ModuleContext>) -> Action {

@@ -3,10 +3,11 @@ use std::sync::Arc;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
 use super::machine::{GardenerFailure, Machine};
+use super::states::channel_choice;
 use crate::controllers::kit;
 use crate::controllers::{Context, ReconcileError, labels};
 use crate::crd::{Runtime, RuntimeKubeconfig};
@@ -24,16 +25,32 @@ pub(crate) async fn run(ctx: Arc<Context>) {
             ),
             None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
         };
-    Controller::new(runtimes, watcher::Config::default().any_semantic())
+    let controller = Controller::new(runtimes, watcher::Config::default().any_semantic());
+    let catalog = catalog_changes(&ctx, controller.store());
+    controller
         .owns(kubeconfigs, watcher::Config::default().any_semantic())
         .reconcile_on(shoot_changes(ctx.clone()))
-        // A channel of a registry plugin changed: every Runtime checks its chain.
-        .reconcile_all_on(tokio_stream_of(ctx.renderer.resolver.catalog.subscribe()))
+        .reconcile_on(catalog)
         .with_config(kube::runtime::controller::Config::default().concurrency(ctx.config.workers))
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|_| futures::future::ready(()))
         .await;
+}
+
+/// The Runtimes whose chain a catalog change concerns: a registry step runs the changed
+/// plugin on a changed channel (by the same choice of channel that resolving makes).
+fn catalog_changes(
+    ctx: &Context,
+    store: Store<Runtime>,
+) -> impl futures::Stream<Item = ObjectRef<Runtime>> + Send + 'static {
+    let template = ctx.renderer.resolver.template.clone();
+    kit::catalog_wakes(
+        ctx,
+        kit::Controller::Runtime,
+        store,
+        move |runtime, wake| template.woken_by(&channel_choice(runtime), wake),
+    )
 }
 
 /// The Runtimes whose Shoots changed. The Shoot watch runs on its own, with its own

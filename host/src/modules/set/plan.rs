@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::{DEFAULT_CHANNEL, ModuleReport, Notice, SetRequest, State, merge_config};
 use crate::crd::moduleset::ModuleSpec;
+use crate::plugins::CatalogWake;
 
 /// Look again this soon at a module waiting for a dependent to be removed first.
 pub(crate) const WAIT_FOR_DEPENDENT: Duration = Duration::from_secs(2);
@@ -177,6 +178,26 @@ pub(crate) fn channel_of(spec: &ModuleSpec, set_channel: Option<&str>) -> String
     spec.channel
         .clone()
         .unwrap_or_else(|| set_channel.unwrap_or(DEFAULT_CHANNEL).to_string())
+}
+
+/// Whether `wake` can change a pass over a set of `modules` on channel `set_channel` that
+/// last reported `reported`: a module runs the changed plugin on a changed channel, or a
+/// module that left the set is still reported (removing it runs its plugin, on whichever
+/// version is installed).
+pub(crate) fn woken_by(
+    modules: &[ModuleSpec],
+    set_channel: Option<&str>,
+    reported: &[ModuleReport],
+    wake: &CatalogWake,
+) -> bool {
+    let wanted = modules
+        .iter()
+        .any(|m| wake.touches(&m.name, &channel_of(m, set_channel)));
+    let leaving = reported
+        .iter()
+        .filter(|r| !modules.iter().any(|m| m.name == r.name))
+        .any(|r| wake.touches_plugin(&r.name));
+    wanted || leaving
 }
 
 /// The installed version, when `offered` is below it and neither the channel nor the set
@@ -894,5 +915,60 @@ mod tests {
             .map(|r| r.name)
             .collect();
         assert_eq!(names, ["z", "a", "old"]);
+    }
+
+    fn moved(plugin: &str, channels: &[&str]) -> CatalogWake {
+        use crate::plugins::{CatalogChange, ChangedChannels};
+        CatalogWake::Changed(CatalogChange {
+            plugin: plugin.into(),
+            channels: ChangedChannels::Some(channels.iter().map(|c| c.to_string()).collect()),
+        })
+    }
+
+    #[test]
+    fn a_moved_channel_wakes_sets_with_a_module_on_it() {
+        let mut fast = spec("dash");
+        fast.channel = Some("fast".into());
+        let wake = moved("dash", &["fast"]);
+        assert!(woken_by(&[fast], None, &[], &wake));
+        assert!(woken_by(&[spec("dash")], Some("fast"), &[], &wake));
+        assert!(!woken_by(&[spec("dash")], None, &[], &wake));
+        assert!(woken_by(
+            &[spec("dash")],
+            None,
+            &[],
+            &moved("dash", &["regular"])
+        ));
+    }
+
+    #[test]
+    fn another_plugin_wakes_nobody_and_a_lag_or_a_whole_plugin_wakes_its_users() {
+        let set = [spec("dash"), spec("logs")];
+        assert!(!woken_by(&set, None, &[], &moved("other", &["regular"])));
+        assert!(woken_by(&set, None, &[], &CatalogWake::Lagged));
+        let appeared = CatalogWake::Changed(crate::plugins::CatalogChange {
+            plugin: "logs".into(),
+            channels: crate::plugins::ChangedChannels::All,
+        });
+        assert!(woken_by(&set, Some("fast"), &[], &appeared));
+        assert!(!woken_by(&[], None, &[], &CatalogWake::Lagged));
+    }
+
+    #[test]
+    fn a_module_that_left_but_is_still_reported_is_woken_on_any_channel() {
+        let leaving = report("old", State::Deleting, String::new());
+        let wake = moved("old", &["fast"]);
+        assert!(woken_by(
+            &[spec("dash")],
+            None,
+            std::slice::from_ref(&leaving),
+            &wake
+        ));
+        assert!(!woken_by(
+            &[spec("dash")],
+            None,
+            &[leaving],
+            &moved("gone", &["fast"])
+        ));
     }
 }

@@ -19,6 +19,8 @@ mod select_processing;
 mod shadow_render;
 mod wait_for_shoot;
 
+pub(crate) use render::channel_choice;
+
 use super::machine::{Machine, Step, Transition};
 use crate::controllers::ReconcileError;
 

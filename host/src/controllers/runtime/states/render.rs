@@ -12,9 +12,9 @@ use super::super::machine::{Machine, Transition};
 use super::super::shoot_doc;
 use crate::controllers::kit;
 use crate::controllers::{ReconcileError, labels};
-use crate::crd::EventReason;
 use crate::crd::{ConditionStatus, ShadowOutcome, ShadowResult};
 use crate::crd::{ConditionType, Reason};
+use crate::crd::{EventReason, Runtime};
 use crate::plugins::{ChainOutput, ChannelChoice, ResolvedChain, Unavailable};
 use crate::wasm::{CallError, Failure, Fault};
 
@@ -22,8 +22,8 @@ use crate::wasm::{CallError, Failure, Fault};
 const MAX_DIFF_LINES: usize = 40;
 
 /// The channels a Runtime asks for, from its annotations.
-fn channel_choice(m: &Machine) -> ChannelChoice {
-    let annotations = m.runtime.metadata.annotations.clone().unwrap_or_default();
+pub(crate) fn channel_choice(runtime: &Runtime) -> ChannelChoice {
+    let annotations = runtime.metadata.annotations.clone().unwrap_or_default();
     ChannelChoice {
         all: annotations.get(labels::CHANNEL).cloned(),
         per_plugin: annotations
@@ -35,7 +35,7 @@ fn channel_choice(m: &Machine) -> ChannelChoice {
                 ))
             })
             .collect(),
-        allow_downgrade: m.annotated(labels::ALLOW_DOWNGRADE),
+        allow_downgrade: labels::is_true(Some(&annotations), labels::ALLOW_DOWNGRADE),
     }
 }
 
@@ -46,9 +46,10 @@ pub(crate) fn resolve(m: &mut Machine) -> Result<Arc<ResolvedChain>, Unavailable
     }
     let resolver = m.ctx.renderer.resolver.clone();
     let applied = m.status.plugins.clone();
-    let result = resolver
-        .template
-        .resolve(&resolver.catalog, &channel_choice(m), &applied);
+    let result =
+        resolver
+            .template
+            .resolve(&resolver.catalog, &channel_choice(&m.runtime), &applied);
     if !resolver.template.uses_registry() {
         let chain = Arc::new(result?);
         m.chain = Some(chain.clone());
