@@ -11,7 +11,9 @@ use tessera::plugins::memo::DraftCache;
 use tessera::plugins::{ChainConfig, DEFAULT_PROJECT, FIRST_PARTY, ShootChain, ShootIdentity};
 use tessera::render::{RuntimeDocument, parse_runtime};
 use tessera::wasm::{CallSplit, EngineOptions, Limits, WasmRuntime, module_api};
-use tessera_sdk::glue::{RawExtendInput, RawExtendOutput, extend_json, parse_document, parse_trusted};
+use tessera_sdk::glue::{
+    RawExtendInput, RawExtendOutput, extend_json, parse_document, parse_trusted,
+};
 use tessera_sdk::{ExtendInput, ModuleReconciler, Operation, PluginError, ShootExtension};
 
 type NativeStep = fn(&RawExtendInput) -> Result<RawExtendOutput, PluginError>;
@@ -221,7 +223,11 @@ fn full_chain(b: &Bench, dir: &std::path::Path, options: EngineOptions) {
         .run(&b.rt, &b.runtime.json, &b.identity, "bench", None)
         .unwrap()
         .shoot;
-    assert_eq!(wasm_out, native_chain(b, true), "Wasm and native chains disagree");
+    assert_eq!(
+        wasm_out,
+        native_chain(b, true),
+        "Wasm and native chains disagree"
+    );
     assert_eq!(
         wasm_out,
         native_chain(b, false),
@@ -308,7 +314,16 @@ fn per_step(b: &Bench) {
     println!("\n== per step of the chain (each with the draft it receives)");
     println!(
         "{:<20} {:>9} {:>9} {:>6}   wasm: {:>9} {:>9} {:>9}   native: {:>8} {:>8} {:>8}",
-        "plugin", "wasm", "native", "ratio", "instance", "call", "output", "input", "logic", "output"
+        "plugin",
+        "wasm",
+        "native",
+        "ratio",
+        "instance",
+        "call",
+        "output",
+        "input",
+        "logic",
+        "output"
     );
     let ctx = tessera::wasm::CallContext::default();
     for ((step, (name, native_step, split)), input) in
@@ -411,7 +426,14 @@ fn memo(b: &Bench) {
     let memo = DraftCache::new(64 << 20);
     let render = |chain: &ShootChain| {
         chain
-            .run_memo(&b.rt, Some(&memo), &b.runtime.json, &b.identity, "bench", None)
+            .run_memo(
+                &b.rt,
+                Some(&memo),
+                &b.runtime.json,
+                &b.identity,
+                "bench",
+                None,
+            )
             .unwrap()
     };
     let first = render(&b.chain);

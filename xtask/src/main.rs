@@ -170,13 +170,7 @@ fn build_components(
     let target_dir = target_dir(meta)?;
     let target = target_of(dir);
     let mut cmd = cargo();
-    cmd.args([
-        "build",
-        "--target",
-        target,
-        "--profile",
-        PLUGIN_PROFILE,
-    ]);
+    cmd.args(["build", "--target", target, "--profile", PLUGIN_PROFILE]);
     for package in &packages {
         cmd.args(["-p", package]);
     }

@@ -84,8 +84,7 @@ impl ShootView {
         for path in subtrees {
             for depth in (1..path.len()).rev() {
                 let above = &path[..depth];
-                if get(returned, above).is_some_and(|v| v.as_object().is_some_and(Map::is_empty))
-                {
+                if get(returned, above).is_some_and(|v| v.as_object().is_some_and(Map::is_empty)) {
                     remove(returned, above);
                 }
             }
@@ -177,8 +176,11 @@ mod tests {
 
     #[test]
     fn a_plugin_sees_its_grants_and_the_identity() {
-        let seen = view(&["spec.extensions[type=audit]", "metadata.annotations[\"x/*\"]"])
-            .project(&draft());
+        let seen = view(&[
+            "spec.extensions[type=audit]",
+            "metadata.annotations[\"x/*\"]",
+        ])
+        .project(&draft());
         assert_eq!(
             seen,
             json!({

@@ -305,7 +305,9 @@ impl ShootChain {
     fn keys(&self, runtime: &str, identity: &ShootIdentity, current: Option<&str>) -> Vec<Key> {
         let draft = identity.draft().to_string();
         let current = current.map(|c| [b"patch", c.as_bytes()]);
-        let current = current.as_ref().map_or(&[b"create" as &[u8]][..], |c| &c[..]);
+        let current = current
+            .as_ref()
+            .map_or(&[b"create" as &[u8]][..], |c| &c[..]);
         let mut keys = Vec::with_capacity(self.steps.len() + 1);
         let mut parts: Vec<&[u8]> = vec![runtime.as_bytes(), draft.as_bytes()];
         parts.extend_from_slice(current);
@@ -340,9 +342,9 @@ impl Call<'_> {
             current_shoot: self.current.as_ref().map(|c| view.project(c).to_string()),
             config: step.config.clone(),
         };
-        let (output, mut returned) = step
-            .plugin
-            .extend_parsed(self.rt, input, &step.limits, &self.ctx)?;
+        let (output, mut returned) =
+            step.plugin
+                .extend_parsed(self.rt, input, &step.limits, &self.ctx)?;
         view.prune(&mut returned);
         step.check(&seen, &returned)?;
         view.merge(shoot, returned);
@@ -351,10 +353,7 @@ impl Call<'_> {
 }
 
 /// The furthest step whose draft `memo` holds: (steps done, draft, warnings so far).
-fn resume(
-    memo: &DraftCache,
-    keys: &[Key],
-) -> Option<(usize, Value, Vec<(String, String)>)> {
+fn resume(memo: &DraftCache, keys: &[Key]) -> Option<(usize, Value, Vec<(String, String)>)> {
     (1..keys.len()).rev().find_map(|done| {
         let hit = memo.get(&keys[done])?;
         // The steps before stay as fresh as this one: a rollout of any of them needs them.

@@ -31,7 +31,11 @@ pub struct Memo {
 
 impl Memo {
     pub fn new(shoot: Value, warnings: Vec<(String, String)>, json_len: usize) -> Self {
-        let bytes = json_len + warnings.iter().map(|(p, w)| p.len() + w.len()).sum::<usize>();
+        let bytes = json_len
+            + warnings
+                .iter()
+                .map(|(p, w)| p.len() + w.len())
+                .sum::<usize>();
         Self {
             shoot,
             warnings,

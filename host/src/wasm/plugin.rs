@@ -592,4 +592,26 @@ mod tests {
         );
         assert_eq!(panic_message("nothing here"), None);
     }
+
+    #[test]
+    fn a_panic_sent_through_log_is_reported_like_one_on_stderr() {
+        use super::super::bindings::{LogLevel, shoot::tessera::plugin::host::Host};
+        use super::super::sandbox::{LogContext, PluginState};
+        let log = LogContext {
+            plugin: "p".into(),
+            version: "1".into(),
+            runtime_id: "rt".into(),
+        };
+        let mut state = PluginState::new(&super::Limits::default(), log);
+        state.log(LogLevel::Info, "panicked at nothing: an info line".into());
+        assert_eq!(panic_message(&state.stdio_text()), None);
+        state.log(
+            LogLevel::Error,
+            "panicked at src/lib.rs:7:9:\nboom: bad input".into(),
+        );
+        assert_eq!(
+            panic_message(&state.stdio_text()).as_deref(),
+            Some("src/lib.rs:7:9: boom: bad input")
+        );
+    }
 }

@@ -134,11 +134,12 @@ impl shoot::tessera::plugin::types::Host for PluginState {}
 
 impl shoot::tessera::plugin::host::Host for PluginState {
     fn log(&mut self, level: LogLevel, message: String) {
-        let line = super::text::clamp(&message, MAX_LOG_LINE);
-        if matches!(level, LogLevel::Error) && line.starts_with("panicked at ") {
-            // The SDK's panic hook: kept for the trap's error whatever the log budget says.
-            self.panic = Some(line.clone());
+        if matches!(level, LogLevel::Error) && message.starts_with("panicked at ") {
+            // The SDK's panic hook: kept (unescaped, escaped when reported) for the trap's
+            // error, whatever the log budget says.
+            self.panic = Some(message.chars().take(MAX_LOG_LINE).collect());
         }
+        let line = super::text::clamp(&message, MAX_LOG_LINE);
         let budget = &mut self.budget;
         budget.lines += 1;
         if budget.lines > budget.max_lines || budget.used + line.len() > budget.limit {
