@@ -267,6 +267,7 @@ impl ShootChain {
             (Some(memo), Some(keys)) => resume(memo, keys),
             _ => None,
         }
+        .map(|(done, hit)| (done, hit.shoot.clone(), hit.warnings.clone()))
         .unwrap_or_else(|| (0, identity.draft(), Vec::new()));
         let call = Call {
             rt,
@@ -352,13 +353,13 @@ impl Call<'_> {
     }
 }
 
-/// The furthest step whose draft `memo` holds: (steps done, draft, warnings so far).
-fn resume(memo: &DraftCache, keys: &[Key]) -> Option<(usize, Value, Vec<(String, String)>)> {
+/// The furthest step whose draft `memo` holds: (steps done, the draft and warnings so far).
+fn resume(memo: &DraftCache, keys: &[Key]) -> Option<(usize, Arc<Memo>)> {
     (1..keys.len()).rev().find_map(|done| {
         let hit = memo.get(&keys[done])?;
         // The steps before stay as fresh as this one: a rollout of any of them needs them.
         memo.touch(&keys[1..done]);
-        Some((done, hit.shoot.clone(), hit.warnings.clone()))
+        Some((done, hit))
     })
 }
 
