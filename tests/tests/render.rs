@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use tessera::plugins::{ChainConfig, DEFAULT_PROJECT, ShootChain};
+use tessera::plugins::{ChainConfig, DEFAULT_PROJECT, DraftCache, ShootChain, ShootIdentity};
 use tessera::render::{RenderError, parse_current_shoot, parse_runtime, render};
 use tessera::wasm::Failure;
 use tessera_tests::{plugin_dir, runtime, workspace};
@@ -180,4 +180,60 @@ fn invalid_manifests_are_refused_before_any_plugin_runs() {
         }
         other => panic!("{other}"),
     }
+}
+
+#[test]
+fn unchanged_inputs_run_no_plugin_and_a_rollout_reruns_from_its_step() {
+    let chain = chain();
+    let file = "examples/runtime-aws.yaml";
+    let parsed = parse_runtime(&read(&workspace().join(file)), file).unwrap();
+    let identity = ShootIdentity::of(&parsed.runtime.spec, DEFAULT_PROJECT);
+    let memo = DraftCache::new(16 << 20);
+    let run = |chain: &ShootChain, runtime_json: &str, current: Option<&str>| {
+        chain
+            .run_memo(
+                runtime(),
+                Some(&memo),
+                runtime_json,
+                &identity,
+                "rt",
+                current,
+            )
+            .unwrap()
+    };
+    let first = run(&chain, &parsed.json, None);
+    assert_eq!(
+        (first.cached_steps, first.timings.len()),
+        (0, chain.steps.len())
+    );
+    let again = run(&chain, &parsed.json, None);
+    assert_eq!(
+        (again.cached_steps, again.timings.len()),
+        (chain.steps.len(), 0)
+    );
+    assert_eq!(
+        (&again.shoot, &again.warnings),
+        (&first.shoot, &first.warnings)
+    );
+
+    // Another input renders again: a patch, a changed Runtime.
+    let current = first.shoot.to_string();
+    assert_eq!(run(&chain, &parsed.json, Some(&current)).cached_steps, 0);
+    let mut changed: serde_json::Value = serde_json::from_str(&parsed.json).unwrap();
+    changed["metadata"]["labels"]["extra"] = "1".into();
+    assert_eq!(run(&chain, &changed.to_string(), None).cached_steps, 0);
+
+    // A new component for `maintenance` (its key stands for its digest): it and the steps
+    // after it run, the ones before come from the cache, and the Shoot is the same.
+    let index = chain
+        .steps
+        .iter()
+        .position(|s| s.plugin.name() == "maintenance")
+        .unwrap();
+    let mut rolled = chain.clone();
+    rolled.steps[index].memo_key = std::sync::OnceLock::from([7; 32]);
+    let out = run(&rolled, &parsed.json, None);
+    assert_eq!(out.cached_steps, index);
+    assert_eq!(out.timings.len(), chain.steps.len() - index);
+    assert_eq!(out.shoot, first.shoot);
 }

@@ -41,7 +41,8 @@ pub struct ChainStep {
     pub limits: Limits,
     /// The Shoot paths the operator granted it.
     pub paths: Arc<Vec<PathPattern>>,
-    /// Hash of everything above that decides the step's output ([`ChainStep::key`]).
+    /// Hash of everything above that decides the step's output ([`ChainStep::key`]),
+    /// computed once: build a new step instead of changing the fields of this one.
     pub memo_key: std::sync::OnceLock<Key>,
     /// The part of the Shoot the step sees ([`ChainStep::view`]).
     pub view: std::sync::OnceLock<ShootView>,
@@ -304,13 +305,19 @@ impl ShootChain {
 
     /// `keys[0]` names the render's input, `keys[i]` the draft after `i` steps.
     fn keys(&self, runtime: &str, identity: &ShootIdentity, current: Option<&str>) -> Vec<Key> {
-        let draft = identity.draft().to_string();
+        // The identity decides the first draft (`ShootIdentity::draft`).
+        let binding = format!("{:?}", identity.binding);
         let current = current.map(|c| [b"patch", c.as_bytes()]);
         let current = current
             .as_ref()
             .map_or(&[b"create" as &[u8]][..], |c| &c[..]);
         let mut keys = Vec::with_capacity(self.steps.len() + 1);
-        let mut parts: Vec<&[u8]> = vec![runtime.as_bytes(), draft.as_bytes()];
+        let mut parts: Vec<&[u8]> = vec![
+            runtime.as_bytes(),
+            identity.name.as_bytes(),
+            identity.namespace.as_bytes(),
+            binding.as_bytes(),
+        ];
         parts.extend_from_slice(current);
         keys.push(key_of(&parts));
         for step in &self.steps {
