@@ -84,6 +84,10 @@ fn base_config() -> Config {
     config.wasm_component_model(true);
     config.epoch_interruption(true);
     config.cranelift_opt_level(wasmtime::OptLevel::Speed);
+    // For profiling: `perf` then names the functions of plugins (/tmp/perf-PID.map).
+    if std::env::var_os("TESSERA_WASM_PERFMAP").is_some() {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     config
 }
 
