@@ -274,7 +274,10 @@ impl ShootChain {
             rt,
             runtime,
             operation,
-            current: current.and_then(|c| serde_json::from_str(c).ok()),
+            // Parsed only when a step will run: a render served from the cache reads nothing.
+            current: current
+                .filter(|_| start < self.steps.len())
+                .and_then(|c| serde_json::from_str(c).ok()),
             ctx: CallContext {
                 runtime_id: runtime_id.to_string(),
             },
