@@ -45,6 +45,10 @@ struct Args {
     /// answers the steps before it).
     #[arg(long, default_value = "maintenance")]
     rollout_step: String,
+    /// Rollouts one after the other (1.1.0, 1.2.0, …): the first after provisioning finds
+    /// no draft of a render against the current Shoot in the render cache, later ones do.
+    #[arg(long, default_value_t = 2)]
+    rollout_rounds: u32,
 }
 
 /// (peak RSS in MiB, CPU seconds) of a process, from /proc.
@@ -436,18 +440,12 @@ impl Spent {
     }
 }
 
-/// Release a new digest of the step on `fast` once the fleet settled, and measure until
-/// every `fast` Runtime records it and is Ready again (see docs/performance.md).
+/// Release new digests of the step on `fast` once the fleet settled, one per round, and
+/// measure each until every `fast` Runtime records it and is Ready again (see
+/// docs/performance.md).
 fn rollout(bench: &Bench, host: &Host, step: &mut RolloutStep) -> anyhow::Result<()> {
     // The fleet settles first: status writes and Events after Ready are not the rollout's.
     wait_quiet(&bench.cp, Duration::from_secs(5), bench.limit());
-    let old = component_digest(&step.component);
-    // Same code, new bytes; unique per run, so that the host compiles it as it would a
-    // real release instead of finding it in its compile cache from an earlier run.
-    let mark = format!("load --rollout {:?}", std::time::SystemTime::now());
-    let bytes = with_custom_section(&step.component, "tessera-rollout", mark.as_bytes());
-    let new = component_digest(&bytes);
-    bench.rt.block_on(step.push("1.1.0", &bytes))?;
     let fleet = Arc::new(Mutex::new(Fleet::default()));
     let watch = bench
         .rt
@@ -458,22 +456,46 @@ fn rollout(bench: &Bench, host: &Host, step: &mut RolloutStep) -> anyhow::Result
     let metrics = host
         .metrics_addr(Duration::from_secs(5))
         .ok_or_else(|| anyhow::anyhow!("the host logged no metrics address"))?;
+    let result = (1..=bench.args.rollout_rounds)
+        .try_for_each(|round| rollout_round(bench, host, step, &fleet, &metrics, round));
+    watch.abort();
+    result
+}
+
+/// Move `fast` to a new digest `1.<round>.0` and measure until it reached its Runtimes.
+fn rollout_round(
+    bench: &Bench,
+    host: &Host,
+    step: &mut RolloutStep,
+    fleet: &Mutex<Fleet>,
+    metrics: &str,
+    round: u32,
+) -> anyhow::Result<()> {
+    let version = format!("1.{round}.0");
+    // Same code, new bytes; unique per run, so that the host compiles it as it would a
+    // real release instead of finding it in its compile cache from an earlier run.
+    let mark = format!(
+        "load --rollout {version} {:?}",
+        std::time::SystemTime::now()
+    );
+    let bytes = with_custom_section(&step.component, "tessera-rollout", mark.as_bytes());
+    let new = component_digest(&bytes);
+    bench.rt.block_on(step.push(&version, &bytes))?;
     let log_from = host.logs().len();
-    let before = Spent::now(bench, host, &metrics);
+    let before = Spent::now(bench, host, metrics);
     let started = Instant::now();
     bench
         .rt
-        .block_on(step.apply_plugin(&bench.client, "1.1.0"))?;
-    let (plugin_ready, done) = wait_rolled_out(bench, &step.step, &fleet, &new, started)?;
+        .block_on(step.apply_plugin(&bench.client, &version))?;
+    let (plugin_ready, done) = wait_rolled_out(bench, &step.step, fleet, &new, started)?;
     let cpu_done = cpu_seconds(host.pid());
     wait_quiet(&bench.cp, Duration::from_secs(3), bench.limit());
-    let after = Spent::now(bench, host, &metrics);
-    watch.abort();
+    let after = Spent::now(bench, host, metrics);
     let fleet = fleet.lock().expect("fleet lock");
     let (fast, fast_new, slow, slow_new) = fleet.count(&new);
-    let slow_old = fleet.count(&old).3;
+    let slow_old = fleet.count(&component_digest(&step.component)).3;
     println!(
-        "rollout of {} 1.1.0 (new digest, same code) on channel {FAST}:",
+        "rollout {round}: {} {version} (new digest, same code) on channel {FAST}:",
         step.step
     );
     println!(
@@ -491,7 +513,7 @@ fn rollout(bench: &Bench, host: &Host, step: &mut RolloutStep) -> anyhow::Result
         (after.cpu - before.cpu) * 1000.0 / fast.max(1) as f64
     );
     print_spent(host, log_from, &before, &after);
-    println!("  other Runtimes on the old digest: {slow_old}/{slow} (on the new one: {slow_new})");
+    println!("  other Runtimes on 1.0.0's digest: {slow_old}/{slow} (on the new one: {slow_new})");
     anyhow::ensure!(
         slow_old == slow && slow_new == 0,
         "the rollout reached Runtimes not on {FAST}"
