@@ -462,6 +462,19 @@ fn rollout(bench: &Bench, host: &Host, step: &mut RolloutStep) -> anyhow::Result
     result
 }
 
+/// Push `version`: the step's component with other bytes; its digest.
+fn release(bench: &Bench, step: &mut RolloutStep, version: &str) -> anyhow::Result<String> {
+    // Same code, new bytes; unique per run, so that the host compiles it as it would a
+    // real release instead of finding it in its compile cache from an earlier run.
+    let mark = format!(
+        "load --rollout {version} {:?}",
+        std::time::SystemTime::now()
+    );
+    let bytes = with_custom_section(&step.component, "tessera-rollout", mark.as_bytes());
+    bench.rt.block_on(step.push(version, &bytes))?;
+    Ok(component_digest(&bytes))
+}
+
 /// Move `fast` to a new digest `1.<round>.0` and measure until it reached its Runtimes.
 fn rollout_round(
     bench: &Bench,
@@ -472,15 +485,7 @@ fn rollout_round(
     round: u32,
 ) -> anyhow::Result<()> {
     let version = format!("1.{round}.0");
-    // Same code, new bytes; unique per run, so that the host compiles it as it would a
-    // real release instead of finding it in its compile cache from an earlier run.
-    let mark = format!(
-        "load --rollout {version} {:?}",
-        std::time::SystemTime::now()
-    );
-    let bytes = with_custom_section(&step.component, "tessera-rollout", mark.as_bytes());
-    let new = component_digest(&bytes);
-    bench.rt.block_on(step.push(&version, &bytes))?;
+    let new = release(bench, step, &version)?;
     let log_from = host.logs().len();
     let before = Spent::now(bench, host, metrics);
     let started = Instant::now();
