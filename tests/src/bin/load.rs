@@ -492,8 +492,7 @@ fn rollout_round(
     bench
         .rt
         .block_on(step.apply_plugin(&bench.client, &version))?;
-    let (plugin_ready, done) = wait_rolled_out(bench, &step.step, fleet, &new, started)?;
-    let cpu_done = cpu_seconds(host.pid());
+    let (plugin_ready, done) = wait_rolled_out(bench, host, &step.step, fleet, &new, started)?;
     wait_quiet(&bench.cp, Duration::from_secs(3), bench.limit());
     let after = Spent::now(bench, host, metrics);
     let fleet = fleet.lock().expect("fleet lock");
@@ -504,18 +503,22 @@ fn rollout_round(
         step.step
     );
     println!(
-        "  Plugin channel {FAST} ready on it after: {:.2} s",
-        plugin_ready.as_secs_f64()
+        "  Plugin channel {FAST} ready on it after: {:.2} s (host CPU {:.2} s: pull, compile)",
+        plugin_ready.at.as_secs_f64(),
+        plugin_ready.cpu - before.cpu
     );
     println!(
         "  every {FAST} Runtime on it and Ready after: {:.2} s ({fast_new}/{fast})",
-        done.as_secs_f64()
+        done.at.as_secs_f64()
     );
+    // After the Plugin was seen ready: the renders and status writes, nearly all of it.
+    let renders = after.cpu - plugin_ready.cpu;
     println!(
-        "  host CPU until then / until quiet: {:.2} s / {:.2} s; per affected Runtime {:.1} ms",
-        cpu_done - before.cpu,
+        "  host CPU until then / until quiet: {:.2} s / {:.2} s; after the Plugin was ready {:.2} s, {:.1} ms per affected Runtime",
+        done.cpu - before.cpu,
         after.cpu - before.cpu,
-        (after.cpu - before.cpu) * 1000.0 / fast.max(1) as f64
+        renders,
+        renders * 1000.0 / fast.max(1) as f64
     );
     print_spent(host, log_from, &before, &after);
     println!("  other Runtimes on 1.0.0's digest: {slow_old}/{slow} (on the new one: {slow_new})");
@@ -561,25 +564,37 @@ fn channel_on(bench: &Bench, plugins: &Api<Plugin>, step: &str, digest: &str) ->
         .is_some_and(|c| c.ready && c.component_digest.as_deref() == Some(digest))
 }
 
+/// When something happened (from the rollout's start) and the host's CPU seconds then.
+#[derive(Debug, Clone, Copy)]
+struct Moment {
+    at: Duration,
+    cpu: f64,
+}
+
 /// Wait until the Plugin's `fast` channel reports `digest` and every `fast` Runtime is
 /// Ready with `digest` recorded for `step`; when each happened (from `started`).
 fn wait_rolled_out(
     bench: &Bench,
+    host: &Host,
     step: &str,
     fleet: &Mutex<Fleet>,
     digest: &str,
     started: Instant,
-) -> anyhow::Result<(Duration, Duration)> {
+) -> anyhow::Result<(Moment, Moment)> {
     let plugins: Api<Plugin> = Api::all(bench.client.clone());
     let (mut plugin_ready, mut fleet_done) = (None, None);
     let mut last_print = Instant::now();
+    let now = || Moment {
+        at: started.elapsed(),
+        cpu: cpu_seconds(host.pid()),
+    };
     loop {
         if plugin_ready.is_none() && channel_on(bench, &plugins, step, digest) {
-            plugin_ready = Some(started.elapsed());
+            plugin_ready = Some(now());
         }
         let (fast, fast_new, ..) = fleet.lock().expect("fleet lock").count(digest);
         if fleet_done.is_none() && fast_new == fast {
-            fleet_done = Some(started.elapsed());
+            fleet_done = Some(now());
         }
         if let (Some(plugin), Some(fleet)) = (plugin_ready, fleet_done) {
             return Ok((plugin, fleet));
