@@ -10,6 +10,7 @@ pub mod node;
 pub mod probe;
 pub mod prometheus;
 pub mod registry;
+pub mod rollout;
 pub mod runtimes;
 pub mod scenarios;
 

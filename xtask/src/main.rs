@@ -4,7 +4,10 @@
 //!   and `<target>/test-plugins/*.wasm`.
 //! - `demo`: build everything, start the local control plane (etcd, garden and runtime API servers, Gardener simulator),
 //!   run the host and follow the Runtime to Ready (`--kubeconfig FILE`: a real cluster).
-//! - `load --runtimes N`: the operator load benchmark on the local control plane.
+//! - `load --runtimes N [--rollout]`: the operator load benchmark on the local control
+//!   plane; `--rollout` takes one step from a registry Plugin with two channels and
+//!   measures a new digest released on one of them (`--host-arg=--render-cache-mib=0`:
+//!   the same without the render cache).
 //! - `test`: build the plugins and (once per machine) the test kube-apiserver, then run
 //!   every test of the workspace.
 //! - `lint`: `cargo fmt --check` and `cargo clippy -D warnings` (host and Wasm targets).
@@ -46,6 +49,9 @@ fn main() -> Result<()> {
         _ => {
             eprintln!(
                 "usage: cargo xtask <build-plugins|demo|test|lint|bench|bench-plugins|bench-modules|load|image> [args]"
+            );
+            eprintln!(
+                "  load --runtimes N [--rollout [--rollout-step STEP]] [--host-arg=--render-cache-mib=0]"
             );
             std::process::exit(2);
         }
@@ -261,6 +267,13 @@ fn demo(args: &[&str]) -> Result<()> {
 fn load(args: &[&str]) -> Result<()> {
     let (built, apiserver) = release_tools()?;
     let mut cmd = tool(&built, &apiserver, "load");
+    // The rollout serves its plugin from Debian's docker-registry.
+    if args.contains(&"--rollout") {
+        cmd.env(
+            "TESSERA_REGISTRY_BIN",
+            ensure_tool("tests/registry/ensure-registry.sh")?,
+        );
+    }
     cmd.args(args);
     run(cmd)
 }

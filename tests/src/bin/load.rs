@@ -1,18 +1,26 @@
 //! `load --runtimes N`: N Runtimes against the local control plane (real API servers and
 //! the Gardener simulator) and one release-built host. Prints the time until all are
 //! Ready, the host's peak RSS and CPU seconds, the API requests it made, and what a no-op
-//! resync (a restarted host) writes. Run through `cargo xtask load`.
+//! resync (a restarted host) writes. With `--rollout`, one chain step comes from a
+//! registry instead, and after the fleet settled a new digest of it is released on the
+//! channel half the fleet follows (see `rollout` below). Run through `cargo xtask load`.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use futures::StreamExt;
 use kube::api::{Api, ListParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::watcher;
 use serde_json::{Value, json};
-use tessera::crd::{Runtime, RuntimeState};
-use tessera_tests::env::{ControlPlane, Host};
+use tessera::crd::{Plugin, Runtime, RuntimeState};
+use tessera_tests::env::{ControlPlane, Host, cpu_seconds};
 use tessera_tests::gardener_sim::Script;
+use tessera_tests::rollout::{
+    FAST, RolloutStep, component_digest, metric_sum, scrape, with_custom_section,
+};
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -28,6 +36,19 @@ struct Args {
     /// Extra arguments for `tessera run` (e.g. `--workers=64`).
     #[arg(long, allow_hyphen_values = true)]
     host_arg: Vec<String>,
+    /// Take `--rollout-step` from a registry Plugin with channels `regular` and `fast`
+    /// (half the Runtimes on `fast`); once all are Ready, release a new digest of it on
+    /// `fast` and measure until every `fast` Runtime runs it. Replaces the no-op resync.
+    #[arg(long)]
+    rollout: bool,
+    /// The first-party step the rollout releases (late in the chain: the render cache
+    /// answers the steps before it).
+    #[arg(long, default_value = "maintenance")]
+    rollout_step: String,
+    /// Rollouts one after the other (1.1.0, 1.2.0, …): the first after provisioning finds
+    /// no draft of a render against the current Shoot in the render cache, later ones do.
+    #[arg(long, default_value_t = 2)]
+    rollout_rounds: u32,
 }
 
 /// (peak RSS in MiB, CPU seconds) of a process, from /proc.
@@ -38,17 +59,7 @@ fn usage(pid: u32) -> (f64, f64) {
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0.0);
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    // utime and stime are fields 14 and 15 (1-based), i.e. 11 and 12 after the comm.
-    let ticks: f64 = [11, 12]
-        .iter()
-        .filter_map(|i| fields.get(*i).and_then(|v| v.parse::<f64>().ok()))
-        .sum();
-    (hwm_kib / 1024.0, ticks / 100.0)
+    (hwm_kib / 1024.0, cpu_seconds(pid))
 }
 
 fn delta(after: &Value, before: &Value, key: &str) -> u64 {
@@ -69,17 +80,8 @@ async fn ready_count(api: &Api<Runtime>) -> usize {
 
 /// Runtimes the host reports Ready on /metrics.
 fn ready_from_metrics(addr: &str) -> usize {
-    use std::io::{Read, Write};
-    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
-        return 0;
-    };
-    let _ = write!(
-        stream,
-        "GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
-    );
-    let mut text = String::new();
-    let _ = stream.read_to_string(&mut text);
-    text.lines()
+    scrape(addr)
+        .lines()
         .filter(|l| l.starts_with("tessera_runtime_state{") && l.contains("state=\"Ready\"} 1"))
         .count()
 }
@@ -103,136 +105,512 @@ fn wait_quiet(cp: &ControlPlane, quiet: Duration, limit: Duration) -> Duration {
     since.duration_since(started)
 }
 
-fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    let sim = std::env::current_exe()?.with_file_name("gardener-sim");
-    let script = Script {
-        create_ms: args.create_ms,
-        reconcile_ms: 1000,
-        delete_ms: 500,
-        ..Script::default()
-    };
-    eprintln!("starting the local control plane…");
-    let cp = ControlPlane::start(&sim, &script).map_err(anyhow::Error::msg)?;
-    let rt = tokio::runtime::Runtime::new()?;
-    let client = rt.block_on(async {
-        let kc = Kubeconfig::read_from(&cp.garden.kubeconfig)?;
-        let config =
-            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
-        anyhow::Ok(kube::Client::try_from(config)?)
-    })?;
-    let _ = cp.garden.kubectl(&["create", "namespace", "load"]);
-    let api: Api<Runtime> = Api::namespaced(client.clone(), "load");
-    let template: Value = serde_saphyr::from_str(&std::fs::read_to_string(
-        tessera_tests::workspace().join("examples/runtime-aws.yaml"),
-    )?)?;
+/// The control plane, a client of its garden API server (directly, not through the
+/// simulator, so that the benchmark's own requests are not counted as the host's), and
+/// the namespace the Runtimes live in.
+struct Bench {
+    args: Args,
+    cp: ControlPlane,
+    rt: tokio::runtime::Runtime,
+    client: kube::Client,
+    api: Api<Runtime>,
+}
 
-    let mut host_args: Vec<&str> = vec!["--namespace", "load"];
-    host_args.extend(args.host_arg.iter().map(String::as_str));
-    let host: Host = cp.host("load-host", &host_args);
-    let stats0 = cp.sim_stats();
+impl Bench {
+    fn start(args: Args) -> anyhow::Result<Self> {
+        let sim = std::env::current_exe()?.with_file_name("gardener-sim");
+        let script = Script {
+            create_ms: args.create_ms,
+            reconcile_ms: 1000,
+            delete_ms: 500,
+            ..Script::default()
+        };
+        eprintln!("starting the local control plane…");
+        let cp = ControlPlane::start(&sim, &script).map_err(anyhow::Error::msg)?;
+        let rt = tokio::runtime::Runtime::new()?;
+        let client = rt.block_on(async {
+            let kc = Kubeconfig::read_from(&cp.garden.kubeconfig)?;
+            let config =
+                kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+            anyhow::Ok(kube::Client::try_from(config)?)
+        })?;
+        let _ = cp.garden.kubectl(&["create", "namespace", "load"]);
+        let api: Api<Runtime> = Api::namespaced(client.clone(), "load");
+        Ok(Self {
+            args,
+            cp,
+            rt,
+            client,
+            api,
+        })
+    }
+
+    fn limit(&self) -> Duration {
+        Duration::from_secs(self.args.timeout)
+    }
+
+    /// Create the Runtimes (16 parallel clients); every second one carries `annotation`.
+    fn create(&self, annotation: Option<(String, String)>) -> anyhow::Result<()> {
+        let template: Value = serde_saphyr::from_str(&std::fs::read_to_string(
+            tessera_tests::workspace().join("examples/runtime-aws.yaml"),
+        )?)?;
+        self.rt.block_on(async {
+            futures::stream::iter(0..self.args.runtimes)
+                .map(|i| {
+                    let api = self.api.clone();
+                    let mut doc = template.clone();
+                    doc["metadata"] = json!({ "name": format!("load-{i}"), "namespace": "load" });
+                    if let Some((key, value)) = annotation.as_ref().filter(|_| i % 2 == 1) {
+                        doc["metadata"]["annotations"] = json!({ key: value });
+                    }
+                    doc["spec"]["shoot"]["name"] = format!("load-{i}").into();
+                    async move {
+                        let rt: Runtime = serde_json::from_value(doc).expect("runtime");
+                        api.create(&PostParams::default(), &rt).await
+                    }
+                })
+                .buffer_unordered(16)
+                .for_each(|r| {
+                    if let Err(e) = r {
+                        eprintln!("create failed: {e}");
+                    }
+                    futures::future::ready(())
+                })
+                .await;
+        });
+        Ok(())
+    }
+
+    /// Poll the host's /metrics until all Runtimes are Ready (or the time is up).
+    fn wait_ready(&self, metrics: &str, started: Instant) {
+        let mut last_print = Instant::now();
+        while started.elapsed() < self.limit() {
+            let ready = ready_from_metrics(metrics);
+            if ready == self.args.runtimes {
+                break;
+            }
+            if last_print.elapsed() >= Duration::from_secs(10) {
+                eprintln!(
+                    "{:>6.0?}: {ready}/{} Ready",
+                    started.elapsed(),
+                    self.args.runtimes
+                );
+                last_print = Instant::now();
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+}
+
+/// What provisioning the fleet cost.
+struct Provisioned {
+    created: Duration,
+    all_ready: Duration,
+    rss: f64,
+    cpu: f64,
+    before: Value,
+    after: Value,
+}
+
+/// Create the fleet and wait until the API server says every Runtime is Ready.
+fn provision(
+    bench: &Bench,
+    host: &Host,
+    fast: Option<(String, String)>,
+) -> anyhow::Result<Provisioned> {
+    let before = bench.cp.sim_stats();
     let started = Instant::now();
-    rt.block_on(async {
-        futures::stream::iter(0..args.runtimes)
-            .map(|i| {
-                let api = api.clone();
-                let mut doc = template.clone();
-                doc["metadata"] = json!({ "name": format!("load-{i}"), "namespace": "load" });
-                doc["spec"]["shoot"]["name"] = format!("load-{i}").into();
-                async move {
-                    let rt: Runtime = serde_json::from_value(doc).expect("runtime");
-                    api.create(&PostParams::default(), &rt).await
-                }
-            })
-            .buffer_unordered(16)
-            .for_each(|r| {
-                if let Err(e) = r {
-                    eprintln!("create failed: {e}");
-                }
-                futures::future::ready(())
-            })
-            .await;
-    });
+    bench.create(fast)?;
     let created = started.elapsed();
-    eprintln!("created {} Runtimes in {created:.1?}", args.runtimes);
+    eprintln!("created {} Runtimes in {created:.1?}", bench.args.runtimes);
     // Progress from the host's /metrics (cheap); the final count from the API server.
     let metrics = host
         .metrics_addr(Duration::from_secs(30))
         .ok_or_else(|| anyhow::anyhow!("the host logged no metrics address"))?;
-    let mut last_print = Instant::now();
-    while started.elapsed() < Duration::from_secs(args.timeout) {
-        let ready = ready_from_metrics(&metrics);
-        if ready == args.runtimes {
-            break;
-        }
-        if last_print.elapsed() >= Duration::from_secs(10) {
-            eprintln!(
-                "{:>6.0?}: {ready}/{} Ready",
-                started.elapsed(),
-                args.runtimes
-            );
-            last_print = Instant::now();
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    bench.wait_ready(&metrics, started);
     let all_ready = started.elapsed();
-    let ready = rt.block_on(ready_count(&api));
+    let ready = bench.rt.block_on(ready_count(&bench.api));
     let (rss, cpu) = usage(host.pid());
-    let stats1 = cp.sim_stats();
+    let after = bench.cp.sim_stats();
     anyhow::ensure!(
-        ready == args.runtimes,
-        "only {ready}/{} Ready after {:?}",
-        args.runtimes,
-        all_ready
+        ready == bench.args.runtimes,
+        "only {ready}/{} Ready after {all_ready:?}",
+        bench.args.runtimes,
     );
+    Ok(Provisioned {
+        created,
+        all_ready,
+        rss,
+        cpu,
+        before,
+        after,
+    })
+}
 
-    // A no-op resync: a fresh host lists and reconciles every Runtime once.
-    let mut host = host;
+fn print_provisioned(args: &Args, p: &Provisioned) {
+    println!("runtimes:                      {}", args.runtimes);
+    println!("simulated Gardener create:     {} ms", args.create_ms);
+    println!(
+        "created (16 parallel clients): {:.1} s",
+        p.created.as_secs_f64()
+    );
+    println!(
+        "all Ready after:               {:.1} s",
+        p.all_ready.as_secs_f64()
+    );
+    println!("host peak RSS:                 {:.0} MiB", p.rss);
+    println!("host CPU:                      {:.1} s", p.cpu);
+    let (after, before) = (&p.after, &p.before);
+    println!(
+        "host API requests:             {} ({} writes, {} watch requests, {} lease)",
+        delta(after, before, "requests"),
+        delta(after, before, "writes"),
+        delta(after, before, "watches"),
+        delta(after, before, "leaseRequests"),
+    );
+}
+
+/// A no-op resync: a fresh host lists and reconciles every Runtime once.
+fn resync(bench: &Bench, mut host: Host, host_args: &[&str]) {
     host.kill();
-    let before = cp.sim_stats();
-    let restarted = Instant::now();
-    let host2 = cp.host("load-host-2", &host_args);
+    let before = bench.cp.sim_stats();
+    let host2 = bench.cp.host("load-host-2", host_args);
     // The killed leader's lease must expire before the new host starts reconciling.
     let lease_wait = Instant::now();
     while !host2.logs().contains("became leader") && lease_wait.elapsed() < Duration::from_secs(120)
     {
         std::thread::sleep(Duration::from_millis(200));
     }
-    let settle = wait_quiet(
-        &cp,
-        Duration::from_secs(10),
-        Duration::from_secs(args.timeout),
-    );
-    let after = cp.sim_stats();
+    let settle = wait_quiet(&bench.cp, Duration::from_secs(10), bench.limit());
+    let after = bench.cp.sim_stats();
     let (rss2, cpu2) = usage(host2.pid());
     let leader_line = host2.logs().contains("became leader");
-
-    println!("runtimes:                      {}", args.runtimes);
-    println!("simulated Gardener create:     {} ms", args.create_ms);
-    println!(
-        "created (16 parallel clients): {:.1} s",
-        created.as_secs_f64()
-    );
-    println!(
-        "all Ready after:               {:.1} s",
-        all_ready.as_secs_f64()
-    );
-    println!("host peak RSS:                 {rss:.0} MiB");
-    println!("host CPU:                      {cpu:.1} s");
-    println!(
-        "host API requests:             {} ({} writes, {} watch requests, {} lease)",
-        delta(&stats1, &stats0, "requests"),
-        delta(&stats1, &stats0, "writes"),
-        delta(&stats1, &stats0, "watches"),
-        delta(&stats1, &stats0, "leaseRequests"),
-    );
     println!(
         "no-op resync (restarted host): {} requests, {} writes, busy {:.1} s, CPU {cpu2:.1} s, peak RSS {rss2:.0} MiB, leader: {leader_line}",
         delta(&after, &before, "requests") - delta(&after, &before, "leaseRequests"),
         delta(&after, &before, "writes"),
         settle.as_secs_f64(),
     );
-    let _ = restarted;
-    println!("processes (CPU seconds): {}", cp.process_cpu());
+}
+
+fn main() -> anyhow::Result<()> {
+    let bench = Bench::start(Args::parse())?;
+    let step = match bench.args.rollout {
+        true => Some(bench.rt.block_on(async {
+            let step = RolloutStep::start(&bench.args.rollout_step).await?;
+            step.apply_plugin(&bench.client, "1.0.0").await?;
+            anyhow::Ok(step)
+        })?),
+        false => None,
+    };
+    let mut owned: Vec<String> = vec!["--namespace".into(), "load".into()];
+    if let Some(step) = &step {
+        owned.extend(step.host_args()?);
+    }
+    owned.extend(bench.args.host_arg.iter().cloned());
+    let host_args: Vec<&str> = owned.iter().map(String::as_str).collect();
+    let host: Host = bench.cp.host("load-host", &host_args);
+    let provisioned = provision(&bench, &host, step.as_ref().map(|s| s.fast_annotation()))?;
+    print_provisioned(&bench.args, &provisioned);
+    match step {
+        Some(mut step) => rollout(&bench, &host, &mut step)?,
+        None => resync(&bench, host, &host_args),
+    }
+    println!("processes (CPU seconds): {}", bench.cp.process_cpu());
     Ok(())
+}
+
+/// Where one Runtime stands, from a watch of the Runtimes.
+#[derive(Debug, Clone, Default)]
+struct Seen {
+    fast: bool,
+    ready: bool,
+    /// The digest `status.plugins` records for the rolled-out step.
+    digest: Option<String>,
+}
+
+/// Every Runtime as last seen, and whether the watch's initial list is complete.
+#[derive(Debug, Default)]
+struct Fleet {
+    runtimes: HashMap<String, Seen>,
+    listed: bool,
+}
+
+impl Fleet {
+    /// (Runtimes on `fast`, of them Ready on `digest`, others, of them on `digest`).
+    fn count(&self, digest: &str) -> (usize, usize, usize, usize) {
+        let on = |s: &Seen| s.digest.as_deref() == Some(digest);
+        let (fast, slow): (Vec<&Seen>, Vec<&Seen>) = self.runtimes.values().partition(|s| s.fast);
+        (
+            fast.len(),
+            fast.iter().filter(|s| s.ready && on(s)).count(),
+            slow.len(),
+            slow.iter().filter(|s| on(s)).count(),
+        )
+    }
+}
+
+fn seen(runtime: &Runtime, step: &str) -> Seen {
+    let (key, value) = (
+        format!("{}{step}", tessera::crd::labels::CHANNEL_PREFIX),
+        FAST,
+    );
+    let status = runtime.status.as_ref();
+    Seen {
+        fast: runtime
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(&key))
+            .map(String::as_str)
+            == Some(value),
+        ready: status.and_then(|s| s.state) == Some(RuntimeState::Ready),
+        digest: status
+            .and_then(|s| s.plugins.iter().find(|p| p.name == step))
+            .map(|p| p.digest.clone()),
+    }
+}
+
+/// Keep `fleet` up to date from a watch of `api` (one stream: cheaper for the API server
+/// the host shares the machine with than listing thousands of Runtimes again and again).
+fn follow(api: Api<Runtime>, step: String, fleet: Arc<Mutex<Fleet>>) -> impl Future<Output = ()> {
+    let events = watcher(api, watcher::Config::default());
+    async move {
+        let mut events = std::pin::pin!(events);
+        while let Some(event) = events.next().await {
+            let mut fleet = fleet.lock().expect("fleet lock");
+            match event {
+                Ok(watcher::Event::Apply(r) | watcher::Event::InitApply(r)) => {
+                    let name = r.metadata.name.clone().unwrap_or_default();
+                    fleet.runtimes.insert(name, seen(&r, &step));
+                }
+                Ok(watcher::Event::InitDone) => fleet.listed = true,
+                Ok(_) => {}
+                Err(e) => eprintln!("Runtime watch: {e}"),
+            }
+        }
+    }
+}
+
+/// The host's counters a rollout moves.
+#[derive(Debug, Clone, Copy)]
+struct Counters {
+    wakes: f64,
+    run: f64,
+    cached: f64,
+    reconciles: f64,
+}
+
+fn counters(metrics: &str) -> Counters {
+    let text = scrape(metrics);
+    let runtime = [("controller", "runtime")];
+    Counters {
+        wakes: metric_sum(&text, "tessera_catalog_wakes_total", &runtime),
+        run: metric_sum(&text, "tessera_render_steps_total", &[("result", "run")]),
+        cached: metric_sum(&text, "tessera_render_steps_total", &[("result", "cached")]),
+        reconciles: metric_sum(&text, "tessera_reconciles_total", &runtime),
+    }
+}
+
+/// Log lines written after byte `from` whose message is `message`.
+fn logged(host: &Host, from: usize, message: &str) -> usize {
+    let needle = format!("\"message\":\"{message}\"");
+    host.logs()
+        .get(from..)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(&needle))
+        .count()
+}
+
+/// What the host did between two points of a rollout.
+struct Spent {
+    cpu: f64,
+    counters: Counters,
+    stats: Value,
+}
+
+impl Spent {
+    fn now(bench: &Bench, host: &Host, metrics: &str) -> Self {
+        Self {
+            cpu: cpu_seconds(host.pid()),
+            counters: counters(metrics),
+            stats: bench.cp.sim_stats(),
+        }
+    }
+}
+
+/// Release new digests of the step on `fast` once the fleet settled, one per round, and
+/// measure each until every `fast` Runtime records it and is Ready again (see
+/// docs/performance.md).
+fn rollout(bench: &Bench, host: &Host, step: &mut RolloutStep) -> anyhow::Result<()> {
+    // The fleet settles first: status writes and Events after Ready are not the rollout's.
+    wait_quiet(&bench.cp, Duration::from_secs(5), bench.limit());
+    let fleet = Arc::new(Mutex::new(Fleet::default()));
+    let watch = bench
+        .rt
+        .spawn(follow(bench.api.clone(), step.step.clone(), fleet.clone()));
+    while !fleet.lock().expect("fleet lock").listed {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let metrics = host
+        .metrics_addr(Duration::from_secs(5))
+        .ok_or_else(|| anyhow::anyhow!("the host logged no metrics address"))?;
+    let result = (1..=bench.args.rollout_rounds)
+        .try_for_each(|round| rollout_round(bench, host, step, &fleet, &metrics, round));
+    watch.abort();
+    result
+}
+
+/// Push `version`: the step's component with other bytes; its digest.
+fn release(bench: &Bench, step: &mut RolloutStep, version: &str) -> anyhow::Result<String> {
+    // Same code, new bytes; unique per run, so that the host compiles it as it would a
+    // real release instead of finding it in its compile cache from an earlier run.
+    let mark = format!(
+        "load --rollout {version} {:?}",
+        std::time::SystemTime::now()
+    );
+    let bytes = with_custom_section(&step.component, "tessera-rollout", mark.as_bytes());
+    bench.rt.block_on(step.push(version, &bytes))?;
+    Ok(component_digest(&bytes))
+}
+
+/// Move `fast` to a new digest `1.<round>.0` and measure until it reached its Runtimes.
+fn rollout_round(
+    bench: &Bench,
+    host: &Host,
+    step: &mut RolloutStep,
+    fleet: &Mutex<Fleet>,
+    metrics: &str,
+    round: u32,
+) -> anyhow::Result<()> {
+    let version = format!("1.{round}.0");
+    let new = release(bench, step, &version)?;
+    let log_from = host.logs().len();
+    let before = Spent::now(bench, host, metrics);
+    let started = Instant::now();
+    bench
+        .rt
+        .block_on(step.apply_plugin(&bench.client, &version))?;
+    let (plugin_ready, done) = wait_rolled_out(bench, host, &step.step, fleet, &new, started)?;
+    wait_quiet(&bench.cp, Duration::from_secs(3), bench.limit());
+    let after = Spent::now(bench, host, metrics);
+    let fleet = fleet.lock().expect("fleet lock");
+    let (fast, fast_new, slow, slow_new) = fleet.count(&new);
+    let slow_old = fleet.count(&component_digest(&step.component)).3;
+    println!(
+        "rollout {round}: {} {version} (new digest, same code) on channel {FAST}:",
+        step.step
+    );
+    println!(
+        "  Plugin channel {FAST} ready on it after: {:.2} s (host CPU {:.2} s: pull, compile)",
+        plugin_ready.at.as_secs_f64(),
+        plugin_ready.cpu - before.cpu
+    );
+    println!(
+        "  every {FAST} Runtime on it and Ready after: {:.2} s ({fast_new}/{fast})",
+        done.at.as_secs_f64()
+    );
+    // After the Plugin was seen ready: the renders and status writes, nearly all of it.
+    let renders = after.cpu - plugin_ready.cpu;
+    println!(
+        "  host CPU until then / until quiet: {:.2} s / {:.2} s; after the Plugin was ready {:.2} s, {:.1} ms per affected Runtime",
+        done.cpu - before.cpu,
+        after.cpu - before.cpu,
+        renders,
+        renders * 1000.0 / fast.max(1) as f64
+    );
+    print_spent(host, log_from, &before, &after);
+    println!("  other Runtimes on 1.0.0's digest: {slow_old}/{slow} (on the new one: {slow_new})");
+    anyhow::ensure!(
+        slow_old == slow && slow_new == 0,
+        "the rollout reached Runtimes not on {FAST}"
+    );
+    Ok(())
+}
+
+fn print_spent(host: &Host, log_from: usize, before: &Spent, after: &Spent) {
+    let (c0, c1) = (before.counters, after.counters);
+    println!(
+        "  Runtimes woken: {:.0}; runtime reconciles: {:.0}; render steps run {:.0}, cached {:.0}",
+        c1.wakes - c0.wakes,
+        c1.reconciles - c0.reconciles,
+        c1.run - c0.run,
+        c1.cached - c0.cached
+    );
+    let (s0, s1) = (&before.stats, &after.stats);
+    println!(
+        "  Shoots patched: {}; renders equal to the applied Shoot: {}; host API requests {} ({} writes)",
+        logged(host, log_from, "Shoot patched"),
+        logged(
+            host,
+            log_from,
+            "new plugin versions render the same Shoot; nothing to patch"
+        ),
+        delta(s1, s0, "requests") - delta(s1, s0, "leaseRequests"),
+        delta(s1, s0, "writes"),
+    );
+}
+
+/// Whether the Plugin's `fast` channel reports `digest` ready.
+fn channel_on(bench: &Bench, plugins: &Api<Plugin>, step: &str, digest: &str) -> bool {
+    let status = bench
+        .rt
+        .block_on(plugins.get(step))
+        .ok()
+        .and_then(|p| p.status);
+    status
+        .and_then(|s| s.channels.into_iter().find(|c| c.name == FAST))
+        .is_some_and(|c| c.ready && c.component_digest.as_deref() == Some(digest))
+}
+
+/// When something happened (from the rollout's start) and the host's CPU seconds then.
+#[derive(Debug, Clone, Copy)]
+struct Moment {
+    at: Duration,
+    cpu: f64,
+}
+
+/// Wait until the Plugin's `fast` channel reports `digest` and every `fast` Runtime is
+/// Ready with `digest` recorded for `step`; when each happened (from `started`).
+fn wait_rolled_out(
+    bench: &Bench,
+    host: &Host,
+    step: &str,
+    fleet: &Mutex<Fleet>,
+    digest: &str,
+    started: Instant,
+) -> anyhow::Result<(Moment, Moment)> {
+    let plugins: Api<Plugin> = Api::all(bench.client.clone());
+    let (mut plugin_ready, mut fleet_done) = (None, None);
+    let mut last_print = Instant::now();
+    let now = || Moment {
+        at: started.elapsed(),
+        cpu: cpu_seconds(host.pid()),
+    };
+    loop {
+        if plugin_ready.is_none() && channel_on(bench, &plugins, step, digest) {
+            plugin_ready = Some(now());
+        }
+        let (fast, fast_new, ..) = fleet.lock().expect("fleet lock").count(digest);
+        if fleet_done.is_none() && fast_new == fast {
+            fleet_done = Some(now());
+        }
+        if let (Some(plugin), Some(fleet)) = (plugin_ready, fleet_done) {
+            return Ok((plugin, fleet));
+        }
+        anyhow::ensure!(
+            started.elapsed() < bench.limit(),
+            "only {fast_new}/{fast} {FAST} Runtimes on {digest} after {:?} (Plugin ready: {plugin_ready:?})",
+            started.elapsed()
+        );
+        if last_print.elapsed() >= Duration::from_secs(10) {
+            eprintln!(
+                "{:>6.0?}: {fast_new}/{fast} {FAST} Runtimes rolled out",
+                started.elapsed()
+            );
+            last_print = Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
