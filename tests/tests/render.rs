@@ -219,6 +219,12 @@ fn unchanged_inputs_run_no_plugin_and_a_rollout_reruns_from_its_step() {
     // Another input renders again: a patch, a changed Runtime.
     let current = first.shoot.to_string();
     assert_eq!(run(&chain, &parsed.json, Some(&current)).cached_steps, 0);
+    // Gardener's status and bookkeeping are in no plugin's view: no plugin runs again.
+    let mut touched = first.shoot.clone();
+    touched["metadata"]["resourceVersion"] = "42".into();
+    touched["status"] = serde_json::json!({"lastOperation": {"state": "Succeeded"}});
+    let served = run(&chain, &parsed.json, Some(&touched.to_string()));
+    assert_eq!(served.cached_steps, chain.steps.len());
     let mut changed: serde_json::Value = serde_json::from_str(&parsed.json).unwrap();
     changed["metadata"]["labels"]["extra"] = "1".into();
     assert_eq!(run(&chain, &changed.to_string(), None).cached_steps, 0);

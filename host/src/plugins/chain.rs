@@ -263,7 +263,8 @@ impl ShootChain {
         } else {
             Operation::Create
         };
-        let keys = memo.map(|_| self.keys(runtime, identity, current));
+        let current: Option<Value> = current.and_then(|c| serde_json::from_str(c).ok());
+        let keys = memo.map(|_| self.keys(runtime, identity, operation, current.as_ref()));
         let (start, mut shoot, mut warnings) = match (memo, &keys) {
             (Some(memo), Some(keys)) => resume(memo, keys),
             _ => None,
@@ -274,10 +275,7 @@ impl ShootChain {
             rt,
             runtime,
             operation,
-            // Parsed only when a step will run: a render served from the cache reads nothing.
-            current: current
-                .filter(|_| start < self.steps.len())
-                .and_then(|c| serde_json::from_str(c).ok()),
+            current,
             ctx: CallContext {
                 runtime_id: runtime_id.to_string(),
             },
@@ -306,26 +304,32 @@ impl ShootChain {
         })
     }
 
-    /// `keys[0]` names the render's input, `keys[i]` the draft after `i` steps.
-    fn keys(&self, runtime: &str, identity: &ShootIdentity, current: Option<&str>) -> Vec<Key> {
+    /// `keys[0]` names the render's input, `keys[i]` the draft after `i` steps. A step is
+    /// keyed by its view of the current Shoot, not the whole Shoot: Gardener's status and
+    /// bookkeeping change all the time, and no plugin sees them.
+    fn keys(
+        &self,
+        runtime: &str,
+        identity: &ShootIdentity,
+        operation: Operation,
+        current: Option<&Value>,
+    ) -> Vec<Key> {
         // The identity decides the first draft (`ShootIdentity::draft`).
         let binding = format!("{:?}", identity.binding);
-        let current = current.map(|c| [b"patch", c.as_bytes()]);
-        let current = current
-            .as_ref()
-            .map_or(&[b"create" as &[u8]][..], |c| &c[..]);
+        let operation = format!("{operation:?}");
         let mut keys = Vec::with_capacity(self.steps.len() + 1);
-        let mut parts: Vec<&[u8]> = vec![
+        keys.push(key_of(&[
             runtime.as_bytes(),
             identity.name.as_bytes(),
             identity.namespace.as_bytes(),
             binding.as_bytes(),
-        ];
-        parts.extend_from_slice(current);
-        keys.push(key_of(&parts));
+            operation.as_bytes(),
+        ]));
         for step in &self.steps {
             let previous = *keys.last().expect("one key at least");
-            keys.push(key_of(&[&previous, step.key()]));
+            let seen = current.map(|c| step.view().project(c).to_string());
+            let seen = seen.as_deref().unwrap_or_default().as_bytes();
+            keys.push(key_of(&[&previous, step.key(), seen]));
         }
         keys
     }
