@@ -184,7 +184,14 @@ fn invalid_manifests_are_refused_before_any_plugin_runs() {
 
 #[test]
 fn unchanged_inputs_run_no_plugin_and_a_rollout_reruns_from_its_step() {
-    let chain = chain();
+    let mut chain = chain();
+    // As if `maintenance` came from a registry channel: the draft before it is kept.
+    let index = chain
+        .steps
+        .iter()
+        .position(|s| s.plugin.name() == "maintenance")
+        .unwrap();
+    chain.steps[index].channel = Some("regular".into());
     let file = "examples/runtime-aws.yaml";
     let parsed = parse_runtime(&read(&workspace().join(file)), file).unwrap();
     let identity = ShootIdentity::of(&parsed.runtime.spec, DEFAULT_PROJECT);
@@ -231,11 +238,6 @@ fn unchanged_inputs_run_no_plugin_and_a_rollout_reruns_from_its_step() {
 
     // A new component for `maintenance` (its key stands for its digest): it and the steps
     // after it run, the ones before come from the cache, and the Shoot is the same.
-    let index = chain
-        .steps
-        .iter()
-        .position(|s| s.plugin.name() == "maintenance")
-        .unwrap();
     let mut rolled = chain.clone();
     rolled.steps[index].memo_key = std::sync::OnceLock::from([7; 32]);
     let out = run(&rolled, &parsed.json, None);

@@ -281,18 +281,16 @@ impl ShootChain {
             },
         };
         let mut timings = Vec::with_capacity(self.steps.len() - start);
-        // What the cache is charged for a draft: the JSON the plugins returned so far.
-        let mut bytes = 0;
         for (index, step) in self.steps.iter().enumerate().skip(start) {
             let started = std::time::Instant::now();
             let output = call.step(step, &mut shoot)?;
             let name = step.plugin.name();
             timings.push((name.to_string(), started.elapsed()));
             warnings.extend(output.warnings.into_iter().map(|w| (name.to_string(), w)));
-            bytes += output.shoot.len();
-            if let (Some(memo), Some(keys)) = (memo, &keys) {
-                let entry = Memo::new(shoot.clone(), warnings.clone(), bytes);
-                memo.put(keys[index + 1], entry);
+            if let (Some(memo), Some(keys)) = (memo, &keys)
+                && self.checkpoint(index + 1)
+            {
+                memo.put(keys[index + 1], Memo::new(shoot.clone(), warnings.clone()));
             }
         }
         Ok(ChainOutput {
@@ -302,6 +300,13 @@ impl ShootChain {
             stamps: self.stamps(),
             cached_steps: start,
         })
+    }
+
+    /// Whether the draft after `done` steps is kept: the last one (an unchanged render), and
+    /// the one before each registry step (only those roll out without a host restart; a
+    /// shadow version runs from there too).
+    fn checkpoint(&self, done: usize) -> bool {
+        done == self.steps.len() || self.steps.get(done).is_some_and(|s| s.channel.is_some())
     }
 
     /// `keys[0]` names the render's input, `keys[i]` the draft after `i` steps. A step is

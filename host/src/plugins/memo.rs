@@ -25,13 +25,13 @@ pub struct Memo {
     pub shoot: Value,
     /// (plugin, warning)
     pub warnings: Vec<(String, String)>,
-    /// What the entry is charged against the budget: its JSON length.
+    /// What the entry is charged against the budget ([`weight`]).
     bytes: usize,
 }
 
 impl Memo {
-    pub fn new(shoot: Value, warnings: Vec<(String, String)>, json_len: usize) -> Self {
-        let bytes = json_len
+    pub fn new(shoot: Value, warnings: Vec<(String, String)>) -> Self {
+        let bytes = weight(&shoot)
             + warnings
                 .iter()
                 .map(|(p, w)| p.len() + w.len())
@@ -139,6 +139,20 @@ impl Generations {
     }
 }
 
+/// Memory a parsed document takes, roughly: its strings plus a fixed cost per value for the
+/// enum, the map entry and the allocator (charging the JSON length alone let a host with
+/// 1,000 Runtimes grow to 540 MiB under a 64 MiB budget).
+pub fn weight(value: &Value) -> usize {
+    const PER_VALUE: usize = 96;
+    PER_VALUE
+        + match value {
+            Value::String(s) => s.len(),
+            Value::Array(items) => items.iter().map(weight).sum(),
+            Value::Object(map) => map.iter().map(|(k, v)| k.len() + weight(v)).sum(),
+            _ => 0,
+        }
+}
+
 /// Hash `parts` in order, each length-prefixed so that no two lists of parts collide.
 pub fn key_of(parts: &[&[u8]]) -> Key {
     let mut hasher = Sha256::new();
@@ -154,7 +168,8 @@ mod tests {
     use super::*;
 
     fn memo(n: usize) -> Memo {
-        Memo::new(Value::from(n), Vec::new(), 100)
+        // 96 for the number, 4 for the warning: 100 bytes.
+        Memo::new(Value::from(n), vec![("p".into(), "w".repeat(3))])
     }
 
     #[test]
