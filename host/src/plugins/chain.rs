@@ -287,9 +287,7 @@ impl ShootChain {
             let name = step.plugin.name();
             timings.push((name.to_string(), started.elapsed()));
             warnings.extend(output.warnings.into_iter().map(|w| (name.to_string(), w)));
-            if let (Some(memo), Some(keys)) = (memo, &keys)
-                && self.checkpoint(index + 1)
-            {
+            if let (Some(memo), Some(keys)) = (memo, &keys) {
                 memo.put(keys[index + 1], Memo::new(shoot.clone(), warnings.clone()));
             }
         }
@@ -300,13 +298,6 @@ impl ShootChain {
             stamps: self.stamps(),
             cached_steps: start,
         })
-    }
-
-    /// Whether the draft after `done` steps is kept: the last one (an unchanged render), and
-    /// the one before each registry step (only those roll out without a host restart; a
-    /// shadow version runs from there too).
-    fn checkpoint(&self, done: usize) -> bool {
-        done == self.steps.len() || self.steps.get(done).is_some_and(|s| s.channel.is_some())
     }
 
     /// `keys[0]` names the render's input, `keys[i]` the draft after `i` steps. A step is
