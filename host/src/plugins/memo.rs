@@ -52,7 +52,7 @@ struct Generations {
     old_bytes: usize,
 }
 
-/// Drafts by content hash, bounded by an approximate byte budget (JSON size of the drafts).
+/// Drafts by content hash, bounded by an approximate byte budget ([`weight`]).
 pub struct DraftCache {
     generations: Mutex<Generations>,
     budget: usize,
@@ -68,7 +68,7 @@ impl std::fmt::Debug for DraftCache {
 }
 
 impl DraftCache {
-    /// A cache holding about `budget` bytes of drafts (counted as JSON).
+    /// A cache holding about `budget` bytes of drafts.
     pub fn new(budget: usize) -> Self {
         Self {
             generations: Mutex::default(),
