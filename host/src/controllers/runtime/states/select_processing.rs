@@ -68,11 +68,13 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
 }
 
 /// Whether the chain now runs other plugin components than the ones that rendered the
-/// applied Shoot. Runtimes from before digests were recorded are not re-rendered for that
-/// alone.
+/// applied Shoot. No record counts as a change: a Shoot created by a reconcile whose status
+/// write was lost (found existing by the next one) would otherwise never record its
+/// plugins and never follow a channel. Rendering it again costs one render; an unchanged
+/// Shoot is not sent to Gardener.
 pub(crate) fn plugins_changed(applied: &[PluginStamp], wanted: &[PluginStamp]) -> bool {
     let key = |s: &PluginStamp| (s.name.clone(), s.digest.clone());
-    !applied.is_empty() && !applied.iter().map(key).eq(wanted.iter().map(key))
+    !wanted.is_empty() && !applied.iter().map(key).eq(wanted.iter().map(key))
 }
 
 /// Patch when something asks for it (unless suspended), else render only the shadows
@@ -123,11 +125,11 @@ mod tests {
     }
 
     #[test]
-    fn runtimes_without_recorded_stamps_are_not_re_rendered_for_that_alone() {
-        assert!(!plugins_changed(
-            &[],
-            &[stamp("provider", "sha256:a", "1.0.0")]
-        ));
+    fn a_shoot_without_recorded_stamps_is_rendered_again_once() {
+        let wanted = [stamp("provider", "sha256:a", "1.0.0")];
+        assert!(plugins_changed(&[], &wanted));
+        assert!(!plugins_changed(&wanted, &wanted));
+        assert!(!plugins_changed(&[], &[]));
     }
 
     #[test]
