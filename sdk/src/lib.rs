@@ -31,6 +31,7 @@ pub mod glue;
 pub mod log;
 pub mod models;
 pub mod module;
+pub mod objects;
 #[cfg(feature = "schema")]
 pub mod schema;
 pub mod shoot_extension;
@@ -172,11 +173,24 @@ macro_rules! golden_tests {
         #[cfg(test)]
         #[test]
         fn golden_cases() {
-            // The run-time value: a build cached from another checkout keeps the
-            // compile-time path of that checkout.
-            let dir = ::std::env::var("CARGO_MANIFEST_DIR")
-                .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string());
-            $crate::testing::assert_golden_cases::<$plugin>(&format!("{dir}/cases"));
+            $crate::testing::assert_golden_cases::<$plugin>(&$crate::testing::cases_dir(env!(
+                "CARGO_MANIFEST_DIR"
+            )));
+        }
+    };
+}
+
+/// Declare a `#[test]` that runs the crate's `cases/` module cases natively (needs the
+/// `testing` feature of `tessera-sdk` as a dev-dependency).
+#[macro_export]
+macro_rules! module_golden_tests {
+    ($plugin:ty) => {
+        #[cfg(test)]
+        #[test]
+        fn golden_cases() {
+            $crate::testing::assert_module_cases::<$plugin>(&$crate::testing::cases_dir(env!(
+                "CARGO_MANIFEST_DIR"
+            )));
         }
     };
 }

@@ -253,6 +253,60 @@ pub fn typed_input<C: DeserializeOwned>(
     })
 }
 
+/// The WIT `reconcile-output`, with desired objects as JSON text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RawReconcileOutput {
+    pub desired: Vec<String>,
+    pub state: ModuleState,
+    pub message: Option<String>,
+    pub requeue_after_seconds: Option<u32>,
+    pub requirements: Vec<Selector>,
+}
+
+/// The WIT `delete-output`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RawDeleteOutput {
+    pub remove: Vec<Selector>,
+    pub state: ModuleState,
+    pub message: Option<String>,
+    pub requirements: Vec<Selector>,
+}
+
+/// Run a module reconciler's `reconcile` on raw input: the Wasm export and the native test
+/// runner both go through here, so a plugin sees the same input in `cargo test` as in the
+/// host.
+pub fn reconcile_json<P: ModuleReconciler>(
+    raw: RawModuleInput,
+) -> Result<RawReconcileOutput, PluginError> {
+    let out = P::reconcile(typed_input(raw)?)?;
+    Ok(RawReconcileOutput {
+        desired: out.desired.iter().map(Value::to_string).collect(),
+        state: out.state,
+        message: out.message,
+        requeue_after_seconds: out.requeue_after_seconds,
+        requirements: out.requirements,
+    })
+}
+
+/// Run a module reconciler's `delete` on raw input (see [`reconcile_json`]).
+pub fn delete_json<P: ModuleReconciler>(
+    raw: RawModuleInput,
+) -> Result<RawDeleteOutput, PluginError> {
+    let out = P::delete(typed_input(raw)?)?;
+    Ok(RawDeleteOutput {
+        remove: out.remove,
+        state: out.state,
+        message: out.message,
+        requirements: out.requirements,
+    })
+}
+
+/// How many times the host calls a module reconciler that keeps answering with
+/// requirements before it gives up on the answer (the golden harness uses the same bound).
+pub const MAX_REQUIREMENT_ROUNDS: usize = 5;
+
 /// The module's dependencies from raw config; a config that does not parse has none (the
 /// reconcile call reports the error with its field).
 pub fn dependencies_json<P: ModuleReconciler>(config: &str) -> Vec<String> {

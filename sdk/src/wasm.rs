@@ -74,7 +74,8 @@ pub mod module {
     use bindings::tessera::plugin::types::ErrorKind;
 
     use crate::module::{
-        ClusterFacts, ModuleReconciler, ModuleState, RawModuleInput, Selector, typed_input,
+        ClusterFacts, ModuleReconciler, ModuleState, RawModuleInput, Selector, delete_json,
+        reconcile_json,
     };
 
     pub fn info<P: ModuleReconciler>(version: &str) -> PluginInfo {
@@ -152,18 +153,13 @@ pub mod module {
         }
     }
 
-    fn json(value: &serde_json::Value) -> String {
-        value.to_string()
-    }
-
     pub fn reconcile<P: ModuleReconciler>(
         input: ReconcileInput,
     ) -> Result<ReconcileOutput, PluginError> {
         crate::wasm::report_panics();
-        let input = typed_input::<P::Config>(raw(input)).map_err(error)?;
-        let out = P::reconcile(input).map_err(error)?;
+        let out = reconcile_json::<P>(raw(input)).map_err(error)?;
         Ok(ReconcileOutput {
-            desired: out.desired.iter().map(json).collect(),
+            desired: out.desired,
             state: state(out.state),
             message: out.message,
             requeue_after_seconds: out.requeue_after_seconds,
@@ -173,8 +169,7 @@ pub mod module {
 
     pub fn delete<P: ModuleReconciler>(input: ReconcileInput) -> Result<DeleteOutput, PluginError> {
         crate::wasm::report_panics();
-        let input = typed_input::<P::Config>(raw(input)).map_err(error)?;
-        let out = P::delete(input).map_err(error)?;
+        let out = delete_json::<P>(raw(input)).map_err(error)?;
         Ok(DeleteOutput {
             remove: out.remove.into_iter().map(to_wit).collect(),
             state: state(out.state),

@@ -19,7 +19,8 @@ use std::sync::OnceLock;
 
 use tessera::wasm::{EngineOptions, WasmRuntime};
 
-fn target_dir() -> PathBuf {
+/// The cargo target directory the tests were built in.
+pub fn target_dir() -> PathBuf {
     // CARGO_TARGET_TMPDIR is <target>/tmp for integration tests; tests/src is a library,
     // so derive it from this crate's build output instead.
     let exe = std::env::current_exe().expect("test executable path");

@@ -1,7 +1,7 @@
 //! Every first-party plugin's golden cases, on its Wasm build, through the same harness as
 //! `tessera plugin test` (the same cases also run natively in each plugin crate).
 
-use tessera::harness::test_plugin;
+use tessera::harness::{test_module, test_plugin};
 use tessera::plugins::FIRST_PARTY;
 use tessera::wasm::Limits;
 use tessera_tests::{plugin_dir, runtime, workspace};
@@ -36,6 +36,34 @@ fn first_party_golden_cases_pass_on_the_wasm_builds() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// The module reconcilers' cases, on their Wasm builds, talking to them as the ModuleSet
+/// controller does.
+#[test]
+fn first_party_module_cases_pass_on_the_wasm_builds() {
+    let mut failures = Vec::new();
+    for name in ["availability", "manifest", "telemetry"] {
+        let path = plugin_dir().join(format!("{name}.wasm"));
+        let bytes = std::fs::read(&path).unwrap();
+        let module = runtime()
+            .load_module(&bytes, name)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let cases = workspace().join("plugins").join(name).join("cases");
+        let results = test_module(runtime(), &module, &cases, &Limits::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            results.len() >= 4,
+            "{name} ships only {} cases",
+            results.len()
+        );
+        failures.extend(
+            results
+                .into_iter()
+                .filter_map(|r| r.failure.map(|f| format!("{name}/{}: {f}", r.name))),
+        );
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]

@@ -7,6 +7,7 @@ mod plugin;
 mod registry;
 mod render;
 mod run;
+mod scaffold;
 mod shadow;
 
 use std::path::PathBuf;

@@ -19,7 +19,10 @@ pub async fn push(
     file: &Path,
     reference: &str,
     version: Option<String>,
+    sign_with: Option<&Path>,
 ) -> anyhow::Result<ExitCode> {
+    // Read the key first: a wrong password should fail before anything is pushed.
+    let signer = sign_with.map(signer_of).transpose()?;
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
     let source = file.display().to_string();
     let inspection = rt.inspect(&bytes, &source)?;
@@ -37,7 +40,9 @@ pub async fn push(
         kind: Some(kind.to_string()),
         contract: inspection.contract.clone(),
         description: (!info.description.is_empty()).then(|| info.description.clone()),
-        created: Some(jiff::Timestamp::now().to_string()),
+        // Only from $SOURCE_DATE_EPOCH: the same bytes pushed twice must give the same
+        // digest, or a signature made for the first push is orphaned by the second.
+        created: source_date(),
     };
     let parsed = parse_reference(reference)?;
     let new = PluginArtifact::build(bytes, &inspection, meta);
@@ -50,8 +55,24 @@ pub async fn push(
         new.component.len(),
         parsed.whole()
     );
+    if let Some(signer) = &signer {
+        let at = signature::sign(&registry, &parsed, &digest, signer).await?;
+        eprintln!("signed {}@{digest} → {at}", parsed.whole());
+    }
     println!("{digest}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// `$SOURCE_DATE_EPOCH` (the reproducible-builds convention) as an RFC 3339 time.
+fn source_date() -> Option<String> {
+    let seconds: i64 = std::env::var("SOURCE_DATE_EPOCH")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    jiff::Timestamp::from_second(seconds)
+        .ok()
+        .map(|t| t.to_string())
 }
 
 fn policy_for(
@@ -170,12 +191,16 @@ fn read_private_key(key: &Path) -> anyhow::Result<SigStoreKeyPair> {
     }
 }
 
-pub async fn sign(args: &RegistryArgs, reference: &str, key: &Path) -> anyhow::Result<ExitCode> {
+/// The signer for a private key file.
+fn signer_of(key: &Path) -> anyhow::Result<sigstore::crypto::SigStoreSigner> {
     let pair = read_private_key(key)?;
-    let signer = pair
-        .to_sigstore_signer(&SigningScheme::ECDSA_P256_SHA256_ASN1)
+    pair.to_sigstore_signer(&SigningScheme::ECDSA_P256_SHA256_ASN1)
         .or_else(|_| pair.to_sigstore_signer(&SigningScheme::ED25519))
-        .map_err(|e| anyhow::anyhow!("{}: unsupported key: {e}", key.display()))?;
+        .map_err(|e| anyhow::anyhow!("{}: unsupported key: {e}", key.display()))
+}
+
+pub async fn sign(args: &RegistryArgs, reference: &str, key: &Path) -> anyhow::Result<ExitCode> {
+    let signer = signer_of(key)?;
     let parsed = parse_reference(reference)?;
     let registry = args.registry();
     let digest = registry.resolve(&parsed).await?;
@@ -210,7 +235,13 @@ pub async fn verify(
     }
 }
 
-pub fn keygen(prefix: &Path) -> anyhow::Result<ExitCode> {
+pub fn keygen(prefix: &Path, allow_empty_password: bool) -> anyhow::Result<ExitCode> {
+    if password().is_empty() && !allow_empty_password {
+        bail!(
+            "$COSIGN_PASSWORD is empty: set it to encrypt the private key, or pass \
+             --allow-empty-password to write it with an empty password"
+        );
+    }
     let signer = SigningScheme::ECDSA_P256_SHA256_ASN1
         .create_signer()
         .map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -3,15 +3,33 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Subcommand;
-use tessera::harness::{bench_plugin, test_plugin};
+use tessera::harness::{bench_module, bench_plugin, test_module, test_plugin};
 use tessera::plugins::LimitsOverride;
-use tessera::wasm::{Limits, WasmRuntime};
+use tessera::wasm::{Limits, PluginKind, WasmRuntime};
 
 use super::oci as remote;
 use super::registry::RegistryArgs;
+use super::scaffold::{NewKind, new_plugin};
 
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {
+    /// Start a new plugin: a crate with a sample plugin, golden cases and its grant requests
+    /// that builds and passes `cargo test` and `tessera plugin test` right away. Inside a
+    /// Tessera checkout's `plugins/` it joins the workspace; elsewhere it is a crate of its
+    /// own using the SDK at `--sdk` (found automatically inside a checkout).
+    New {
+        /// The plugin's name: lower-case letters, digits and dashes.
+        name: String,
+        /// Which world the plugin implements.
+        #[arg(long, value_enum)]
+        kind: NewKind,
+        /// Where to create the crate [default: ./NAME].
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The Tessera SDK (`sdk/` of a Tessera checkout), for a crate outside a checkout.
+        #[arg(long)]
+        sdk: Option<PathBuf>,
+    },
     /// Run golden cases (one YAML file each) against a plugin component.
     Test {
         /// The plugin component (`.wasm`).
@@ -26,8 +44,9 @@ pub enum PluginCommand {
         #[arg(long)]
         timeout_ms: Option<u64>,
     },
-    /// Show a plugin's contract version, kind, exports, imports, size and digest. Given a
-    /// registry reference instead of a file, show the remote metadata (no component download).
+    /// Show a plugin's contract version, kind, exports, imports, size and digest; exit with
+    /// status 1 when this host cannot load it. Given a registry reference instead of a file,
+    /// show the remote metadata (no component download).
     Inspect {
         /// The plugin component (`.wasm`) or `registry/repository[:tag|@digest]`.
         plugin: String,
@@ -47,6 +66,10 @@ pub enum PluginCommand {
         /// Version annotation [default: the version the component reports].
         #[arg(long)]
         version: Option<String>,
+        /// Sign the pushed digest with this private key too (as `tessera plugin sign`; the
+        /// password comes from $COSIGN_PASSWORD).
+        #[arg(long, value_name = "KEY")]
+        sign: Option<PathBuf>,
         #[command(flatten)]
         registry: RegistryArgs,
     },
@@ -91,8 +114,13 @@ pub enum PluginCommand {
     /// Create a cosign-compatible ECDSA P-256 key pair: PREFIX.key (encrypted with
     /// $COSIGN_PASSWORD) and PREFIX.pub.
     Keygen {
+        /// Write PREFIX.key and PREFIX.pub.
         #[arg(long, default_value = "cosign")]
         output_prefix: PathBuf,
+        /// Write the private key unencrypted when $COSIGN_PASSWORD is empty (refused
+        /// otherwise).
+        #[arg(long)]
+        allow_empty_password: bool,
     },
     /// Copy plugins (and their signatures) into an OCI image-layout directory.
     Save {
@@ -135,6 +163,12 @@ fn read(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
 
 pub fn run(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<ExitCode> {
     match command {
+        PluginCommand::New {
+            name,
+            kind,
+            dir,
+            sdk,
+        } => new_plugin(&name, kind, dir, sdk).map(|()| ExitCode::SUCCESS),
         PluginCommand::Test {
             plugin,
             cases,
@@ -164,8 +198,16 @@ pub fn run(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<ExitCode>
             file,
             reference,
             version,
+            sign,
             registry,
-        } => block_on(remote::push(rt, &registry, &file, &reference, version)),
+        } => block_on(remote::push(
+            rt,
+            &registry,
+            &file,
+            &reference,
+            version,
+            sign.as_deref(),
+        )),
         PluginCommand::Pull {
             reference,
             output,
@@ -183,7 +225,10 @@ pub fn run(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<ExitCode>
             signed_as,
             registry,
         } => block_on(remote::verify(&registry, &reference, &key, &signed_as)),
-        PluginCommand::Keygen { output_prefix } => remote::keygen(&output_prefix),
+        PluginCommand::Keygen {
+            output_prefix,
+            allow_empty_password,
+        } => remote::keygen(&output_prefix, allow_empty_password),
         PluginCommand::Save {
             references,
             output,
@@ -202,15 +247,54 @@ pub fn run(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<ExitCode>
     }
 }
 
+/// A component loaded as whichever kind it is.
+enum Loaded {
+    Extension(std::sync::Arc<tessera::wasm::LoadedPlugin>),
+    Module(Box<tessera::wasm::LoadedModule>),
+}
+
+impl Loaded {
+    fn read(rt: &WasmRuntime, path: &Path) -> anyhow::Result<Self> {
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let source = path.display().to_string();
+        Ok(match rt.inspect(&bytes, &source)?.kind {
+            Some(PluginKind::ModuleReconciler) => {
+                Self::Module(Box::new(rt.load_module(&bytes, &source)?))
+            }
+            _ => Self::Extension(rt.load(&bytes, &source)?),
+        })
+    }
+
+    fn info(&self) -> &tessera::wasm::plugin::PluginInfo {
+        match self {
+            Self::Extension(p) => &p.info,
+            Self::Module(m) => &m.info,
+        }
+    }
+
+    /// (size, compile or deserialize time, from the precompiled cache).
+    fn loading(&self) -> (usize, std::time::Duration, bool) {
+        match self {
+            Self::Extension(p) => (p.inspection.size, p.load_time, p.from_cache),
+            Self::Module(m) => (m.inspection.size, m.load_time, m.from_cache),
+        }
+    }
+}
+
 /// `tessera plugin test`: every golden case, its outcome, a summary; status 1 on a failure.
+/// Shoot-extension cases or module cases, by the component's kind.
 fn test(
     rt: &WasmRuntime,
-    plugin: &PathBuf,
+    plugin: &Path,
     cases: &Path,
     limits: &Limits,
 ) -> anyhow::Result<ExitCode> {
-    let loaded = rt.load(&read(plugin)?, &plugin.display().to_string())?;
-    let results = test_plugin(rt, &loaded, cases, limits)?;
+    let loaded = Loaded::read(rt, plugin)?;
+    let results = match &loaded {
+        Loaded::Extension(p) => test_plugin(rt, p, cases, limits)?,
+        Loaded::Module(m) => test_module(rt, m, cases, limits)?,
+    };
     let failed = results.iter().filter(|r| r.failure.is_some()).count();
     for result in &results {
         match &result.failure {
@@ -223,10 +307,11 @@ fn test(
             }
         }
     }
+    let info = loaded.info();
     println!(
         "{} {}: {} passed, {} failed",
-        loaded.info.name,
-        loaded.info.version,
+        info.name,
+        info.version,
         results.len() - failed,
         failed
     );
@@ -256,7 +341,7 @@ fn inspect(rt: &WasmRuntime, plugin: &PathBuf, json: bool) -> anyhow::Result<Exi
         let error = loaded.as_ref().err().map(|e| e.to_string());
         let doc = serde_json::json!({ "inspection": inspection, "info": info, "loadError": error });
         println!("{}", serde_json::to_string_pretty(&doc)?);
-        return Ok(ExitCode::SUCCESS);
+        return Ok(loads_status(&loaded));
     }
     println!("file:      {source}");
     println!("digest:    sha256:{}", inspection.digest);
@@ -281,7 +366,16 @@ fn inspect(rt: &WasmRuntime, plugin: &PathBuf, json: bool) -> anyhow::Result<Exi
         Err(err) => println!("loads:     no — {err}"),
     }
     print_interface(&inspection)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(loads_status(&loaded))
+}
+
+/// Status 1 when this host cannot load the plugin: scripts and CI see it fail.
+fn loads_status<T, E>(loaded: &Result<T, E>) -> ExitCode {
+    if loaded.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 /// Exports, imports (marking those this host does not offer) and declared requests.
@@ -309,28 +403,33 @@ fn print_interface(inspection: &tessera::wasm::inspect::Inspection) -> anyhow::R
     Ok(())
 }
 
-/// `tessera plugin bench`: p50/p99/max per golden case.
+/// `tessera plugin bench`: p50/p99/max per golden case (for a module reconciler, one
+/// sample is a case's whole conversation, every round).
 fn bench(
     rt: &WasmRuntime,
-    plugin: &PathBuf,
+    plugin: &Path,
     cases: &Path,
     iterations: usize,
 ) -> anyhow::Result<ExitCode> {
-    let loaded = rt.load(&read(plugin)?, &plugin.display().to_string())?;
+    let loaded = Loaded::read(rt, plugin)?;
+    let (size, load_time, from_cache) = loaded.loading();
+    let info = loaded.info();
     println!(
-        "{} {} ({} bytes, loaded in {:.2?}{})",
-        loaded.info.name,
-        loaded.info.version,
-        loaded.inspection.size,
-        loaded.load_time,
-        if loaded.from_cache {
+        "{} {} ({size} bytes, loaded in {load_time:.2?}{})",
+        info.name,
+        info.version,
+        if from_cache {
             " from cache"
         } else {
             ", compiled"
         }
     );
+    let results = match &loaded {
+        Loaded::Extension(p) => bench_plugin(rt, p, cases, iterations)?,
+        Loaded::Module(m) => bench_module(rt, m, cases, iterations)?,
+    };
     println!("{:<40} {:>10} {:>10} {:>10}", "case", "p50", "p99", "max");
-    for (case, stats) in bench_plugin(rt, &loaded, cases, iterations)? {
+    for (case, stats) in results {
         println!(
             "{:<40} {:>10.1?} {:>10.1?} {:>10.1?}",
             case, stats.p50, stats.p99, stats.max

@@ -1,12 +1,17 @@
-//! The plugin author's harness: golden cases and micro-benchmarks on the Wasm build.
+//! The plugin author's harness: golden cases and micro-benchmarks on the Wasm build, for
+//! both plugin kinds.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tessera_sdk::glue::RawExtendInput;
-use tessera_sdk::testing::{CaseError, CaseResult, Outcome, load_cases, run_cases};
+use tessera_sdk::module::RawModuleInput;
+use tessera_sdk::testing::{
+    CaseError, CaseResult, ModuleAnswer, ModuleCall, ModuleOutcome, Outcome, load_cases,
+    load_module_cases, run_cases, run_module_cases,
+};
 
-use crate::wasm::{CallContext, Failure, Limits, LoadedPlugin, WasmRuntime};
+use crate::wasm::{CallContext, Failure, Limits, LoadedModule, LoadedPlugin, WasmRuntime};
 
 /// Run the golden cases in `cases` against a loaded component.
 pub fn test_plugin(
@@ -115,6 +120,68 @@ pub fn bench_plugin(
         let input: RawExtendInput = case.input();
         let stats = measure(iterations, || {
             let _ = plugin.extend(rt, input.clone(), &limits, &ctx);
+        });
+        results.push((case.name.clone(), stats));
+    }
+    Ok(results)
+}
+
+/// Run the module cases in `cases` against a loaded module reconciler, talking to it as the
+/// ModuleSet controller does (requirements answered, called again).
+pub fn test_module(
+    rt: &WasmRuntime,
+    module: &LoadedModule,
+    cases: &Path,
+    limits: &Limits,
+) -> Result<Vec<CaseResult>, CaseError> {
+    run_module_cases(cases, &module.info.name, |call, input| {
+        call_module(rt, module, call, input, limits)
+    })
+}
+
+/// One call of a module reconciler on raw input.
+fn call_module(
+    rt: &WasmRuntime,
+    module: &LoadedModule,
+    call: ModuleCall,
+    input: &RawModuleInput,
+    limits: &Limits,
+) -> ModuleOutcome {
+    let answer = match call {
+        ModuleCall::Reconcile => module
+            .reconcile_raw(rt, input, limits)
+            .map(ModuleAnswer::Reconcile),
+        ModuleCall::Delete => module
+            .delete_raw(rt, input, limits)
+            .map(ModuleAnswer::Delete),
+    };
+    match answer {
+        Ok(answer) => ModuleOutcome::Answer(answer),
+        Err(err) => match err.cause {
+            Failure::Plugin(plugin_error) => ModuleOutcome::PluginError(plugin_error),
+            other => ModuleOutcome::HostError(other.to_string()),
+        },
+    }
+}
+
+/// Benchmark a module reconciler on the module cases in `cases` that do not expect an
+/// error: one sample is the whole conversation (every round) of a case.
+pub fn bench_module(
+    rt: &WasmRuntime,
+    module: &LoadedModule,
+    cases: &Path,
+    iterations: usize,
+) -> Result<Vec<(String, Percentiles)>, CaseError> {
+    let limits = Limits::default();
+    let mut results = Vec::new();
+    for case in load_module_cases(cases)? {
+        if case.expect.error.is_some() {
+            continue;
+        }
+        let stats = measure(iterations, || {
+            case.converse(&module.info.name, |call, input| {
+                call_module(rt, module, call, input, &limits)
+            });
         });
         results.push((case.name.clone(), stats));
     }

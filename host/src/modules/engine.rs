@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use tessera_sdk::Selector;
 
 use super::apply::{self, Applied, Applier};
 use super::error::ModuleError;
@@ -21,10 +20,11 @@ use super::set::State;
 use super::source::Candidate;
 use super::target::Target;
 use crate::grants::{Access, ObjectRef, Scope};
+use crate::wasm::module::{selector_from_wit as from_wit, selector_to_wit as to_wit};
 use crate::wasm::{CallError, WasmRuntime, module_api as api};
 
 /// How many times a plugin may answer with requirements before its answer counts.
-pub(crate) const MAX_ROUNDS: usize = 5;
+pub(crate) const MAX_ROUNDS: usize = tessera_sdk::module::MAX_REQUIREMENT_ROUNDS;
 /// Look again this soon while objects roll out.
 const ROLLOUT_REQUEUE: Duration = Duration::from_secs(5);
 
@@ -79,26 +79,6 @@ impl Reconciled {
             desired: Vec::new(),
             observed: Vec::new(),
         }
-    }
-}
-
-fn to_wit(s: &Selector) -> api::ObjectSelector {
-    api::ObjectSelector {
-        api_version: s.api_version.clone(),
-        kind: s.kind.clone(),
-        namespace: s.namespace.clone(),
-        name: s.name.clone(),
-        label_selector: s.label_selector.clone(),
-    }
-}
-
-fn from_wit(s: &api::ObjectSelector) -> Selector {
-    Selector {
-        api_version: s.api_version.clone(),
-        kind: s.kind.clone(),
-        namespace: s.namespace.clone(),
-        name: s.name.clone(),
-        label_selector: s.label_selector.clone(),
     }
 }
 

@@ -4,6 +4,9 @@
 
 use std::sync::Arc;
 
+use tessera_sdk::Selector;
+use tessera_sdk::module::{ModuleState, RawDeleteOutput, RawModuleInput, RawReconcileOutput};
+
 use super::bindings::{module, module_api};
 use super::engine::WasmRuntime;
 use super::error::{CallError, Failure, LoadError};
@@ -18,6 +21,10 @@ pub struct LoadedModule {
     pub source: String,
     pub inspection: Inspection,
     pub info: PluginInfo,
+    /// Whether the compiled code came from the on-disk cache.
+    pub from_cache: bool,
+    /// Time to compile or deserialize.
+    pub load_time: std::time::Duration,
     pre: module::ModuleReconcilerPre<PluginState>,
     names: (Arc<str>, Arc<str>),
 }
@@ -38,6 +45,8 @@ impl WasmRuntime {
         let Checked {
             instance_pre,
             inspection,
+            from_cache,
+            load_time,
             ..
         } = self.checked(bytes, source, PluginKind::ModuleReconciler)?;
         let link = |e: wasmtime::Error| LoadError::Link {
@@ -48,6 +57,8 @@ impl WasmRuntime {
         let mut loaded = LoadedModule {
             source: source.to_string(),
             inspection,
+            from_cache,
+            load_time,
             info: PluginInfo {
                 name: source.to_string(),
                 version: "?".into(),
@@ -188,6 +199,92 @@ impl LoadedModule {
             .map_err(|e| self.plugin_error(e))?;
         out.message = out.message.map(|m| text::clamp(&m, text::MESSAGE_CHARS));
         Ok(out)
+    }
+
+    /// [`LoadedModule::reconcile`] on the SDK's raw types (the golden harness and tools).
+    pub fn reconcile_raw(
+        &self,
+        rt: &WasmRuntime,
+        input: &RawModuleInput,
+        limits: &Limits,
+    ) -> Result<RawReconcileOutput, CallError> {
+        let out = self.reconcile(rt, &input_to_wit(input), limits)?;
+        Ok(RawReconcileOutput {
+            desired: out.desired,
+            state: state_from_wit(out.state),
+            message: out.message,
+            requeue_after_seconds: out.requeue_after_seconds,
+            requirements: out.requirements.iter().map(selector_from_wit).collect(),
+        })
+    }
+
+    /// [`LoadedModule::delete`] on the SDK's raw types.
+    pub fn delete_raw(
+        &self,
+        rt: &WasmRuntime,
+        input: &RawModuleInput,
+        limits: &Limits,
+    ) -> Result<RawDeleteOutput, CallError> {
+        let out = self.delete(rt, &input_to_wit(input), limits)?;
+        Ok(RawDeleteOutput {
+            remove: out.remove.iter().map(selector_from_wit).collect(),
+            state: state_from_wit(out.state),
+            message: out.message,
+            requirements: out.requirements.iter().map(selector_from_wit).collect(),
+        })
+    }
+}
+
+/// The SDK's selector as the WIT record.
+pub fn selector_to_wit(s: &Selector) -> module_api::ObjectSelector {
+    module_api::ObjectSelector {
+        api_version: s.api_version.clone(),
+        kind: s.kind.clone(),
+        namespace: s.namespace.clone(),
+        name: s.name.clone(),
+        label_selector: s.label_selector.clone(),
+    }
+}
+
+/// The WIT selector as the SDK's.
+pub fn selector_from_wit(s: &module_api::ObjectSelector) -> Selector {
+    Selector {
+        api_version: s.api_version.clone(),
+        kind: s.kind.clone(),
+        namespace: s.namespace.clone(),
+        name: s.name.clone(),
+        label_selector: s.label_selector.clone(),
+    }
+}
+
+fn state_from_wit(state: module_api::ModuleState) -> ModuleState {
+    match state {
+        module_api::ModuleState::Ready => ModuleState::Ready,
+        module_api::ModuleState::Processing => ModuleState::Processing,
+        module_api::ModuleState::Warning => ModuleState::Warning,
+        module_api::ModuleState::Error => ModuleState::Error,
+        module_api::ModuleState::Deleting => ModuleState::Deleting,
+    }
+}
+
+fn input_to_wit(input: &RawModuleInput) -> module_api::ReconcileInput {
+    module_api::ReconcileInput {
+        module: input.module.clone(),
+        version: input.version.clone(),
+        config: input.config.clone(),
+        cluster: module_api::ClusterFacts {
+            kubernetes_version: input.cluster.kubernetes_version.clone(),
+            provider: input.cluster.provider.clone(),
+            region: input.cluster.region.clone(),
+        },
+        observed: input
+            .observed
+            .iter()
+            .map(|(selector, objects)| module_api::ObservedObjects {
+                selector: selector_to_wit(selector),
+                objects: objects.clone(),
+            })
+            .collect(),
     }
 }
 

@@ -96,6 +96,7 @@ impl ModuleReconciler for Availability {
 }
 
 tessera_sdk::export_module_reconciler!(Availability);
+tessera_sdk::module_golden_tests!(Availability);
 tessera_sdk::declare_requests!("requests.yaml");
 
 #[cfg(test)]

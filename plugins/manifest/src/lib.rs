@@ -162,6 +162,7 @@ pub fn check_documents(docs: &[Value]) -> Result<(), PluginError> {
 }
 
 tessera_sdk::export_module_reconciler!(Manifest);
+tessera_sdk::module_golden_tests!(Manifest);
 tessera_sdk::declare_requests!("requests.yaml");
 
 #[cfg(test)]

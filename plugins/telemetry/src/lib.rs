@@ -5,10 +5,14 @@
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tessera_sdk::objects::{Object, config_file, config_map, namespace};
 use tessera_sdk::{ModuleInput, ModuleOutput, ModuleReconciler, PluginError, Selector};
 
 /// The CRD this module needs.
 pub const PIPELINE_CRD: &str = "pipelines.telemetry.tessera.dev";
+
+/// Name of the gateway's ConfigMap, Deployment and Service.
+const GATEWAY: &str = "telemetry-gateway";
 
 #[derive(Debug, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
@@ -47,10 +51,56 @@ fn crd_selector() -> Selector {
 }
 
 fn established(crd: &Value) -> bool {
-    crd["status"]["conditions"].as_array().is_some_and(|c| {
-        c.iter()
-            .any(|c| c["type"] == "Established" && c["status"] == "True")
-    })
+    Object::from_value(crd).is_ok_and(|crd| crd.is_condition_true("Established"))
+}
+
+/// The collector's configuration file: built as data, so an endpoint cannot change its
+/// structure.
+fn collector_config(endpoint: &str) -> String {
+    config_file(&json!({
+        "exporters": {"otlp": {"endpoint": endpoint}},
+        "service": {"pipelines": {"traces": {"exporters": ["otlp"]}}},
+    }))
+}
+
+fn gateway(config: &Config) -> Vec<Value> {
+    let ns = config.namespace.as_str();
+    let labels = json!({"app.kubernetes.io/name": GATEWAY});
+    let deployment = Object::namespaced("apps/v1", "Deployment", ns, GATEWAY).with(
+        "spec",
+        json!({
+            "replicas": config.replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{
+                    "name": "collector",
+                    "image": config.image,
+                    "args": ["--config=/conf/collector.yaml"],
+                    "volumeMounts": [{"name": "conf", "mountPath": "/conf"}],
+                }],
+                "volumes": [{"name": "conf", "configMap": {"name": GATEWAY}}]},
+            },
+        }),
+    );
+    let service = Object::namespaced("v1", "Service", ns, GATEWAY).with(
+        "spec",
+        json!({"selector": labels, "ports": [{"name": "otlp", "port": 4317, "protocol": "TCP"}]}),
+    );
+    let pipeline = Object::namespaced("telemetry.tessera.dev/v1alpha1", "Pipeline", ns, "default")
+        .with("spec", json!({"endpoint": config.endpoint}));
+    vec![
+        namespace(ns).into(),
+        config_map(
+            ns,
+            GATEWAY,
+            [("collector.yaml", collector_config(&config.endpoint))],
+        )
+        .into(),
+        deployment.into(),
+        service.into(),
+        pipeline.into(),
+    ]
 }
 
 impl ModuleReconciler for Telemetry {
@@ -64,8 +114,7 @@ impl ModuleReconciler for Telemetry {
     }
 
     fn reconcile(input: ModuleInput<Config>) -> Result<ModuleOutput, PluginError> {
-        let config = &input.config;
-        if config.endpoint.is_empty() {
+        if input.config.endpoint.is_empty() {
             return Err(PluginError::invalid_input(
                 "config.endpoint",
                 "set the endpoint the gateway exports to",
@@ -81,106 +130,18 @@ impl ModuleReconciler for Telemetry {
                 5,
             ));
         }
-        let ns = config.namespace.as_str();
-        let labels = json!({"app.kubernetes.io/name": "telemetry-gateway"});
-        let pipeline = format!(
-            "exporters:\n  otlp:\n    endpoint: {}\nservice:\n  pipelines:\n    traces: {{exporters: [otlp]}}\n",
-            config.endpoint
-        );
-        Ok(ModuleOutput::ready(vec![
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
-            json!({
-                "apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "telemetry-gateway", "namespace": ns},
-                "data": {"collector.yaml": pipeline},
-            }),
-            json!({
-                "apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": {"name": "telemetry-gateway", "namespace": ns},
-                "spec": {
-                    "replicas": config.replicas,
-                    "selector": {"matchLabels": labels},
-                    "template": {
-                        "metadata": {"labels": labels},
-                        "spec": {"containers": [{
-                            "name": "collector",
-                            "image": config.image,
-                            "args": ["--config=/conf/collector.yaml"],
-                            "volumeMounts": [{"name": "conf", "mountPath": "/conf"}],
-                        }],
-                        "volumes": [{"name": "conf", "configMap": {"name": "telemetry-gateway"}}]},
-                    },
-                },
-            }),
-            json!({
-                "apiVersion": "v1", "kind": "Service",
-                "metadata": {"name": "telemetry-gateway", "namespace": ns},
-                "spec": {"selector": labels, "ports": [{"name": "otlp", "port": 4317, "protocol": "TCP"}]},
-            }),
-            json!({
-                "apiVersion": "telemetry.tessera.dev/v1alpha1", "kind": "Pipeline",
-                "metadata": {"name": "default", "namespace": ns},
-                "spec": {"endpoint": config.endpoint},
-            }),
-        ]))
+        Ok(ModuleOutput::ready(gateway(&input.config)))
     }
 }
 
 tessera_sdk::export_module_reconciler!(Telemetry);
+tessera_sdk::module_golden_tests!(Telemetry);
 tessera_sdk::declare_requests!("requests.yaml");
 
+// The golden cases in `cases/` cover the requirements loop and the rendered objects.
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tessera_sdk::{ClusterFacts, ModuleState, Observed};
-
-    fn input(observed: Vec<Observed>) -> ModuleInput<Config> {
-        ModuleInput {
-            module: "telemetry".into(),
-            version: "1.0.0".into(),
-            config: serde_json::from_value(json!({"endpoint": "otlp.example:4317"})).unwrap(),
-            cluster: ClusterFacts::default(),
-            observed,
-        }
-    }
-
-    #[test]
-    fn asks_for_the_crd_then_waits_then_renders() {
-        let first = Telemetry::reconcile(input(vec![])).unwrap();
-        assert_eq!(first.requirements, vec![crd_selector()]);
-        let missing = Observed {
-            selector: crd_selector(),
-            objects: vec![],
-        };
-        let waiting = Telemetry::reconcile(input(vec![missing])).unwrap();
-        assert_eq!(waiting.state, ModuleState::Processing);
-        assert!(waiting.desired.is_empty());
-        let ready = Observed {
-            selector: crd_selector(),
-            objects: vec![
-                json!({"status": {"conditions": [{"type": "Established", "status": "True"}]}}),
-            ],
-        };
-        let out = Telemetry::reconcile(input(vec![ready])).unwrap();
-        assert_eq!(out.state, ModuleState::Ready);
-        assert_eq!(out.desired.len(), 5);
-        assert!(
-            out.desired[1]["data"]["collector.yaml"]
-                .as_str()
-                .unwrap()
-                .contains("otlp.example")
-        );
-    }
-
-    #[test]
-    fn endpoint_is_required() {
-        let mut i = input(vec![]);
-        i.config.endpoint.clear();
-        assert_eq!(
-            Telemetry::reconcile(i).unwrap_err().field.as_deref(),
-            Some("config.endpoint")
-        );
-    }
 
     #[test]
     fn depends_on_the_crd_module() {

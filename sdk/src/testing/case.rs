@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::Outcome;
 use super::diff::yaml_diff;
-use crate::error::ErrorKind;
+use crate::error::{ErrorKind, PluginError};
 use crate::glue::RawExtendInput;
 use crate::shoot_extension::Operation;
 use crate::util::merge_patch;
@@ -78,14 +78,14 @@ pub struct GoldenCase {
     pub expected_error: Option<ExpectedError>,
 }
 
-fn read_yaml(path: &Path) -> Result<Value, CaseError> {
+pub(super) fn read_yaml(path: &Path) -> Result<Value, CaseError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| CaseError(format!("cannot read {}: {e}", path.display())))?;
     serde_saphyr::from_str(&text)
         .map_err(|e| CaseError(format!("{} is not valid YAML: {e}", path.display())))
 }
 
-fn pick(
+pub(super) fn pick(
     name: &str,
     inline: Option<Value>,
     file: Option<PathBuf>,
@@ -101,8 +101,8 @@ fn pick(
     }
 }
 
-/// Load every `*.yaml` case in `dir`, sorted by file name.
-pub fn load_cases(dir: &Path) -> Result<Vec<GoldenCase>, CaseError> {
+/// The `*.yaml` files of a cases directory, sorted by file name.
+pub(super) fn case_paths(dir: &Path) -> Result<Vec<PathBuf>, CaseError> {
     let entries = std::fs::read_dir(dir).map_err(|e| {
         CaseError(format!(
             "cannot read cases directory {}: {e}",
@@ -114,7 +114,37 @@ pub fn load_cases(dir: &Path) -> Result<Vec<GoldenCase>, CaseError> {
         .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")))
         .collect();
     paths.sort();
-    paths.iter().map(|p| GoldenCase::load(p)).collect()
+    Ok(paths)
+}
+
+/// Load every `*.yaml` case in `dir`, sorted by file name.
+pub fn load_cases(dir: &Path) -> Result<Vec<GoldenCase>, CaseError> {
+    case_paths(dir)?
+        .iter()
+        .map(|p| GoldenCase::load(p))
+        .collect()
+}
+
+/// What is wrong with a plugin error against the expected one; `None` when it matches.
+pub(super) fn error_problems(err: &PluginError, expected: &ExpectedError) -> Option<String> {
+    let mut problems = Vec::new();
+    if err.kind != expected.kind {
+        problems.push(format!("kind {} instead of {}", err.kind, expected.kind));
+    }
+    if expected.field.is_some() && err.field != expected.field {
+        let field = |f: &Option<String>| f.clone().unwrap_or_else(|| "none".into());
+        problems.push(format!(
+            "field {} instead of {}",
+            field(&err.field),
+            field(&expected.field)
+        ));
+    }
+    if let Some(part) = &expected.message_contains
+        && !err.message.contains(part.as_str())
+    {
+        problems.push(format!("message {:?} lacks {part:?}", err.message));
+    }
+    (!problems.is_empty()).then(|| format!("wrong error ({}): {err}", problems.join("; ")))
 }
 
 impl GoldenCase {
@@ -219,27 +249,7 @@ impl GoldenCase {
                 expected.kind, out.warnings
             )),
             (Outcome::Output(_), None, None) => Some("the case expects nothing".into()),
-            (Outcome::PluginError(err), _, Some(expected)) => {
-                let mut problems = Vec::new();
-                if err.kind != expected.kind {
-                    problems.push(format!("kind {} instead of {}", err.kind, expected.kind));
-                }
-                if expected.field.is_some() && err.field != expected.field {
-                    let field = |f: &Option<String>| f.clone().unwrap_or_else(|| "none".into());
-                    problems.push(format!(
-                        "field {} instead of {}",
-                        field(&err.field),
-                        field(&expected.field)
-                    ));
-                }
-                if let Some(part) = &expected.message_contains
-                    && !err.message.contains(part.as_str())
-                {
-                    problems.push(format!("message {:?} lacks {part:?}", err.message));
-                }
-                (!problems.is_empty())
-                    .then(|| format!("wrong error ({}): {err}", problems.join("; ")))
-            }
+            (Outcome::PluginError(err), _, Some(expected)) => error_problems(&err, expected),
             (Outcome::PluginError(err), _, None) => {
                 Some(format!("expected a Shoot, but the plugin failed: {err}"))
             }

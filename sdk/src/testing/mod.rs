@@ -1,7 +1,9 @@
-//! Golden cases for shoot extensions, shared by `cargo test` (native) and
+//! Golden cases for both plugin kinds, shared by `cargo test` (native) and
 //! `tessera plugin test` (the Wasm build in the host), so both check the same expectations.
+//! Each case is one YAML file in the plugin's `cases/` directory; `TESSERA_BLESS=1` rewrites
+//! the snapshot files a case names (`shootFile`, `desiredFile`) with the actual output.
 //!
-//! A case is one YAML file:
+//! A shoot-extension case:
 //!
 //! ```yaml
 //! description: AWS, three zones, create
@@ -17,16 +19,57 @@
 //!   # or
 //!   error: {kind: invalid-input, field: spec.shoot.networking.nodes, messageContains: overlaps}
 //! ```
+//!
+//! A module-reconciler case. The runner talks to the plugin as the host does: it answers
+//! each requirement from `observed` (no objects when the case lists none for a selector),
+//! calls again, at most five times, and checks the last answer:
+//!
+//! ```yaml
+//! description: the CRD is established, so the gateway is rendered
+//! call: reconcile              # or delete; default reconcile
+//! module: telemetry            # the module's name in the ModuleSet; default the plugin's name
+//! version: 1.0.0               # default 1.0.0
+//! config: {...}                # the module's configuration; default {}
+//! cluster: {kubernetesVersion: 1.20.2, provider: aws, region: eu-central-1}
+//! observed:                    # what the cluster holds, per selector the plugin may ask for
+//!   - selector: {apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, name: pipelines.telemetry.tessera.dev}
+//!     objects: [...]           # or objectsFile
+//! expect:
+//!   state: Ready               # Ready, Processing, Warning, Error or Deleting
+//!   desired: [...]             # or desiredFile; exact, in order (reconcile)
+//!   remove: [...]              # selectors (delete)
+//!   message: ...               # or messageContains
+//!   requeueAfterSeconds: 5
+//!   requirements: [...]        # every selector asked for on the way, in order
+//!   # or, instead of state:
+//!   error: {kind: invalid-input, field: config.endpoint}
+//! ```
+//! Parts of `expect` that are left out are not checked.
 
 mod case;
 mod diff;
+mod module_case;
 
 pub use case::{CaseError, ExpectedError, GoldenCase, load_cases};
 pub use diff::{to_yaml, yaml_diff};
+pub use module_case::{
+    Conversation, ModuleAnswer, ModuleCall, ModuleCase, ModuleExpectation, ModuleOutcome,
+    desired_values, load_module_cases,
+};
 
 use crate::error::PluginError;
 use crate::glue::{RawExtendInput, RawExtendOutput, extend_json};
+use crate::module::{ModuleReconciler, RawModuleInput, delete_json, reconcile_json};
 use crate::shoot_extension::ShootExtension;
+
+/// The crate's `cases/` directory, for the test macros. The run-time `CARGO_MANIFEST_DIR`
+/// wins over the compile-time one: a build cached from another checkout keeps the
+/// compile-time path of that checkout.
+pub fn cases_dir(compile_time_manifest_dir: &str) -> String {
+    let dir = std::env::var("CARGO_MANIFEST_DIR")
+        .unwrap_or_else(|_| compile_time_manifest_dir.to_string());
+    format!("{dir}/cases")
+}
 
 /// How one execution of a case ended, from the runner's point of view.
 #[derive(Debug)]
@@ -83,18 +126,7 @@ pub fn assert_golden_cases<P: ShootExtension>(dir: &str) {
         }
     })
     .unwrap_or_else(|err| panic!("{err}"));
-    assert!(!results.is_empty(), "no golden cases in {dir}");
-    let failures: Vec<String> = results
-        .iter()
-        .filter_map(|r| r.failure.as_ref().map(|f| format!("case {}: {f}", r.name)))
-        .collect();
-    assert!(
-        failures.is_empty(),
-        "{} of {} golden cases failed:\n{}",
-        failures.len(),
-        results.len(),
-        failures.join("\n")
-    );
+    assert_passed(&results, std::path::Path::new(dir));
 }
 
 fn bless<P: ShootExtension>(dir: &str) {
@@ -109,4 +141,85 @@ fn bless<P: ShootExtension>(dir: &str) {
             std::fs::write(path, to_yaml(&shoot)).expect("write snapshot");
         }
     }
+}
+
+/// Run every module case in `dir` through `call` (one plugin call each time) and compare
+/// with the expectations. `plugin` is the plugin's name, the default module name.
+pub fn run_module_cases(
+    dir: &std::path::Path,
+    plugin: &str,
+    mut call: impl FnMut(ModuleCall, &RawModuleInput) -> ModuleOutcome,
+) -> Result<Vec<CaseResult>, CaseError> {
+    Ok(load_module_cases(dir)?
+        .into_iter()
+        .map(|case| {
+            let conversation = case.converse(plugin, &mut call);
+            CaseResult {
+                failure: case.check(&conversation),
+                name: case.name,
+                description: case.description,
+            }
+        })
+        .collect())
+}
+
+/// A module reconciler called natively, as the Wasm export calls it.
+pub fn call_module_natively<P: ModuleReconciler>(
+    call: ModuleCall,
+    input: &RawModuleInput,
+) -> ModuleOutcome {
+    let answer = match call {
+        ModuleCall::Reconcile => reconcile_json::<P>(input.clone()).map(ModuleAnswer::Reconcile),
+        ModuleCall::Delete => delete_json::<P>(input.clone()).map(ModuleAnswer::Delete),
+    };
+    match answer {
+        Ok(answer) => ModuleOutcome::Answer(answer),
+        Err(err) => ModuleOutcome::PluginError(err),
+    }
+}
+
+/// Run the module cases of `dir` natively against `P` and panic with every failure's diff.
+///
+/// With `TESSERA_BLESS=1`, cases whose expectation is a `desiredFile` get that file
+/// rewritten with the actual desired objects first (review the diff before committing it).
+/// Plugins call this from a `#[test]` (see `tessera_sdk::module_golden_tests!`).
+pub fn assert_module_cases<P: ModuleReconciler>(dir: &str) {
+    let dir = std::path::Path::new(dir);
+    if std::env::var_os("TESSERA_BLESS").is_some() {
+        bless_module::<P>(dir);
+    }
+    let results = run_module_cases(dir, P::NAME, call_module_natively::<P>)
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert_passed(&results, dir);
+}
+
+fn bless_module<P: ModuleReconciler>(dir: &std::path::Path) {
+    let cases = load_module_cases(dir).unwrap_or_else(|err| panic!("{err}"));
+    for case in cases {
+        let Some(path) = &case.expect.desired_file else {
+            continue;
+        };
+        let conversation = case.converse(P::NAME, call_module_natively::<P>);
+        if let ModuleOutcome::Answer(ModuleAnswer::Reconcile(out)) = &conversation.outcome {
+            let desired = desired_values(out).unwrap_or_else(|err| panic!("{err}"));
+            std::fs::write(path, to_yaml(&serde_json::Value::from(desired)))
+                .expect("write snapshot");
+        }
+    }
+}
+
+/// Panic with every failure, or when there were no cases at all.
+fn assert_passed(results: &[CaseResult], dir: &std::path::Path) {
+    assert!(!results.is_empty(), "no golden cases in {}", dir.display());
+    let failures: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.failure.as_ref().map(|f| format!("case {}: {f}", r.name)))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} golden cases failed:\n{}",
+        failures.len(),
+        results.len(),
+        failures.join("\n")
+    );
 }
