@@ -338,6 +338,44 @@ impl<'a> Scenario<'a> {
     }
 }
 
+/// The same bytes pushed again give the same digest (the signature stays attached);
+/// `push --sign` pushes and signs in one step; `keygen` refuses an empty password.
+fn push_again_and_sign(
+    s: &Scenario,
+    v1: &[u8],
+    reference: &str,
+    digest: &str,
+    key: &Path,
+    public: &Path,
+) -> Result {
+    let again = push(s.dir(), v1, reference, "1.0.0")?;
+    if again != digest {
+        return Err(format!(
+            "the same bytes pushed twice: {digest} then {again}"
+        ));
+    }
+    let verify = |reference: &str| {
+        let key = public.display().to_string();
+        cli(&["plugin", "verify", reference, "--key", &key], &[])
+    };
+    verify(reference).map_err(|e| format!("signature lost by the second push: {e}"))?;
+    let signed_ref = format!("{}:signed", s.repo("stamp"));
+    let file = s.dir().join("signed.wasm");
+    std::fs::write(&file, stamp_variant(v1, "signed")).map_err(|e| e.to_string())?;
+    let (file, key) = (file.display().to_string(), key.display().to_string());
+    let args = ["plugin", "push", &file, &signed_ref, "--sign", &key];
+    cli(&args, &[("COSIGN_PASSWORD", "secret")])?;
+    verify(&signed_ref)?;
+    let prefix = s.dir().join("nopass").display().to_string();
+    let refused = cli(&["plugin", "keygen", "--output-prefix", &prefix], &[])
+        .err()
+        .ok_or("keygen wrote a key with an empty password")?;
+    if !refused.contains("--allow-empty-password") {
+        return Err(format!("keygen: {refused}"));
+    }
+    Ok(())
+}
+
 /// CLI round trips against a real registry: push/inspect/pull, an artifact pushed by
 /// another OCI client, signatures, a tampered blob, save/load into a second registry.
 async fn cli_round_trips(cp: &ControlPlane) -> Result {
@@ -349,7 +387,7 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
         return Err(format!("push printed {digest:?}"));
     }
     let inspect: Value =
-        serde_json::from_str(&cli(&["plugin", "inspect", &reference, "--json"], &[])?)
+        serde_json::from_str(&cli(&["plugin", "inspect", &reference, "-o", "json"], &[])?)
             .map_err(|e| e.to_string())?;
     for (field, want) in [
         ("/digest", json!(digest)),
@@ -374,7 +412,7 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
             "plugin",
             "pull",
             &reference,
-            "-o",
+            "--dest",
             &out.display().to_string(),
         ],
         &[],
@@ -389,7 +427,13 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
     push_with_oci_client(&other, &labels).await?;
     let out2 = s.dir().join("other.wasm");
     cli(
-        &["plugin", "pull", &other, "-o", &out2.display().to_string()],
+        &[
+            "plugin",
+            "pull",
+            &other,
+            "--dest",
+            &out2.display().to_string(),
+        ],
         &[],
     )?;
     if std::fs::read(&out2).map_err(|e| e.to_string())? != labels {
@@ -428,6 +472,7 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
     if !wrong.contains("no signature verifies") {
         return Err(format!("wrong key: {wrong}"));
     }
+    push_again_and_sign(&s, &v1, &reference, &digest, &key, &public)?;
 
     // Tampering: the registry serves changed bytes under the old digest.
     let tampered_ref = format!("{}:tampered", s.repo("stamp"));
@@ -435,9 +480,12 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
     push(s.dir(), &variant, &tampered_ref, "1.0.1")?;
     let blob = s.registry.blob_path(&sha256(&variant));
     std::fs::write(&blob, stamp_variant(&v1, "evil")).map_err(|e| e.to_string())?;
-    let refused = cli(&["plugin", "pull", &tampered_ref, "-o", "/dev/null"], &[])
-        .err()
-        .ok_or("a tampered blob was pulled")?;
+    let refused = cli(
+        &["plugin", "pull", &tampered_ref, "--dest", "/dev/null"],
+        &[],
+    )
+    .err()
+    .ok_or("a tampered blob was pulled")?;
     if !refused.contains("does not match its digest") {
         return Err(format!("tampered pull: {refused}"));
     }
@@ -449,7 +497,7 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
             "plugin",
             "save",
             &reference,
-            "-o",
+            "--dir",
             &layout.display().to_string(),
         ],
         &[],
@@ -470,7 +518,7 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
     )?;
     let moved = reference.replace(&s.registry.host(), &second.host());
     let inspect2: Value =
-        serde_json::from_str(&cli(&["plugin", "inspect", &moved, "--json"], &[])?)
+        serde_json::from_str(&cli(&["plugin", "inspect", &moved, "-o", "json"], &[])?)
             .map_err(|e| e.to_string())?;
     if inspect2["digest"] != json!(digest) || inspect2["signatures"] != json!(1) {
         return Err(format!("after load: {inspect2}"));
@@ -532,7 +580,7 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
     .map_err(|e| e.to_string())?;
     let out3 = s.dir().join("private.wasm").display().to_string();
     cli(
-        &["plugin", "pull", &private_ref, "-o", &out3],
+        &["plugin", "pull", &private_ref, "--dest", &out3],
         &[("DOCKER_CONFIG", &docker.display().to_string())],
     )?;
     if std::fs::read(&out3).map_err(|e| e.to_string())? != v1 {

@@ -82,6 +82,22 @@ fn new_plugin_passes_everywhere(kind: &str, name: &str, cases: usize) {
         out.contains(&format!("{name} 0.1.0: {cases} passed, 0 failed")),
         "{out}"
     );
+    let first_case = std::fs::read_dir(&cases_dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| !p.to_string_lossy().contains("required"))
+        .unwrap();
+    let answer = run(
+        "tessera plugin run",
+        Command::new(tessera_bin()).args([
+            "plugin",
+            "run",
+            component.to_str().unwrap(),
+            "--case",
+            first_case.to_str().unwrap(),
+        ]),
+    );
+    assert!(answer.contains(answer_mark(kind)), "{answer}");
     let inspected = run(
         "tessera plugin inspect",
         Command::new(tessera_bin()).args(["plugin", "inspect", component.to_str().unwrap()]),
@@ -90,6 +106,15 @@ fn new_plugin_passes_everywhere(kind: &str, name: &str, cases: usize) {
         inspected.contains(&format!("kind:      {kind}")),
         "{inspected}"
     );
+}
+
+/// A line `tessera plugin run` prints for the sample's rendered case.
+fn answer_mark(kind: &str) -> &'static str {
+    if kind == "module-reconciler" {
+        "state: Ready"
+    } else {
+        "example.com/team: platform"
+    }
 }
 
 /// One test: the two crates share a target directory and must not build at once.

@@ -9,11 +9,11 @@ pub struct CrdsArgs {
     /// Write one file per CRD into this directory (e.g. charts/tessera/crds) instead of
     /// printing them.
     #[arg(long)]
-    output: Option<PathBuf>,
+    dir: Option<PathBuf>,
 }
 
 pub fn run(args: CrdsArgs) -> anyhow::Result<ExitCode> {
-    match args.output {
+    match args.dir {
         Some(dir) => {
             let written = tessera::crd::write_all(&dir)
                 .with_context(|| format!("cannot write CRDs to {}", dir.display()))?;

@@ -7,14 +7,50 @@ mod plugin;
 mod registry;
 mod render;
 mod run;
+mod run_case;
 mod scaffold;
 mod shadow;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use tessera::wasm::{EngineOptions, WasmRuntime};
+
+/// `-o/--output` for commands that print a document.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum DocFormat {
+    #[default]
+    Yaml,
+    Json,
+}
+
+impl DocFormat {
+    pub(crate) fn print(self, doc: &impl serde::Serialize) -> anyhow::Result<()> {
+        match self {
+            DocFormat::Yaml => print!("{}", serde_saphyr::to_string(doc)?),
+            DocFormat::Json => println!("{}", serde_json::to_string_pretty(doc)?),
+        }
+        Ok(())
+    }
+}
+
+/// `-o/--output` for commands that print a report for people, or JSON for scripts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ReportFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// A duration flag, written the same way everywhere: `30s`, `5m`, `1h30m`, `500ms`.
+pub(crate) fn duration(text: &str) -> Result<Duration, String> {
+    let d: jiff::SignedDuration = text
+        .parse()
+        .map_err(|e| format!("{text:?} is not a duration like 30s, 5m or 1h: {e}"))?;
+    Duration::try_from(d).map_err(|_| format!("{text:?} must not be negative"))
+}
 
 /// Tessera: Kubernetes control-plane reconciler whose cluster-shaping logic runs as
 /// sandboxed WebAssembly plugins.
@@ -69,7 +105,7 @@ pub enum Command {
     /// Run the operator: Runtimes into Gardener Shoots and kubeconfig Secrets, Plugins from
     /// registries, ModuleSets onto their target clusters.
     Run(Box<run::RunArgs>),
-    /// Print the CustomResourceDefinitions (or write them with --output DIR).
+    /// Print the CustomResourceDefinitions (or write them with --dir DIR).
     Crds(crds::CrdsArgs),
     /// Install, update or remove modules on a cluster once, without a control plane.
     #[command(subcommand)]

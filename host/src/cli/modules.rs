@@ -14,6 +14,8 @@ use tessera::modules::set::{Notice, SetOutcome, SetRequest, reconcile_set};
 use tessera::modules::{DirectorySource, State, Target};
 use tessera::wasm::WasmRuntime;
 
+use super::duration;
+
 #[derive(Debug, Subcommand)]
 pub enum ModulesCommand {
     /// Install or update the modules of a ModuleSet file, wait until they settle, print a
@@ -44,30 +46,17 @@ pub struct ModulesArgs {
     #[arg(long)]
     config: Option<PathBuf>,
     /// Give up waiting for modules to settle after this long.
-    #[arg(long, value_parser = humantime_secs, default_value = "300")]
+    #[arg(long, value_parser = duration, default_value = "5m")]
     timeout: Duration,
-    /// Cloud provider and region passed to plugins as cluster facts.
+    /// Cloud provider passed to plugins as a cluster fact (e.g. `aws`).
     #[arg(long)]
     provider: Option<String>,
+    /// Region passed to plugins as a cluster fact (e.g. `eu-central-1`).
     #[arg(long)]
     region: Option<String>,
     /// Apply versions lower than the installed ones.
     #[arg(long)]
     allow_downgrade: bool,
-}
-
-fn humantime_secs(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (n, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => (&s[..i], &s[i..]),
-        None => (s, "s"),
-    };
-    let n: u64 = n.parse().map_err(|_| format!("not a duration: {s}"))?;
-    match unit {
-        "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        _ => Err(format!("not a duration: {s} (use 90s or 5m)")),
-    }
 }
 
 pub fn run(rt: WasmRuntime, command: ModulesCommand) -> anyhow::Result<ExitCode> {
@@ -149,7 +138,8 @@ async fn connect(args: &ModulesArgs) -> anyhow::Result<Target> {
         .context("cannot reach the cluster")
 }
 
-/// Reconcile until the modules settle (or `timeout` passes), then print the summary.
+/// Reconcile until the modules settle (or `timeout` passes), showing each module's state as
+/// it changes, then print the summary.
 async fn settle(
     target: &Target,
     wasm: &Arc<WasmRuntime>,
@@ -158,21 +148,21 @@ async fn settle(
     timeout: Duration,
 ) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
+    let mut before = Snapshot::new();
     loop {
         let outcome = reconcile_set(target, wasm, source, request).await?;
         announce(&outcome.notices);
-        let state = outcome.state.unwrap_or(State::Ready);
-        let settled = if request.deleting {
-            outcome.deleted
-        } else {
-            !matches!(state, State::Processing | State::Deleting)
-        };
-        if settled || started.elapsed() > timeout {
+        let now = snapshot(&outcome);
+        progress(started, &before, &now);
+        before = now;
+        let done = settled(request.deleting, outcome.deleted, &states(&outcome));
+        if done || started.elapsed() > timeout {
             print_summary(&request.set, &outcome, request.deleting);
-            if !settled {
-                eprintln!("gave up after {}s", timeout.as_secs());
+            if !done {
+                eprintln!("gave up after {:?}", timeout);
                 return Ok(ExitCode::FAILURE);
             }
+            let state = outcome.state.unwrap_or(State::Ready);
             let ok = request.deleting || matches!(state, State::Ready | State::Warning);
             return Ok(if ok {
                 ExitCode::SUCCESS
@@ -185,6 +175,51 @@ async fn settle(
             .unwrap_or(Duration::from_secs(1))
             .clamp(Duration::from_millis(200), Duration::from_secs(2));
         tokio::time::sleep(wait).await;
+    }
+}
+
+/// What one pass showed of each module, to see whether anything still changes.
+type Snapshot = Vec<(String, String, Option<String>)>;
+
+fn snapshot(outcome: &SetOutcome) -> Snapshot {
+    outcome
+        .modules
+        .iter()
+        .map(|m| (m.name.clone(), m.state.to_string(), m.message.clone()))
+        .collect()
+}
+
+/// Whether to stop reconciling: deletion is done, or no module (nor the set) is still
+/// Processing or Deleting. One module's Error does not stop the others.
+fn settled(deleting: bool, deleted: bool, states: &[State]) -> bool {
+    if deleting {
+        return deleted;
+    }
+    !states
+        .iter()
+        .any(|s| matches!(s, State::Processing | State::Deleting))
+}
+
+/// The states of every module and of the set.
+fn states(outcome: &SetOutcome) -> Vec<State> {
+    outcome
+        .modules
+        .iter()
+        .map(|m| m.state)
+        .chain(outcome.state)
+        .collect()
+}
+
+/// One line per module whose state or message changed since the last pass.
+fn progress(started: Instant, before: &Snapshot, now: &Snapshot) {
+    for entry @ (name, state, message) in now {
+        if !before.contains(entry) {
+            eprintln!(
+                "{:>5.0?}  {name:<24} {state:<10} {}",
+                started.elapsed(),
+                message.as_deref().unwrap_or("")
+            );
+        }
     }
 }
 
@@ -221,5 +256,20 @@ fn print_summary(key: &str, outcome: &SetOutcome, deleting: bool) {
             m.objects,
             m.message.as_deref().unwrap_or("")
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn apply_waits_for_every_module_not_the_first_error() {
+        use State::*;
+        assert!(settled(false, false, &[Ready, Warning]));
+        assert!(!settled(false, false, &[Error, Processing]));
+        assert!(settled(false, false, &[Error, Ready]));
+        assert!(!settled(true, false, &[Ready]));
+        assert!(settled(true, true, &[]));
     }
 }

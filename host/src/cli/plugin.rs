@@ -9,7 +9,9 @@ use tessera::wasm::{Limits, PluginKind, WasmRuntime};
 
 use super::oci as remote;
 use super::registry::RegistryArgs;
+use super::run_case::run_case;
 use super::scaffold::{NewKind, new_plugin};
+use super::{DocFormat, ReportFormat};
 
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {
@@ -40,9 +42,22 @@ pub enum PluginCommand {
         /// Memory limit per call, MiB.
         #[arg(long)]
         memory_mib: Option<u64>,
-        /// Time budget per call, milliseconds.
+        /// Time budget per call, e.g. `500ms` or `2s`.
+        #[arg(long, value_parser = super::duration)]
+        timeout: Option<std::time::Duration>,
+    },
+    /// Run a plugin once on a case file and print what it answers (for a module reconciler,
+    /// after answering its requirements from the case's `observed`), without comparing it
+    /// with the case's expectation. Status 1 when the plugin refuses or fails.
+    Run {
+        /// The plugin component (`.wasm`).
+        plugin: PathBuf,
+        /// A golden case file: its input is used, its `expect` ignored.
         #[arg(long)]
-        timeout_ms: Option<u64>,
+        case: PathBuf,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t)]
+        output: DocFormat,
     },
     /// Show a plugin's contract version, kind, exports, imports, size and digest; exit with
     /// status 1 when this host cannot load it. Given a registry reference instead of a file,
@@ -50,9 +65,9 @@ pub enum PluginCommand {
     Inspect {
         /// The plugin component (`.wasm`) or `registry/repository[:tag|@digest]`.
         plugin: String,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
+        /// Output format.
+        #[arg(long, short, value_enum, default_value_t)]
+        output: ReportFormat,
         #[command(flatten)]
         registry: RegistryArgs,
     },
@@ -77,9 +92,9 @@ pub enum PluginCommand {
     Pull {
         /// `registry/repository[:tag|@digest]`.
         reference: String,
-        /// Output file [default: `<repository name>.wasm`].
-        #[arg(long, short)]
-        output: Option<PathBuf>,
+        /// The file to write [default: `<repository name>.wasm`].
+        #[arg(long)]
+        dest: Option<PathBuf>,
         /// Refuse the plugin unless its signature verifies with this public key (PEM).
         #[arg(long)]
         key: Option<PathBuf>,
@@ -128,8 +143,8 @@ pub enum PluginCommand {
         #[arg(required = true)]
         references: Vec<String>,
         /// The layout directory (created or added to).
-        #[arg(long, short)]
-        output: PathBuf,
+        #[arg(long)]
+        dir: PathBuf,
         #[command(flatten)]
         registry: RegistryArgs,
     },
@@ -169,15 +184,20 @@ pub fn run(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<ExitCode>
             dir,
             sdk,
         } => new_plugin(&name, kind, dir, sdk).map(|()| ExitCode::SUCCESS),
+        PluginCommand::Run {
+            plugin,
+            case,
+            output,
+        } => run_case(rt, &plugin, &case, &Limits::default(), output),
         PluginCommand::Test {
             plugin,
             cases,
             memory_mib,
-            timeout_ms,
+            timeout,
         } => {
             let limits = LimitsOverride {
                 memory_mib,
-                timeout_ms,
+                timeout_ms: timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
                 ..LimitsOverride::default()
             }
             .apply(Limits::default());
@@ -185,15 +205,28 @@ pub fn run(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<ExitCode>
         }
         PluginCommand::Inspect {
             plugin,
-            json,
+            output,
             registry,
         } => {
+            let json = output == ReportFormat::Json;
             let path = PathBuf::from(&plugin);
             if !path.exists() {
                 return block_on(remote::inspect_remote(&registry, &plugin, json));
             }
             inspect(rt, &path, json)
         }
+        PluginCommand::Bench {
+            plugin,
+            cases,
+            iterations,
+        } => bench(rt, &plugin, &cases, iterations),
+        registry_command => run_registry(rt, registry_command),
+    }
+}
+
+/// The commands that talk to a registry or handle keys.
+fn run_registry(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<ExitCode> {
+    match command {
         PluginCommand::Push {
             file,
             reference,
@@ -210,10 +243,10 @@ pub fn run(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<ExitCode>
         )),
         PluginCommand::Pull {
             reference,
-            output,
+            dest,
             key,
             registry,
-        } => block_on(remote::pull(&registry, &reference, output, key)),
+        } => block_on(remote::pull(&registry, &reference, dest, key)),
         PluginCommand::Sign {
             reference,
             key,
@@ -231,30 +264,26 @@ pub fn run(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<ExitCode>
         } => remote::keygen(&output_prefix, allow_empty_password),
         PluginCommand::Save {
             references,
-            output,
+            dir,
             registry,
-        } => block_on(remote::save(&registry, &references, &output)),
+        } => block_on(remote::save(&registry, &references, &dir)),
         PluginCommand::Load {
             dir,
             to_registry,
             registry,
         } => block_on(remote::load(&registry, &dir, to_registry.as_deref())),
-        PluginCommand::Bench {
-            plugin,
-            cases,
-            iterations,
-        } => bench(rt, &plugin, &cases, iterations),
+        _ => unreachable!("plugin commands without a registry are dispatched by `run`"),
     }
 }
 
 /// A component loaded as whichever kind it is.
-enum Loaded {
+pub(crate) enum Loaded {
     Extension(std::sync::Arc<tessera::wasm::LoadedPlugin>),
     Module(Box<tessera::wasm::LoadedModule>),
 }
 
 impl Loaded {
-    fn read(rt: &WasmRuntime, path: &Path) -> anyhow::Result<Self> {
+    pub(crate) fn read(rt: &WasmRuntime, path: &Path) -> anyhow::Result<Self> {
         let bytes =
             std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
         let source = path.display().to_string();

@@ -2,10 +2,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Args, ValueEnum};
+use clap::Args;
 use tessera::plugins::{ChainConfig, ShootChain, default_plugin_dir};
 use tessera::render::{parse_current_shoot, parse_runtime, render};
 use tessera::wasm::WasmRuntime;
+
+use super::DocFormat;
 
 #[derive(Debug, Args)]
 pub struct RenderArgs {
@@ -23,14 +25,8 @@ pub struct RenderArgs {
     #[arg(long)]
     plugins: Option<PathBuf>,
     /// Output format.
-    #[arg(long, value_enum, default_value = "yaml")]
-    output: Output,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Output {
-    Yaml,
-    Json,
+    #[arg(long, short, value_enum, default_value_t)]
+    output: DocFormat,
 }
 
 fn read(path: &PathBuf) -> anyhow::Result<String> {
@@ -58,9 +54,6 @@ pub fn run(rt: &WasmRuntime, args: RenderArgs) -> anyhow::Result<ExitCode> {
     for (plugin, warning) in &output.warnings {
         eprintln!("warning: [{plugin}] {warning}");
     }
-    match args.output {
-        Output::Yaml => print!("{}", serde_saphyr::to_string(&output.shoot)?),
-        Output::Json => println!("{}", serde_json::to_string_pretty(&output.shoot)?),
-    }
+    args.output.print(&output.shoot)?;
     Ok(ExitCode::SUCCESS)
 }

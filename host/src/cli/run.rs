@@ -15,16 +15,9 @@ use tessera::plugins::{
     Catalog, ChainConfig, ChainTemplate, DraftCache, Fetcher, default_plugin_dir,
 };
 
+use super::duration;
 use super::registry::{RegistryArgs, default_store_dir};
 use tessera::wasm::WasmRuntime;
-
-/// A duration such as `30s`, `5m`, `1h30m`, `500ms`.
-fn duration(text: &str) -> Result<Duration, String> {
-    let d: jiff::SignedDuration = text
-        .parse()
-        .map_err(|e| format!("{text:?} is not a duration like 30s, 5m or 1h: {e}"))?;
-    Duration::try_from(d).map_err(|_| format!("{text:?} must not be negative"))
-}
 
 #[derive(Debug, Args)]
 pub struct RunArgs {

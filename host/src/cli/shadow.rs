@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
+
+use super::ReportFormat;
 use kube::Api;
 use tessera::crd::Runtime;
 
@@ -18,9 +20,9 @@ pub struct ShadowArgs {
     /// Control-plane kubeconfig [default: in-cluster, else $KUBECONFIG, else ~/.kube/config].
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    json: bool,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t)]
+    output: ReportFormat,
 }
 
 pub fn run(args: ShadowArgs) -> anyhow::Result<ExitCode> {
@@ -35,7 +37,7 @@ pub fn run(args: ShadowArgs) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("Runtime {}/{}", args.namespace, args.runtime))?;
         let shadow = rt.status.map(|s| s.shadow).unwrap_or_default();
-        if args.json {
+        if args.output == ReportFormat::Json {
             println!("{}", serde_json::to_string_pretty(&shadow)?);
             return Ok(ExitCode::SUCCESS);
         }

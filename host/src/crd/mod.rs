@@ -1,5 +1,5 @@
 //! The custom resources Tessera serves, generated from these Rust types
-//! (`tessera crds --output charts/tessera/crds`).
+//! (`tessera crds --dir charts/tessera/crds`).
 
 mod condition;
 mod kubeconfig;

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use tessera_sdk::glue::RawExtendInput;
 use tessera_sdk::module::RawModuleInput;
 use tessera_sdk::testing::{
-    CaseError, CaseResult, ModuleAnswer, ModuleCall, ModuleOutcome, Outcome, load_cases,
-    load_module_cases, run_cases, run_module_cases,
+    CaseError, CaseResult, Conversation, ModuleAnswer, ModuleCall, ModuleCase, ModuleOutcome,
+    Outcome, load_cases, load_module_cases, run_cases, run_module_cases,
 };
 
 use crate::wasm::{CallContext, Failure, Limits, LoadedModule, LoadedPlugin, WasmRuntime};
@@ -124,6 +124,19 @@ pub fn bench_plugin(
         results.push((case.name.clone(), stats));
     }
     Ok(results)
+}
+
+/// Run one module case against a loaded module reconciler: the whole conversation, without
+/// judging it (`tessera plugin run`).
+pub fn converse_module(
+    rt: &WasmRuntime,
+    module: &LoadedModule,
+    case: &ModuleCase,
+    limits: &Limits,
+) -> Conversation {
+    case.converse(&module.info.name, |call, input| {
+        call_module(rt, module, call, input, limits)
+    })
 }
 
 /// Run the module cases in `cases` against a loaded module reconciler, talking to it as the
