@@ -12,6 +12,7 @@ pub mod prometheus;
 pub mod registry;
 pub mod rollout;
 pub mod runtimes;
+pub mod scaffold;
 pub mod scenarios;
 
 use std::path::PathBuf;

@@ -1,125 +1,148 @@
-//! `tessera plugin new` as a new plugin team uses it: the crate it writes outside any
-//! checkout passes its golden cases natively, builds to a component, and passes
-//! `tessera plugin test` and `tessera plugin inspect` on that component. Each step's time is
-//! printed (`--nocapture`), not asserted.
+//! What a new plugin team does, on the real pieces: `tessera plugin new` outside any
+//! checkout, the crate's golden cases natively, its component, `tessera plugin
+//! test/run/inspect` on it; and for a module, the whole path on to a cluster: push and sign
+//! to the local registry, a `Plugin` and a `ModuleSet`, the module Ready on the target.
+//! Each step's time is printed (`--nocapture`), not asserted.
 
-use std::path::Path;
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::Instant;
 
-use tessera_tests::env::tessera_bin;
-use tessera_tests::{target_dir, workspace};
+use serde_json::json;
+use tessera::modules::State;
+use tessera_tests::env::ControlPlane;
+use tessera_tests::gardener_sim::Script;
+use tessera_tests::modules::{Fixture, kubectl_ok, state_is};
+use tessera_tests::scaffold::{new_plugin_built, run, tessera};
+use tessera_tests::{scenario, scenarios};
 
-fn run(what: &str, cmd: &mut Command) -> String {
-    let started = Instant::now();
-    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    );
-    assert!(out.status.success(), "{what} failed:\n{stdout}\n{stderr}");
-    eprintln!("{what}: {:.1?}", started.elapsed());
-    stdout
-}
+type Result<T = ()> = std::result::Result<T, String>;
 
-/// `cargo` for the new crate: none of the outer `cargo test`'s variables (they describe this
-/// crate), a target directory shared between runs, and no network (its `Cargo.lock` is the
-/// checkout's, so every crate is already in the local registry cache).
-fn cargo(dir: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    for (key, _) in std::env::vars() {
-        if key.starts_with("CARGO_") && key != "CARGO_HOME" {
-            cmd.env_remove(key);
-        }
-    }
-    cmd.current_dir(dir)
-        .args(args)
-        .arg("--offline")
-        .env("CARGO_TARGET_DIR", target_dir().join("scaffold"));
-    cmd
-}
-
-fn new_plugin_passes_everywhere(kind: &str, name: &str, cases: usize) {
-    let tmp = tempfile::tempdir().unwrap();
+/// The crate passes its cases on the Wasm build too; `run` and `inspect` work on it.
+fn passes_everywhere(kind: &str, name: &str, mark: &str) -> Result {
+    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
     let dir = tmp.path().join(name);
-    let sdk = workspace().join("sdk");
-    run(
-        "tessera plugin new",
-        Command::new(tessera_bin()).args([
-            "plugin",
-            "new",
-            name,
-            "--kind",
-            kind,
-            "--dir",
-            dir.to_str().unwrap(),
-            "--sdk",
-            sdk.to_str().unwrap(),
-        ]),
-    );
-    let tests = run("cargo test", &mut cargo(&dir, &["test"]));
-    assert!(tests.contains("test golden_cases ... ok"), "{tests}");
-    let wasm_target = ["--target", "wasm32-unknown-unknown", "--profile", "plugin"];
-    run(
-        "cargo build (Wasm)",
-        &mut cargo(&dir, &[&["build"][..], &wasm_target].concat()),
-    );
-    let component = target_dir()
-        .join("scaffold/wasm32-unknown-unknown/plugin")
-        .join(format!("tessera_plugin_{}.wasm", name.replace('-', "_")));
-    let cases_dir = dir.join("cases");
+    let component = new_plugin_built(kind, name, &dir);
+    let (component, cases) = (component.display().to_string(), dir.join("cases"));
+    let cases_arg = cases.display().to_string();
     let out = run(
         "tessera plugin test",
-        Command::new(tessera_bin()).args([
-            "plugin",
-            "test",
-            component.to_str().unwrap(),
-            "--cases",
-            cases_dir.to_str().unwrap(),
-        ]),
+        &mut tessera(&["plugin", "test", &component, "--cases", &cases_arg]),
     );
-    assert!(
-        out.contains(&format!("{name} 0.1.0: {cases} passed, 0 failed")),
-        "{out}"
-    );
-    let first_case = std::fs::read_dir(&cases_dir)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| !p.to_string_lossy().contains("required"))
-        .unwrap();
+    if !out.contains(&format!("{name} 0.1.0: 2 passed, 0 failed")) {
+        return Err(out);
+    }
+    let rendered = cases.join(if kind == "module-reconciler" {
+        "renders.yaml"
+    } else {
+        "labels-the-shoot.yaml"
+    });
+    let case_arg = rendered.display().to_string();
     let answer = run(
         "tessera plugin run",
-        Command::new(tessera_bin()).args([
-            "plugin",
-            "run",
-            component.to_str().unwrap(),
-            "--case",
-            first_case.to_str().unwrap(),
-        ]),
+        &mut tessera(&["plugin", "run", &component, "--case", &case_arg]),
     );
-    assert!(answer.contains(answer_mark(kind)), "{answer}");
+    if !answer.contains(mark) {
+        return Err(format!("plugin run lacks {mark:?}:\n{answer}"));
+    }
     let inspected = run(
         "tessera plugin inspect",
-        Command::new(tessera_bin()).args(["plugin", "inspect", component.to_str().unwrap()]),
+        &mut tessera(&["plugin", "inspect", &component]),
     );
-    assert!(
-        inspected.contains(&format!("kind:      {kind}")),
-        "{inspected}"
-    );
-}
-
-/// A line `tessera plugin run` prints for the sample's rendered case.
-fn answer_mark(kind: &str) -> &'static str {
-    if kind == "module-reconciler" {
-        "state: Ready"
-    } else {
-        "example.com/team: platform"
+    if !inspected.contains(&format!("kind:      {kind}")) {
+        return Err(inspected);
     }
+    Ok(())
 }
 
-/// One test: the two crates share a target directory and must not build at once.
-#[test]
-fn a_new_plugin_passes_its_cases_natively_and_on_the_wasm_build() {
-    new_plugin_passes_everywhere("module-reconciler", "hello-module", 2);
-    new_plugin_passes_everywhere("shoot-extension", "team-label", 2);
+async fn both_kinds_pass_their_cases(_: &ControlPlane) -> Result {
+    passes_everywhere("module-reconciler", "hello-module", "state: Ready")?;
+    passes_everywhere(
+        "shoot-extension",
+        "team-label",
+        "example.com/team: platform",
+    )
+}
+
+/// The grants the new crate asks for, as the operator writes them on its Plugin.
+fn requested(dir: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("requests.yaml")).unwrap();
+    let requests = tessera::grants::Requests::parse(&text).unwrap();
+    serde_json::to_value(requests.grants).unwrap()
+}
+
+/// Push and sign with one command, verify, then a Plugin and a ModuleSet.
+async fn publish_and_install(f: &Fixture<'_>, dir: &std::path::Path, component: PathBuf) -> Result {
+    let prefix = f.dir.path().join("team").display().to_string();
+    let password = [("COSIGN_PASSWORD", "secret")];
+    run(
+        "tessera plugin keygen",
+        tessera(&["plugin", "keygen", "--output-prefix", &prefix]).envs(password),
+    );
+    let reference = f.reference("greeter", "0.1.0");
+    let (file, key) = (component.display().to_string(), format!("{prefix}.key"));
+    run(
+        "tessera plugin push --sign",
+        tessera(&["plugin", "push", &file, &reference, "--sign", &key]).envs(password),
+    );
+    let public = format!("{prefix}.pub");
+    run(
+        "tessera plugin verify",
+        &mut tessera(&["plugin", "verify", &reference, "--key", &public]),
+    );
+    f.plugin(
+        "greeter",
+        json!({
+            "kind": "module-reconciler",
+            "versions": [{"version": "0.1.0", "ref": reference}],
+            "channels": [{"name": "regular", "version": "0.1.0"}],
+            "grants": requested(dir),
+        }),
+    )
+    .await?;
+    f.apply_set(
+        "greeting",
+        json!({"modules": [{"name": "greeter", "config": {"greeting": "hi from a new team"}}]}),
+    )
+    .await
+}
+
+/// `plugin new` to a Ready module on the cluster, as the plugin author guide walks it.
+async fn a_new_module_reaches_ready(cp: &ControlPlane) -> Result {
+    let started = Instant::now();
+    let f = Fixture::new(cp, "scaffold").await?;
+    let dir = f.dir.path().join("greeter");
+    let component = new_plugin_built("module-reconciler", "greeter", &dir);
+    let host = f.host("a");
+    publish_and_install(&f, &dir, component).await?;
+    f.wait_set("greeting", &host, "Ready", |s| state_is(s, State::Ready))
+        .await?;
+    let settings = kubectl_ok(
+        &cp.garden,
+        &[
+            "get",
+            "configmap",
+            "greeter-settings",
+            "-n",
+            "greeter",
+            "-o",
+            "json",
+        ],
+    )?;
+    if !settings.contains("hi from a new team") {
+        return Err(format!("the module's ConfigMap:\n{settings}"));
+    }
+    eprintln!("plugin new → module Ready: {:.1?}", started.elapsed());
+    Ok(())
+}
+
+fn main() {
+    let sim = PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
+    scenarios::run(
+        &sim,
+        &Script::quick(),
+        vec![
+            scenario!(both_kinds_pass_their_cases),
+            scenario!(a_new_module_reaches_ready),
+        ],
+    )
 }
