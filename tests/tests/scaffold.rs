@@ -13,7 +13,7 @@ use tessera_tests::env::ControlPlane;
 use tessera_tests::gardener_sim::Script;
 use tessera_tests::modules::{Fixture, kubectl_ok, state_is};
 use tessera_tests::scaffold::{new_plugin_built, run, tessera};
-use tessera_tests::{scenario, scenarios};
+use tessera_tests::{scenario, scenarios, workspace};
 
 type Result<T = ()> = std::result::Result<T, String>;
 
@@ -135,6 +135,113 @@ async fn a_new_module_reaches_ready(cp: &ControlPlane) -> Result {
     Ok(())
 }
 
+/// A Python project from `plugin new --lang python`, built by componentize-py (from PyPI)
+/// and tested with the same harness; the component's path. Sizes and times are printed.
+fn python_component(f: &Fixture<'_>) -> Result<String> {
+    let componentize = run(
+        "ensure componentize-py",
+        &mut std::process::Command::new(workspace().join("tests/python/ensure-componentize.sh")),
+    );
+    let dir = f.dir.path().join("py-greeter");
+    let dir_arg = dir.display().to_string();
+    let new = [
+        "plugin",
+        "new",
+        "py-greeter",
+        "--kind",
+        "module-reconciler",
+        "--lang",
+        "python",
+    ];
+    run(
+        "tessera plugin new --lang python",
+        &mut tessera(&[&new[..], &["--dir", &dir_arg]].concat()),
+    );
+    let component = dir.join("py-greeter.wasm").display().to_string();
+    run(
+        "componentize-py",
+        std::process::Command::new(componentize.trim())
+            .current_dir(&dir)
+            .args([
+                "-d",
+                "wit",
+                "-w",
+                "module-reconciler",
+                "componentize",
+                "app",
+            ])
+            .args(["-p", ".", "--stub-wasi", "-o", &component]),
+    );
+    let size = std::fs::metadata(&component)
+        .map_err(|e| e.to_string())?
+        .len();
+    eprintln!("Python component: {size} bytes");
+    let cases = dir.join("cases").display().to_string();
+    let out = run(
+        "tessera plugin test (compiles)",
+        &mut tessera(&["plugin", "test", &component, "--cases", &cases]),
+    );
+    if !out.contains("py-greeter 0.1.0: 2 passed, 0 failed") {
+        return Err(out);
+    }
+    let bench = [
+        "plugin",
+        "bench",
+        &component,
+        "--cases",
+        &cases,
+        "--iterations",
+        "200",
+    ];
+    eprint!("{}", run("tessera plugin bench", &mut tessera(&bench)));
+    Ok(component)
+}
+
+/// A Python module reconciler: built and tested as above, then a registry, a Plugin and a
+/// ModuleSet, and the module Ready on the cluster.
+async fn a_python_module_reaches_ready(cp: &ControlPlane) -> Result {
+    let f = Fixture::new(cp, "scaffold-py").await?;
+    let component = python_component(&f)?;
+    f.push_path(std::path::Path::new(&component), "py-greeter", "0.1.0")?;
+    f.plugin(
+        "py-greeter",
+        json!({
+            "kind": "module-reconciler",
+            "versions": [{"version": "0.1.0", "ref": f.reference("py-greeter", "0.1.0")}],
+            "channels": [{"name": "regular", "version": "0.1.0"}],
+            "grants": {"write": [
+                {"apiGroups": [""], "kinds": ["Namespace"], "clusterScoped": true, "names": ["py-greeter"]},
+                {"apiGroups": [""], "kinds": ["ConfigMap"], "namespaces": ["py-greeter"]},
+            ]},
+        }),
+    )
+    .await?;
+    let host = f.host("a");
+    f.apply_set(
+        "py",
+        json!({"modules": [{"name": "py-greeter", "config": {"greeting": "hi from Python"}}]}),
+    )
+    .await?;
+    f.wait_set("py", &host, "Ready", |s| state_is(s, State::Ready))
+        .await?;
+    let settings = kubectl_ok(
+        &cp.garden,
+        &[
+            "get",
+            "configmap",
+            "py-greeter-settings",
+            "-n",
+            "py-greeter",
+            "-o",
+            "json",
+        ],
+    )?;
+    if !settings.contains("hi from Python") {
+        return Err(format!("the module's ConfigMap:\n{settings}"));
+    }
+    Ok(())
+}
+
 fn main() {
     let sim = PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
     scenarios::run(
@@ -143,6 +250,7 @@ fn main() {
         vec![
             scenario!(both_kinds_pass_their_cases),
             scenario!(a_new_module_reaches_ready),
+            scenario!(a_python_module_reaches_ready),
         ],
     )
 }

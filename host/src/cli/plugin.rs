@@ -10,7 +10,7 @@ use tessera::wasm::{Limits, PluginKind, WasmRuntime};
 use super::oci as remote;
 use super::registry::RegistryArgs;
 use super::run_case::run_case;
-use super::scaffold::{NewKind, new_plugin};
+use super::scaffold::{Lang, NewKind, new_plugin};
 use super::{DocFormat, ReportFormat};
 
 #[derive(Debug, Subcommand)]
@@ -25,6 +25,9 @@ pub enum PluginCommand {
         /// Which world the plugin implements.
         #[arg(long, value_enum)]
         kind: NewKind,
+        /// The plugin's language (Python: module reconcilers, built by componentize-py).
+        #[arg(long, value_enum, default_value_t)]
+        lang: Lang,
         /// Where to create the crate [default: ./NAME].
         #[arg(long)]
         dir: Option<PathBuf>,
@@ -181,9 +184,10 @@ pub fn run(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<ExitCode>
         PluginCommand::New {
             name,
             kind,
+            lang,
             dir,
             sdk,
-        } => new_plugin(&name, kind, dir, sdk).map(|()| ExitCode::SUCCESS),
+        } => new_plugin(&name, kind, lang, dir, sdk).map(|()| ExitCode::SUCCESS),
         PluginCommand::Run {
             plugin,
             case,

@@ -41,11 +41,42 @@ const SHOOT_CASES: [(&str, &str); 2] = [
 ];
 /// The Runtime the shoot-extension cases read (outside `cases/`, which holds only cases).
 const RUNTIME: &str = include_str!("../../../examples/runtime-aws.yaml");
+const PYTHON_APP: &str = include_str!("scaffold/python_app.py.in");
+const PYTHON_README: &str = include_str!("scaffold/python_README.md.in");
+const PYTHON_FILES: [(&str, &str); 5] = [
+    (
+        "cases/renders.yaml",
+        include_str!("scaffold/python_case_renders.yaml"),
+    ),
+    (
+        "cases/greeting-required.yaml",
+        include_str!("scaffold/module_case_error.yaml"),
+    ),
+    ("wit/tessera.wit", include_str!("../../../wit/tessera.wit")),
+    (
+        "tessera_sdk/__init__.py",
+        include_str!("../../../sdk/python/tessera_sdk/__init__.py"),
+    ),
+    (
+        "tessera_sdk/_boundary.py",
+        include_str!("../../../sdk/python/tessera_sdk/_boundary.py"),
+    ),
+];
 const CARGO_TOML: &str = include_str!("scaffold/Cargo.toml.in");
 const STANDALONE_TOML: &str = include_str!("scaffold/standalone.toml.in");
 const README: &str = include_str!("scaffold/README.md.in");
 const LINKER_CONFIG: &str = "[target.wasm32-unknown-unknown]\nlinker = \"wasm-component-ld\"\n";
 const TOOLCHAIN: &str = include_str!("../../../rust-toolchain.toml");
+
+/// The language of the new plugin.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum Lang {
+    /// A crate using the Rust SDK.
+    #[default]
+    Rust,
+    /// A Python project built by componentize-py (module reconcilers only).
+    Python,
+}
 
 /// Where the SDK comes from.
 enum Sdk {
@@ -60,10 +91,14 @@ enum Sdk {
 pub fn new_plugin(
     name: &str,
     kind: NewKind,
+    lang: Lang,
     dir: Option<PathBuf>,
     sdk: Option<PathBuf>,
 ) -> anyhow::Result<()> {
     check_name(name)?;
+    if lang == Lang::Python && kind != NewKind::ModuleReconciler {
+        bail!("Python plugins are module reconcilers: use --kind module-reconciler");
+    }
     let dir = dir.unwrap_or_else(|| PathBuf::from(name));
     if dir.exists()
         && dir
@@ -76,9 +111,44 @@ pub fn new_plugin(
     std::fs::create_dir_all(dir.join("cases"))
         .with_context(|| format!("cannot create {}", dir.display()))?;
     let dir = dir.canonicalize()?;
+    if lang == Lang::Python {
+        write_python(&dir, name)?;
+        println!(
+            "created the Python module reconciler `{name}` in {}",
+            dir.display()
+        );
+        println!("next: see {}", dir.join("README.md").display());
+        return Ok(());
+    }
     let source = sdk_source(&dir, sdk)?;
     write_files(&dir, name, kind, &source)?;
     print_next_steps(&dir, name, kind, &source);
+    Ok(())
+}
+
+/// A Python project: the app, its cases, the contract and a copy of the Python SDK.
+fn write_python(dir: &Path, name: &str) -> anyhow::Result<()> {
+    let fill = |text: &str| {
+        text.replace("{{name}}", name)
+            .replace("{{Type}}", &type_name(name))
+    };
+    let mut files = vec![
+        ("app.py", fill(PYTHON_APP)),
+        ("README.md", fill(PYTHON_README)),
+        (".gitignore", "*.wasm\n__pycache__/\n.venv/\n".to_string()),
+    ];
+    files.extend(PYTHON_FILES.iter().map(|(path, text)| (*path, fill(text))));
+    write_all(dir, files.into_iter().map(|(p, t)| (PathBuf::from(p), t)))
+}
+
+fn write_all(dir: &Path, files: impl IntoIterator<Item = (PathBuf, String)>) -> anyhow::Result<()> {
+    for (path, text) in files {
+        let path = dir.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
     Ok(())
 }
 
@@ -188,14 +258,7 @@ fn write_files(dir: &Path, name: &str, kind: NewKind, source: &Sdk) -> anyhow::R
             files.push(("Cargo.lock".into(), std::fs::read_to_string(lock)?));
         }
     }
-    for (path, text) in files {
-        let path = dir.join(path);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    Ok(())
+    write_all(dir, files)
 }
 
 fn cargo_toml(source: &Sdk) -> String {
@@ -259,15 +322,28 @@ mod tests {
     fn a_standalone_crate_needs_the_sdk_and_gets_its_own_workspace() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("p");
-        let err = new_plugin("p", NewKind::ModuleReconciler, Some(dir.clone()), None);
+        let err = new_plugin(
+            "p",
+            NewKind::ModuleReconciler,
+            Lang::Rust,
+            Some(dir.clone()),
+            None,
+        );
         assert!(err.unwrap_err().to_string().contains("--sdk"));
         let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk");
         let dir = tmp.path().join("q");
-        new_plugin("q", NewKind::ModuleReconciler, Some(dir.clone()), Some(sdk)).unwrap();
+        new_plugin(
+            "q",
+            NewKind::ModuleReconciler,
+            Lang::Rust,
+            Some(dir.clone()),
+            Some(sdk),
+        )
+        .unwrap();
         let toml = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
         assert!(toml.contains("[workspace]") && toml.contains("tessera-sdk = { path"));
         assert!(dir.join("cases/renders.yaml").is_file() && dir.join("Cargo.lock").is_file());
-        let again = new_plugin("q", NewKind::ModuleReconciler, Some(dir), None);
+        let again = new_plugin("q", NewKind::ModuleReconciler, Lang::Rust, Some(dir), None);
         assert!(again.unwrap_err().to_string().contains("not empty"));
     }
 
@@ -288,7 +364,14 @@ mod tests {
         )
         .unwrap();
         let dir = root.join("plugins/greeter");
-        new_plugin("greeter", NewKind::ShootExtension, Some(dir.clone()), None).unwrap();
+        new_plugin(
+            "greeter",
+            NewKind::ShootExtension,
+            Lang::Rust,
+            Some(dir.clone()),
+            None,
+        )
+        .unwrap();
         let toml = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
         assert!(
             toml.contains("tessera-sdk = { workspace = true }"),
@@ -301,5 +384,38 @@ mod tests {
             lib.contains("pub struct Greeter;") && !lib.contains("{{"),
             "{lib}"
         );
+    }
+
+    #[test]
+    fn a_python_project_is_a_module_reconciler_with_its_contract_and_sdk() {
+        let tmp = tempfile::tempdir().unwrap();
+        let err = new_plugin(
+            "x",
+            NewKind::ShootExtension,
+            Lang::Python,
+            Some(tmp.path().join("x")),
+            None,
+        );
+        assert!(err.unwrap_err().to_string().contains("module-reconciler"));
+        let dir = tmp.path().join("y");
+        new_plugin(
+            "my-py",
+            NewKind::ModuleReconciler,
+            Lang::Python,
+            Some(dir.clone()),
+            None,
+        )
+        .unwrap();
+        let app = std::fs::read_to_string(dir.join("app.py")).unwrap();
+        assert!(
+            app.contains("class MyPy(") && app.contains("NAME = \"my-py\"") && !app.contains("{{")
+        );
+        for file in [
+            "wit/tessera.wit",
+            "tessera_sdk/__init__.py",
+            "cases/renders.yaml",
+        ] {
+            assert!(dir.join(file).is_file(), "{file}");
+        }
     }
 }
