@@ -114,6 +114,7 @@ impl Cli {
 async fn cli_one_shot() -> Result {
     let cli = Cli::start()?;
     cli_installs_in_order(&cli)?;
+    cli_record_replays(&cli)?;
     cli_reapply_and_bad_config(&cli)?;
     cli_delete_waits_for_foreign_resources(&cli).await?;
     cli_ignore_keeps_custom_resources(&cli)
@@ -179,6 +180,28 @@ fn cli_installs_in_order(cli: &Cli) -> Result {
         serde_json::from_str(inventory["data"]["telemetry"].as_str().unwrap_or("{}")).unwrap();
     if telemetry["objects"].as_array().map(Vec::len) != Some(5) {
         return Err(format!("telemetry inventory: {telemetry}"));
+    }
+    Ok(())
+}
+
+/// `modules record` writes what telemetry is given by the cluster (the CRD it waits for,
+/// read live) and what it answers; `plugin test` replays that case green on its component.
+fn cli_record_replays(cli: &Cli) -> Result {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let case = dir.path().join("recorded.yaml").display().to_string();
+    let mut args = vec!["modules", "record", "telemetry"];
+    args.extend(cli.args.iter().map(String::as_str));
+    args.extend(["--case", &case]);
+    let (ok, out) = tessera(&args);
+    let text = std::fs::read_to_string(&case).unwrap_or_default();
+    if !ok || !text.contains("pipelines.telemetry.tessera.dev") || text.contains("managedFields") {
+        return Err(format!("modules record:\n{out}\n{text}"));
+    }
+    let component = plugin_file("telemetry").display().to_string();
+    let cases = dir.path().display().to_string();
+    let (ok, out) = tessera(&["plugin", "test", &component, "--cases", &cases]);
+    if !ok || !out.contains("1 passed, 0 failed") {
+        return Err(format!("the recorded case does not replay:\n{out}\n{text}"));
     }
     Ok(())
 }

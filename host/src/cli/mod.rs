@@ -4,6 +4,7 @@ mod crds;
 mod modules;
 mod oci;
 mod plugin;
+mod record;
 mod registry;
 mod render;
 mod run;
@@ -163,5 +164,16 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(rt, *args),
         Command::Modules(command) => modules::run(rt, command),
         Command::Crds(_) | Command::Shadow(_) => unreachable!("handled above"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// clap checks a command's arguments only when that command is parsed (in debug
+    /// builds); this checks every subcommand's at once (unique names, valid defaults).
+    #[test]
+    fn every_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
     }
 }

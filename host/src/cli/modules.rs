@@ -23,6 +23,22 @@ pub enum ModulesCommand {
     Apply(ModulesArgs),
     /// Remove every module the ModuleSet file's inventory lists from the cluster.
     Delete(ModulesArgs),
+    /// Write what one module's plugin is given by the cluster now (its requirements read
+    /// live, Secrets redacted) and what it answers, as a golden case that `tessera plugin
+    /// test` replays. Applies nothing.
+    Record(RecordArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    #[command(flatten)]
+    set: ModulesArgs,
+    /// The module to record (its name in the set).
+    #[arg(value_name = "MODULE")]
+    module: String,
+    /// The case file to write [default: standard output].
+    #[arg(long)]
+    case: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -60,9 +76,10 @@ pub struct ModulesArgs {
 }
 
 pub fn run(rt: WasmRuntime, command: ModulesCommand) -> anyhow::Result<ExitCode> {
-    let (args, deleting) = match command {
-        ModulesCommand::Apply(a) => (a, false),
-        ModulesCommand::Delete(a) => (a, true),
+    let (args, deleting, record) = match command {
+        ModulesCommand::Apply(a) => (a, false, None),
+        ModulesCommand::Delete(a) => (a, true, None),
+        ModulesCommand::Record(r) => (r.set, false, Some((r.module, r.case))),
     };
     let set = read_set(&args.set)?;
     let key = format!(
@@ -85,7 +102,13 @@ pub fn run(rt: WasmRuntime, command: ModulesCommand) -> anyhow::Result<ExitCode>
             deleting,
             allow_downgrade: args.allow_downgrade,
         };
-        settle(&target, &wasm, &source, &request, args.timeout).await
+        match &record {
+            Some((module, case)) => {
+                super::record::record(&target, &wasm, &source, &request, module, case.as_deref())
+                    .await
+            }
+            None => settle(&target, &wasm, &source, &request, args.timeout).await,
+        }
     })
 }
 

@@ -233,6 +233,20 @@ impl ModuleRun<'_> {
         )))
     }
 
+    /// The input the plugin gets now (requirements read live through its read grant) and
+    /// its answer, applying nothing: `tessera modules record`.
+    pub(crate) async fn capture(
+        &self,
+    ) -> Result<Result<(api::ReconcileInput, api::ReconcileOutput), String>, ModuleError> {
+        match self.converse(Call::Reconcile, &self.live_reads()).await? {
+            Ok((Answer::Reconcile(out), observed)) => Ok(Ok((self.input(&observed), out))),
+            Ok((Answer::Delete(_), _)) => {
+                unreachable!("a reconcile call answers with a reconcile output")
+            }
+            Err(message) => Ok(Err(message)),
+        }
+    }
+
     /// What the plugin would apply, without applying anything (shadow versions), given
     /// what the current version read.
     pub(crate) async fn render(

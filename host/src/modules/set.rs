@@ -221,6 +221,52 @@ pub async fn reconcile_set(
     pass.finish().await
 }
 
+/// What one module's plugin is given and answers right now.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub input: tessera_sdk::module::RawModuleInput,
+    pub output: tessera_sdk::module::RawReconcileOutput,
+}
+
+/// Module `module` of `req` as its plugin sees it now: its version and configuration as a
+/// pass would plan them, the objects its requirements read live (through its read grant),
+/// and its answer. Nothing is applied and the inventory is not written. `Err(message)` when
+/// the module does not run in this pass or its plugin fails.
+pub async fn record_module(
+    target: &Target,
+    wasm: &Arc<WasmRuntime>,
+    source: &dyn ModuleSource,
+    req: &SetRequest<'_>,
+    module: &str,
+) -> Result<Result<Recorded, String>, ModuleError> {
+    let inventory = Inventory::load(target, &req.set).await?;
+    let installed = inventory
+        .modules
+        .iter()
+        .map(|(module, record)| (module.clone(), record.version.clone()))
+        .collect();
+    let plan = plan::plan(&Catalog(source), req, &installed);
+    let Some(run) = plan.run.get(module) else {
+        let why = plan.reports.get(module).and_then(|r| r.message.clone());
+        return Ok(Err(why.unwrap_or_else(|| {
+            format!("{module} is not a module of the set")
+        })));
+    };
+    let run = ModuleRun {
+        target,
+        wasm,
+        set: &req.set,
+        module,
+        candidate: &run.candidate,
+        config: run.config.clone(),
+        adopt: run.adopt,
+    };
+    Ok(run.capture().await?.map(|(input, output)| Recorded {
+        input: crate::wasm::module::input_from_wit(&input),
+        output: crate::wasm::module::reconcile_output_from_wit(output),
+    }))
+}
+
 /// One pass in progress: the inventory as it changes and what is reported so far.
 struct Pass<'a> {
     target: &'a Target,

@@ -209,13 +209,7 @@ impl LoadedModule {
         limits: &Limits,
     ) -> Result<RawReconcileOutput, CallError> {
         let out = self.reconcile(rt, &input_to_wit(input), limits)?;
-        Ok(RawReconcileOutput {
-            desired: out.desired,
-            state: state_from_wit(out.state),
-            message: out.message,
-            requeue_after_seconds: out.requeue_after_seconds,
-            requirements: out.requirements.iter().map(selector_from_wit).collect(),
-        })
+        Ok(reconcile_output_from_wit(out))
     }
 
     /// [`LoadedModule::delete`] on the SDK's raw types.
@@ -264,6 +258,36 @@ fn state_from_wit(state: module_api::ModuleState) -> ModuleState {
         module_api::ModuleState::Warning => ModuleState::Warning,
         module_api::ModuleState::Error => ModuleState::Error,
         module_api::ModuleState::Deleting => ModuleState::Deleting,
+    }
+}
+
+/// A reconcile answer as the SDK's raw type.
+pub fn reconcile_output_from_wit(out: module_api::ReconcileOutput) -> RawReconcileOutput {
+    RawReconcileOutput {
+        desired: out.desired,
+        state: state_from_wit(out.state),
+        message: out.message,
+        requeue_after_seconds: out.requeue_after_seconds,
+        requirements: out.requirements.iter().map(selector_from_wit).collect(),
+    }
+}
+
+/// A reconcile input as the SDK's raw type.
+pub fn input_from_wit(input: &module_api::ReconcileInput) -> RawModuleInput {
+    RawModuleInput {
+        module: input.module.clone(),
+        version: input.version.clone(),
+        config: input.config.clone(),
+        cluster: tessera_sdk::ClusterFacts {
+            kubernetes_version: input.cluster.kubernetes_version.clone(),
+            provider: input.cluster.provider.clone(),
+            region: input.cluster.region.clone(),
+        },
+        observed: input
+            .observed
+            .iter()
+            .map(|o| (selector_from_wit(&o.selector), o.objects.clone()))
+            .collect(),
     }
 }
 
