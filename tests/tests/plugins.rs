@@ -377,7 +377,8 @@ fn push_again_and_sign(
 }
 
 /// CLI round trips against a real registry: push/inspect/pull, an artifact pushed by
-/// another OCI client, signatures, a tampered blob, save/load into a second registry.
+/// another OCI client, signatures, a tampered blob, save/load into a second registry,
+/// credentials. Each phase is its own function so that a failure names it.
 async fn cli_round_trips(cp: &ControlPlane) -> Result {
     let s = Scenario::new(cp, "p-cli").await?;
     let v1 = stamp_component();
@@ -386,12 +387,22 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
     if !digest.starts_with("sha256:") {
         return Err(format!("push printed {digest:?}"));
     }
+    cli_inspect_and_pull(&s, &v1, &reference, &digest)?;
+    cli_another_client(&s).await?;
+    let public = cli_signatures(&s, &v1, &reference, &digest)?;
+    cli_tampering(&s, &v1)?;
+    cli_air_gap(&s, &reference, &digest, &public)?;
+    cli_credentials(&s, &v1)
+}
+
+/// `inspect -o json` shows the pushed artifact; `pull` gives back the same bytes.
+fn cli_inspect_and_pull(s: &Scenario<'_>, v1: &[u8], reference: &str, digest: &str) -> Result {
     let inspect: Value =
-        serde_json::from_str(&cli(&["plugin", "inspect", &reference, "-o", "json"], &[])?)
+        serde_json::from_str(&cli(&["plugin", "inspect", reference, "-o", "json"], &[])?)
             .map_err(|e| e.to_string())?;
     for (field, want) in [
         ("/digest", json!(digest)),
-        ("/componentDigest", json!(sha256(&v1))),
+        ("/componentDigest", json!(sha256(v1))),
         ("/mediaType", json!("application/wasm")),
         (
             "/configMediaType",
@@ -411,17 +422,21 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
         &[
             "plugin",
             "pull",
-            &reference,
+            reference,
             "--dest",
             &out.display().to_string(),
         ],
         &[],
     )?;
-    if std::fs::read(&out).map_err(|e| e.to_string())? != v1 {
+    if std::fs::read(&out).map_err(|e| e.to_string())? != *v1 {
         return Err("pulled bytes differ from pushed bytes".into());
     }
 
-    // Another client, the Wasm OCI layout only (no Tessera annotations).
+    Ok(())
+}
+
+/// An artifact pushed by another client (the Wasm OCI layout only, no Tessera annotations).
+async fn cli_another_client(s: &Scenario<'_>) -> Result {
     let other = format!("{}:other", s.repo("labels"));
     let labels = std::fs::read(tessera_tests::plugin_dir().join("labels.wasm")).unwrap();
     push_with_oci_client(&other, &labels).await?;
@@ -446,7 +461,11 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
         ));
     }
 
-    // Signatures.
+    Ok(())
+}
+
+/// Sign and verify with the right and a wrong key; the public key, for the copies.
+fn cli_signatures(s: &Scenario<'_>, v1: &[u8], reference: &str, digest: &str) -> Result<PathBuf> {
     let (key, public) = keygen(s.dir(), "cosign")?;
     let (_, other_public) = keygen(s.dir(), "other")?;
     let verify = |key: &Path| {
@@ -454,7 +473,7 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
             &[
                 "plugin",
                 "verify",
-                &reference,
+                reference,
                 "--key",
                 &key.display().to_string(),
             ],
@@ -464,7 +483,7 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
     if verify(&public).is_ok() {
         return Err("an unsigned plugin verified".into());
     }
-    sign(&reference, &key)?;
+    sign(reference, &key)?;
     verify(&public)?;
     let wrong = verify(&other_public)
         .err()
@@ -472,14 +491,18 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
     if !wrong.contains("no signature verifies") {
         return Err(format!("wrong key: {wrong}"));
     }
-    push_again_and_sign(&s, &v1, &reference, &digest, &key, &public)?;
+    push_again_and_sign(s, v1, reference, digest, &key, &public)?;
 
-    // Tampering: the registry serves changed bytes under the old digest.
+    Ok(public)
+}
+
+/// The registry serves changed bytes under the old digest: the pull refuses them.
+fn cli_tampering(s: &Scenario<'_>, v1: &[u8]) -> Result {
     let tampered_ref = format!("{}:tampered", s.repo("stamp"));
-    let variant = stamp_variant(&v1, "tamper");
+    let variant = stamp_variant(v1, "tamper");
     push(s.dir(), &variant, &tampered_ref, "1.0.1")?;
     let blob = s.registry.blob_path(&sha256(&variant));
-    std::fs::write(&blob, stamp_variant(&v1, "evil")).map_err(|e| e.to_string())?;
+    std::fs::write(&blob, stamp_variant(v1, "evil")).map_err(|e| e.to_string())?;
     let refused = cli(
         &["plugin", "pull", &tampered_ref, "--dest", "/dev/null"],
         &[],
@@ -490,13 +513,17 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
         return Err(format!("tampered pull: {refused}"));
     }
 
-    // Air gap: save (with the signature), load into another registry, verify there.
+    Ok(())
+}
+
+/// Air gap: save (with the signature), load into another registry, verify there.
+fn cli_air_gap(s: &Scenario<'_>, reference: &str, digest: &str, public: &Path) -> Result {
     let layout = s.dir().join("layout");
     let saved = cli(
         &[
             "plugin",
             "save",
-            &reference,
+            reference,
             "--dir",
             &layout.display().to_string(),
         ],
@@ -542,7 +569,7 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
     }
     let origin = reference
         .rsplit_once(':')
-        .map_or(reference.as_str(), |(r, _)| r)
+        .map_or(reference, |(r, _)| r)
         .to_string();
     cli(
         &[
@@ -557,11 +584,15 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
         &[],
     )?;
 
-    // Credentials: a registry with basic auth, by flags and from a Docker config file.
+    Ok(())
+}
+
+/// A registry with basic auth, by flags and from a Docker config file.
+fn cli_credentials(s: &Scenario<'_>, v1: &[u8]) -> Result {
     let private = TestRegistry::start_with_auth("tessera", "s3cret")?;
     let private_ref = format!("{}/p-cli/stamp:1.0.0", private.host());
     let file = s.dir().join("stamp.wasm");
-    std::fs::write(&file, &v1).map_err(|e| e.to_string())?;
+    std::fs::write(&file, v1).map_err(|e| e.to_string())?;
     let file = file.display().to_string();
     let anonymous = cli(&["plugin", "push", &file, &private_ref], &[])
         .err()
@@ -583,7 +614,7 @@ async fn cli_round_trips(cp: &ControlPlane) -> Result {
         &["plugin", "pull", &private_ref, "--dest", &out3],
         &[("DOCKER_CONFIG", &docker.display().to_string())],
     )?;
-    if std::fs::read(&out3).map_err(|e| e.to_string())? != v1 {
+    if std::fs::read(&out3).map_err(|e| e.to_string())? != *v1 {
         return Err("pull with Docker config credentials: bytes differ".into());
     }
     Ok(())

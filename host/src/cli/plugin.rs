@@ -276,7 +276,7 @@ fn run_registry(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<Exit
             to_registry,
             registry,
         } => block_on(remote::load(&registry, &dir, to_registry.as_deref())),
-        _ => unreachable!("plugin commands without a registry are dispatched by `run`"),
+        other => anyhow::bail!("not a registry command: {other:?}"),
     }
 }
 
