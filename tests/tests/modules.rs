@@ -115,6 +115,7 @@ async fn cli_one_shot() -> Result {
     let cli = Cli::start()?;
     cli_installs_in_order(&cli)?;
     cli_record_replays(&cli)?;
+    cli_dry_run_writes_nothing(&cli)?;
     cli_reapply_and_bad_config(&cli)?;
     cli_delete_waits_for_foreign_resources(&cli).await?;
     cli_ignore_keeps_custom_resources(&cli)
@@ -204,6 +205,41 @@ fn cli_record_replays(cli: &Cli) -> Result {
         return Err(format!("the recorded case does not replay:\n{out}\n{text}"));
     }
     Ok(())
+}
+
+/// `apply --dry-run` with a new endpoint and one module fewer: the changed field shows as a
+/// diff and the leaving module's objects as deleted, and the cluster keeps the old ones.
+fn cli_dry_run_writes_nothing(cli: &Cli) -> Result {
+    let mut set = cli.set.clone();
+    set["spec"]["modules"][0]["config"]["endpoint"] = json!("otlp.other:4317");
+    set["spec"]["modules"].as_array_mut().unwrap().pop();
+    cli.write_set(&set);
+    let mut args = vec!["modules", "apply", "--dry-run"];
+    args.extend(cli.args.iter().map(String::as_str));
+    let (ok, out) = tessera(&args);
+    cli.write_set(&cli.set);
+    let wanted = [
+        "dry run: nothing was written",
+        "(changed)",
+        "- PodDisruptionBudget default/gateway (deleted)",
+        "0 to create",
+    ];
+    let diff_line = |sign: &str, text: &str| {
+        out.lines()
+            .any(|l| l.trim_start().starts_with(sign) && l.contains(text))
+    };
+    let diffed = diff_line("-", "otlp.example:4317") && diff_line("+", "otlp.other:4317");
+    if !ok || !diffed || wanted.iter().any(|w| !out.contains(w)) {
+        return Err(format!("modules apply --dry-run:\n{out}"));
+    }
+    let live = kubectl_ok(
+        &cli.cluster,
+        &["get", "configmaps", "-n", "kyma-system", "-o", "json"],
+    )?;
+    if live.contains("otlp.other") || !live.contains("otlp.example:4317") {
+        return Err(format!("the dry run changed the cluster:\n{live}"));
+    }
+    kubectl_ok(&cli.cluster, &["get", "pdb", "gateway", "-n", "default"]).map(drop)
 }
 
 /// Applying again changes nothing; a bad configuration names the module and field, and

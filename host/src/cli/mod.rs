@@ -4,6 +4,7 @@ mod crds;
 mod modules;
 mod oci;
 mod plugin;
+mod preview;
 mod record;
 mod registry;
 mod render;

@@ -20,13 +20,24 @@ use super::duration;
 pub enum ModulesCommand {
     /// Install or update the modules of a ModuleSet file, wait until they settle, print a
     /// summary. Exit status 0 when every module is Ready (or Warning), 1 otherwise.
-    Apply(ModulesArgs),
+    Apply(ApplyArgs),
     /// Remove every module the ModuleSet file's inventory lists from the cluster.
     Delete(ModulesArgs),
     /// Write what one module's plugin is given by the cluster now (its requirements read
     /// live, Secrets redacted) and what it answers, as a golden case that `tessera plugin
     /// test` replays. Applies nothing.
     Record(RecordArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    set: ModulesArgs,
+    /// Write nothing: show, module by module, what one pass would create, change (a diff
+    /// of the live object and the API server's dry-run answer) and delete. Exit status 1
+    /// when a module errs or an object would be refused.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 #[derive(Debug, Args)]
@@ -76,10 +87,11 @@ pub struct ModulesArgs {
 }
 
 pub fn run(rt: WasmRuntime, command: ModulesCommand) -> anyhow::Result<ExitCode> {
-    let (args, deleting, record) = match command {
-        ModulesCommand::Apply(a) => (a, false, None),
-        ModulesCommand::Delete(a) => (a, true, None),
-        ModulesCommand::Record(r) => (r.set, false, Some((r.module, r.case))),
+    let (args, deleting, mode) = match command {
+        ModulesCommand::Apply(a) if a.dry_run => (a.set, false, Mode::Preview),
+        ModulesCommand::Apply(a) => (a.set, false, Mode::Settle),
+        ModulesCommand::Delete(a) => (a, true, Mode::Settle),
+        ModulesCommand::Record(r) => (r.set, false, Mode::Record(r.module, r.case)),
     };
     let set = read_set(&args.set)?;
     let key = format!(
@@ -102,14 +114,25 @@ pub fn run(rt: WasmRuntime, command: ModulesCommand) -> anyhow::Result<ExitCode>
             deleting,
             allow_downgrade: args.allow_downgrade,
         };
-        match &record {
-            Some((module, case)) => {
+        match &mode {
+            Mode::Record(module, case) => {
                 super::record::record(&target, &wasm, &source, &request, module, case.as_deref())
                     .await
             }
-            None => settle(&target, &wasm, &source, &request, args.timeout).await,
+            Mode::Preview => super::preview::preview(&target, &wasm, &source, &request).await,
+            Mode::Settle => settle(&target, &wasm, &source, &request, args.timeout).await,
         }
     })
+}
+
+/// What a `modules` command does with the set.
+enum Mode {
+    /// Reconcile until settled (`apply`, `delete`).
+    Settle,
+    /// `apply --dry-run`.
+    Preview,
+    /// `record MODULE [--case FILE]`.
+    Record(String, Option<PathBuf>),
 }
 
 /// The ModuleSet file: one ModuleSet (not a Runtime or anything else), no unknown fields,

@@ -16,7 +16,8 @@ use super::labels;
 use super::ownership::{
     MODULE_MANAGER_PREFIX, Owner, Whose, conflicting_managers, is_conflict, is_uid_mismatch, whose,
 };
-use super::target::Target;
+use super::set::Change;
+use super::target::{Kind, Target};
 use crate::crd::labels::{MANAGED_BY, MANAGED_BY_VALUE};
 
 /// The field manager of a module: each module owns its fields, so two modules wanting one
@@ -197,18 +198,7 @@ pub(crate) async fn apply(
     let mut applied = Vec::with_capacity(objects.len());
     for ((mut key, mut object), plan) in objects.into_iter().zip(plans) {
         let kind = served(target, &key, &crds).await?;
-        if !kind.namespaced && key.namespace.is_some() {
-            key.namespace = None;
-            if let Some(m) = object["metadata"].as_object_mut() {
-                m.remove("namespace");
-            }
-        }
-        if kind.namespaced && key.namespace.is_none() {
-            return Err(ModuleError::object(
-                &key,
-                format!("{} is namespaced: set metadata.namespace", key.kind),
-            ));
-        }
+        scope(&kind, &mut key, &mut object)?;
         let api = target.api(&kind, key.namespace.as_deref());
         let result = apply_one(&api, applier, &key, object, plan).await?;
         applied.push(Applied {
@@ -219,8 +209,74 @@ pub(crate) async fn apply(
     Ok(applied)
 }
 
+/// Fit `key` and `object` to the kind's scope: a cluster-scoped object loses its
+/// namespace; a namespaced one without a namespace is refused.
+fn scope(kind: &Kind, key: &mut ObjectKey, object: &mut Value) -> Result<(), ModuleError> {
+    if !kind.namespaced && key.namespace.is_some() {
+        key.namespace = None;
+        if let Some(m) = object["metadata"].as_object_mut() {
+            m.remove("namespace");
+        }
+    }
+    if kind.namespaced && key.namespace.is_none() {
+        let message = format!("{} is namespaced: set metadata.namespace", key.kind);
+        return Err(ModuleError::object(key, message));
+    }
+    Ok(())
+}
+
+/// What applying `object` would do, asked of the API server with a server-side dry run
+/// (nothing is written); an object another owner holds is refused as [`apply`] would.
+pub(crate) async fn dry_run(
+    target: &Target,
+    applier: Applier<'_>,
+    key: &ObjectKey,
+    object: &Value,
+    crds: &[(String, String)],
+) -> Result<Change, ModuleError> {
+    let Some(kind) = target.kind(&key.api_version, &key.kind).await? else {
+        let from_batch = crds.iter().any(|(g, k)| g == key.group() && k == &key.kind);
+        return Ok(if from_batch {
+            Change::Unchecked("its CRD is created by this apply".into())
+        } else {
+            Change::Refused(format!(
+                "the cluster does not serve {} {}",
+                key.api_version, key.kind
+            ))
+        });
+    };
+    let (mut key, mut object) = (key.clone(), object.clone());
+    if let Err(e) = scope(&kind, &mut key, &mut object) {
+        return Ok(Change::Refused(e.to_string()));
+    }
+    let api = target.api(&kind, key.namespace.as_deref());
+    let mut params = PatchParams::apply(&field_manager(applier.owner.module)).dry_run();
+    let before = match api.get_opt(&key.name).await? {
+        None => None,
+        Some(live) => {
+            let live = serde_json::to_value(&live).expect("an object serializes");
+            match whose(&live, applier.owner, None) {
+                Whose::Ours => {}
+                Whose::Foreign { .. } if applier.adopt => {}
+                other => return Ok(Change::Refused(other.refusal())),
+            }
+            // As the apply would: this module's (or an adopted) object's fields are taken.
+            params.force = true;
+            Some(live)
+        }
+    };
+    match api.patch(&key.name, &params, &Patch::Apply(&object)).await {
+        Ok(after) => Ok(Change::between(
+            before,
+            serde_json::to_value(&after).expect("an object serializes"),
+        )),
+        Err(kube::Error::Api(e)) => Ok(Change::Refused(e.message)),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// (group, kind) of every CRD in the batch.
-fn batch_crds(objects: &[(ObjectKey, Value)]) -> Vec<(String, String)> {
+pub(crate) fn batch_crds(objects: &[(ObjectKey, Value)]) -> Vec<(String, String)> {
     objects
         .iter()
         .filter(|(k, _)| k.is_crd())

@@ -16,7 +16,7 @@ use super::inventory::{Entry, Inventory, ModuleRecord, ObjectKey};
 use super::observe::{Reads, Spent};
 use super::ownership::{Owner, Whose, whose};
 use super::readiness::not_ready;
-use super::set::State;
+use super::set::{Change, State};
 use super::source::Candidate;
 use super::target::Target;
 use crate::grants::{Access, ObjectRef, Scope};
@@ -110,6 +110,9 @@ impl Answer {
         }
     }
 }
+
+/// A module's preview: the plugin's state and message, and each object's change.
+pub(crate) type Previewed = (State, Option<String>, Vec<(ObjectKey, Change)>);
 
 /// An answer's objects, checked and keyed, and as the plugin returned them.
 type Checked = (Vec<(ObjectKey, Value)>, Vec<Value>);
@@ -245,6 +248,43 @@ impl ModuleRun<'_> {
             }
             Err(message) => Ok(Err(message)),
         }
+    }
+
+    /// What reconciling would do, writing nothing: the plugin's answer (requirements read
+    /// live), each object dry-run applied by the API server, and what would be pruned
+    /// (objects of `record` no longer wanted and not in `keep`): `tessera modules apply
+    /// --dry-run`.
+    pub(crate) async fn preview(
+        &self,
+        record: &ModuleRecord,
+        keep: &HashSet<ObjectKey>,
+    ) -> Result<Result<Previewed, String>, ModuleError> {
+        let out = match self.capture().await? {
+            Ok((_, out)) => out,
+            Err(message) => return Ok(Err(message)),
+        };
+        let (prepared, _) = match self.check_answer(&out.desired).await? {
+            Ok(checked) => checked,
+            Err(message) => return Ok(Err(message)),
+        };
+        let applier = Applier {
+            owner: self.owner(),
+            adopt: self.adopt,
+        };
+        let crds = apply::batch_crds(&prepared);
+        let mut changes = Vec::with_capacity(prepared.len());
+        for (key, object) in &prepared {
+            let change = apply::dry_run(self.target, applier, key, object, &crds).await?;
+            changes.push((key.clone(), change));
+        }
+        let wanted: HashSet<&ObjectKey> = prepared.iter().map(|(k, _)| k).collect();
+        changes.extend(
+            record
+                .keys()
+                .filter(|k| !wanted.contains(k) && !keep.contains(*k))
+                .map(|k| (k.clone(), Change::Prune)),
+        );
+        Ok(Ok((state_of(out.state), out.message, changes)))
     }
 
     /// What the plugin would apply, without applying anything (shadow versions), given

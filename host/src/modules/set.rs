@@ -21,9 +21,11 @@ use crate::crd::moduleset::ModuleSpec;
 use crate::wasm::WasmRuntime;
 
 mod plan;
+mod preview;
 
 pub(crate) use plan::woken_by;
 use plan::{Gate, Offer, Offers, Plan, Ran, Removal, Run};
+pub use preview::{Change, ModulePreview, ObjectPreview, preview_set};
 
 /// The channel when neither the module nor the set names one.
 pub(crate) const DEFAULT_CHANNEL: &str = "regular";
@@ -199,17 +201,12 @@ pub async fn reconcile_set(
     req: &SetRequest<'_>,
 ) -> Result<SetOutcome, ModuleError> {
     let mut inventory = Inventory::load(target, &req.set).await?;
-    let installed = inventory
-        .modules
-        .iter()
-        .map(|(module, record)| (module.clone(), record.version.clone()))
-        .collect();
     let Plan {
         run,
         unmanaged,
         reports,
         notices,
-    } = plan::plan(&Catalog(source), req, &installed);
+    } = plan::plan(&Catalog(source), req, &installed(&inventory));
     // Unmanaged: left as installed, and no longer tracked for pruning.
     for name in &unmanaged {
         inventory.save(target, name, None).await?;
@@ -219,6 +216,15 @@ pub async fn reconcile_set(
     pass.install(&planned).await?;
     pass.uninstall(source, &planned).await?;
     pass.finish().await
+}
+
+/// Each installed module's version, as the plan compares it.
+fn installed(inventory: &Inventory) -> BTreeMap<String, String> {
+    inventory
+        .modules
+        .iter()
+        .map(|(module, record)| (module.clone(), record.version.clone()))
+        .collect()
 }
 
 /// What one module's plugin is given and answers right now.
@@ -240,12 +246,7 @@ pub async fn record_module(
     module: &str,
 ) -> Result<Result<Recorded, String>, ModuleError> {
     let inventory = Inventory::load(target, &req.set).await?;
-    let installed = inventory
-        .modules
-        .iter()
-        .map(|(module, record)| (module.clone(), record.version.clone()))
-        .collect();
-    let plan = plan::plan(&Catalog(source), req, &installed);
+    let plan = plan::plan(&Catalog(source), req, &installed(&inventory));
     let Some(run) = plan.run.get(module) else {
         let why = plan.reports.get(module).and_then(|r| r.message.clone());
         return Ok(Err(why.unwrap_or_else(|| {

@@ -51,7 +51,7 @@ mod diff;
 mod module_case;
 
 pub use case::{CaseError, ExpectedError, GoldenCase, load_cases};
-pub use diff::{to_yaml, yaml_diff};
+pub use diff::{to_yaml, yaml_diff, yaml_diff_labelled};
 pub use module_case::{
     Conversation, ModuleAnswer, ModuleCall, ModuleCase, ModuleExpectation, ModuleOutcome,
     desired_values, load_module_cases,
