@@ -107,6 +107,43 @@ macro_rules! declare_requests {
     };
 }
 
+/// Declare the JSON Schema of the plugin's configuration, kept in a file next to the
+/// crate's `Cargo.toml` and generated from the `Config` type:
+///
+/// ```ignore
+/// #[derive(Debug, Deserialize)]
+/// #[cfg_attr(test, derive(schemars::JsonSchema))] // schemars: a dev-dependency
+/// pub struct Config { /* … */ }
+///
+/// tessera_sdk::declare_config_schema!(Config, "config.schema.json");
+/// ```
+///
+/// The file is embedded in the Wasm component as the custom section
+/// `tessera:config-schema`, which `tessera plugin inspect` shows (field, type, default and
+/// the doc comment as description). Under `cargo test` it declares a test that fails, with a
+/// diff, when the file is not the schema of `Config`; `TESSERA_BLESS=1 cargo test` writes it.
+#[macro_export]
+macro_rules! declare_config_schema {
+    ($config:ty, $file:literal) => {
+        #[cfg(target_family = "wasm")]
+        const _: () = {
+            const TEXT: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/", $file));
+            #[unsafe(link_section = "tessera:config-schema")]
+            #[used]
+            static SCHEMA: [u8; TEXT.len()] = $crate::__private::bytes::<{ TEXT.len() }>(TEXT);
+        };
+        #[cfg(test)]
+        #[test]
+        fn config_schema_is_current() {
+            $crate::testing::assert_config_schema::<$config>(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/",
+                $file
+            ));
+        }
+    };
+}
+
 /// Export a [`ShootExtension`] implementation as the component's `shoot-extension` world.
 ///
 /// Expands to nothing outside Wasm builds, so the plugin crate also builds as an ordinary

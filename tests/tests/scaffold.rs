@@ -48,7 +48,13 @@ fn passes_everywhere(kind: &str, name: &str, mark: &str) -> Result {
         "tessera plugin inspect",
         &mut tessera(&["plugin", "inspect", &component]),
     );
-    if !inspected.contains(&format!("kind:      {kind}")) {
+    // The configuration's schema, from the crate's `Config` type, travels in the component.
+    let field = if kind == "module-reconciler" {
+        "greeting: string"
+    } else {
+        "team: string"
+    };
+    if !inspected.contains(&format!("kind:      {kind}")) || !inspected.contains(field) {
         return Err(inspected);
     }
     Ok(())

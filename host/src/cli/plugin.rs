@@ -433,7 +433,52 @@ fn print_interface(inspection: &tessera::wasm::inspect::Inspection) -> anyhow::R
         ),
         None => println!("requests:  none declared"),
     }
+    match &inspection.config_schema {
+        Some(schema) => print!("{}", config_summary(schema)),
+        None => println!("config:    no schema declared"),
+    }
     Ok(())
+}
+
+/// The configuration's top-level fields from its JSON Schema: name, type, default and
+/// description (`-o json` shows the whole schema).
+fn config_summary(schema: &serde_json::Value) -> String {
+    let mut out = String::from("config (-o json shows the whole schema):\n");
+    let Some(properties) = schema["properties"].as_object() else {
+        return out + "  no fields\n";
+    };
+    let closed = schema["additionalProperties"] == serde_json::Value::Bool(false);
+    for (name, field) in properties {
+        let ty = match &field["type"] {
+            serde_json::Value::String(t) => t.clone(),
+            serde_json::Value::Array(ts) => ts
+                .iter()
+                .filter_map(|t| t.as_str())
+                .collect::<Vec<_>>()
+                .join("|"),
+            _ => field["$ref"]
+                .as_str()
+                .and_then(|r| r.rsplit('/').next())
+                .unwrap_or("-")
+                .to_string(),
+        };
+        let default = match field.get("default") {
+            Some(d) => format!(" = {d}"),
+            None => String::new(),
+        };
+        let about = field["description"]
+            .as_str()
+            .unwrap_or("")
+            .replace('\n', " ");
+        out += &format!("  {name}: {ty}{default}\n");
+        if !about.is_empty() {
+            out += &format!("      {about}\n");
+        }
+    }
+    if closed {
+        out += "  (no other fields)\n";
+    }
+    out
 }
 
 /// `tessera plugin bench`: p50/p99/max per golden case (for a module reconciler, one
@@ -489,4 +534,30 @@ fn dim(text: &str) -> String {
 
 fn indent(text: &str) -> String {
     text.lines().map(|l| format!("  {l}\n")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::config_summary;
+
+    #[test]
+    fn config_fields_show_type_default_and_description() {
+        let schema = serde_json::json!({
+            "type": "object", "additionalProperties": false,
+            "properties": {
+                "endpoint": {"type": "string", "default": "", "description": "Where to export."},
+                "replicas": {"type": ["integer", "null"]},
+                "budget": {"$ref": "#/$defs/Budget"},
+            },
+        });
+        let text = config_summary(&schema);
+        for line in [
+            "  endpoint: string = \"\"\n      Where to export.",
+            "  replicas: integer|null",
+            "  budget: Budget",
+            "(no other fields)",
+        ] {
+            assert!(text.contains(line), "{line:?} missing from:\n{text}");
+        }
+    }
 }

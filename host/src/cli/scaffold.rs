@@ -27,7 +27,9 @@ const MODULE_CASES: [(&str, &str); 2] = [
         include_str!("scaffold/module_case_error.yaml"),
     ),
 ];
+const MODULE_SCHEMA: &str = include_str!("scaffold/module_config.schema.json");
 const SHOOT_LIB: &str = include_str!("scaffold/shoot_lib.rs.in");
+const SHOOT_SCHEMA: &str = include_str!("scaffold/shoot_config.schema.json");
 const SHOOT_REQUESTS: &str = include_str!("scaffold/shoot_requests.yaml");
 const SHOOT_CASES: [(&str, &str); 2] = [
     (
@@ -232,14 +234,15 @@ fn write_files(dir: &Path, name: &str, kind: NewKind, source: &Sdk) -> anyhow::R
             .replace("{{kind}}", kind_words(kind))
             .replace("{{lib}}", &lib_name(name))
     };
-    let (lib, requests, cases): (&str, &str, &[(&str, &str)]) = match kind {
-        NewKind::ShootExtension => (SHOOT_LIB, SHOOT_REQUESTS, &SHOOT_CASES),
-        NewKind::ModuleReconciler => (MODULE_LIB, MODULE_REQUESTS, &MODULE_CASES),
+    let (lib, requests, schema, cases): (&str, &str, &str, &[(&str, &str)]) = match kind {
+        NewKind::ShootExtension => (SHOOT_LIB, SHOOT_REQUESTS, SHOOT_SCHEMA, &SHOOT_CASES),
+        NewKind::ModuleReconciler => (MODULE_LIB, MODULE_REQUESTS, MODULE_SCHEMA, &MODULE_CASES),
     };
     let mut files = vec![
         (PathBuf::from("Cargo.toml"), fill(&cargo_toml(source))),
         (PathBuf::from("src/lib.rs"), fill(lib)),
         (PathBuf::from("requests.yaml"), fill(requests)),
+        (PathBuf::from("config.schema.json"), fill(schema)),
         (PathBuf::from("README.md"), fill(README)),
     ];
     files.extend(

@@ -245,6 +245,7 @@ mod tests {
             imports: vec![],
             missing_imports: vec![],
             requests: None,
+            config_schema: None,
         }
     }
 

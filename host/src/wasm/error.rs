@@ -44,8 +44,8 @@ pub enum LoadError {
         source_name: String,
         message: String,
     },
-    #[error("{source_name} declares requests the host cannot read: {message}")]
-    Requests {
+    #[error("{source_name} declares what the host cannot read: {message}")]
+    Declared {
         source_name: String,
         message: String,
     },

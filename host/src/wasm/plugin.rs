@@ -14,7 +14,7 @@ use super::SUPPORTED_CONTRACTS;
 use super::bindings::{self, shoot, shoot_api};
 use super::engine::WasmRuntime;
 use super::error::{CallError, Failure, LoadError};
-use super::inspect::{Inspection, contract_supported, declared_requests, inspect, sha256_hex};
+use super::inspect::{Declared, Inspection, contract_supported, declared, inspect, sha256_hex};
 use super::limits::Limits;
 use super::sandbox::{Denied, LogContext, PluginState};
 use super::text;
@@ -71,8 +71,8 @@ pub(crate) struct Checked {
     pub load_time: Duration,
 }
 
-fn requests_of(bytes: &[u8], source: &str) -> Result<Option<crate::grants::Requests>, LoadError> {
-    declared_requests(bytes).map_err(|message| LoadError::Requests {
+fn declared_by(bytes: &[u8], source: &str) -> Result<Declared, LoadError> {
+    declared(bytes).map_err(|message| LoadError::Declared {
         source_name: source.to_string(),
         message,
     })
@@ -141,13 +141,13 @@ impl WasmRuntime {
     /// Static inspection of component bytes (no instantiation).
     pub fn inspect(&self, bytes: &[u8], source: &str) -> Result<Inspection, LoadError> {
         let (component, _, digest) = self.compile(bytes, source)?;
-        let requests = requests_of(bytes, source)?;
+        let declared = declared_by(bytes, source)?;
         Ok(inspect(
             &self.engine,
             &component,
             digest,
             bytes.len(),
-            requests,
+            declared,
         ))
     }
 
@@ -187,8 +187,8 @@ impl WasmRuntime {
         let started = Instant::now();
         let (component, from_cache, digest) = self.compile(bytes, source)?;
         let load_time = started.elapsed();
-        let requests = requests_of(bytes, source)?;
-        let inspection = inspect(&self.engine, &component, digest, bytes.len(), requests);
+        let declared = declared_by(bytes, source)?;
+        let inspection = inspect(&self.engine, &component, digest, bytes.len(), declared);
         let source_name = source.to_string();
         let Some(contract) = inspection.contract.clone() else {
             return Err(LoadError::NotAPlugin {

@@ -6,6 +6,7 @@ use tessera_sdk::{ExtendInput, ExtendOutput, PluginError, ShootExtension};
 pub struct AccessRestrictions;
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     /// Platform regions whose clusters are restricted to EU access.
@@ -45,5 +46,6 @@ impl ShootExtension for AccessRestrictions {
 }
 
 tessera_sdk::export_shoot_extension!(AccessRestrictions);
+tessera_sdk::declare_config_schema!(Config, "config.schema.json");
 tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(AccessRestrictions);

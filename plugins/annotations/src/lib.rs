@@ -7,6 +7,7 @@ use tessera_sdk::{ExtendInput, ExtendOutput, PluginError, ShootExtension};
 pub struct Annotations;
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     /// Annotation key prefix; KIM's by default so Shoots created by KIM are adopted as-is.
@@ -52,5 +53,6 @@ impl ShootExtension for Annotations {
 }
 
 tessera_sdk::export_shoot_extension!(Annotations);
+tessera_sdk::declare_config_schema!(Config, "config.schema.json");
 tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(Annotations);

@@ -11,6 +11,7 @@ use tessera_sdk::{ExtendInput, ExtendOutput, Operation, PluginError, ShootExtens
 pub struct Auditlog;
 
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Tenant {
     #[serde(rename = "tenantID")]
@@ -22,6 +23,7 @@ pub struct Tenant {
 }
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     /// Provider → region → tenant. Installation-specific; empty by default.
@@ -109,5 +111,6 @@ impl ShootExtension for Auditlog {
 }
 
 tessera_sdk::export_shoot_extension!(Auditlog);
+tessera_sdk::declare_config_schema!(Config, "config.schema.json");
 tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(Auditlog);

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use tessera_sdk::{ModuleInput, ModuleOutput, ModuleReconciler, PluginError};
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct Config {
     /// Namespace of the budgets.
@@ -28,6 +29,7 @@ impl Default for Config {
 
 /// One PodDisruptionBudget.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Budget {
     pub name: String,
@@ -96,6 +98,7 @@ impl ModuleReconciler for Availability {
 }
 
 tessera_sdk::export_module_reconciler!(Availability);
+tessera_sdk::declare_config_schema!(Config, "config.schema.json");
 tessera_sdk::module_golden_tests!(Availability);
 tessera_sdk::declare_requests!("requests.yaml");
 

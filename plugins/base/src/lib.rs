@@ -12,6 +12,7 @@ use tessera_sdk::{ExtendInput, ExtendOutput, PluginError, ShootExtension};
 pub struct Base;
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     /// Networking type when the Runtime does not set one.
@@ -128,5 +129,6 @@ impl ShootExtension for Base {
 }
 
 tessera_sdk::export_shoot_extension!(Base);
+tessera_sdk::declare_config_schema!(Config, "config.schema.json");
 tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(Base);

@@ -8,6 +8,7 @@ use tessera_sdk::{ExtendInput, ExtendOutput, PluginError, ShootExtension};
 pub struct CloudProfile;
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     /// Provider type → cloud profile name.
@@ -56,5 +57,6 @@ impl ShootExtension for CloudProfile {
 }
 
 tessera_sdk::export_shoot_extension!(CloudProfile);
+tessera_sdk::declare_config_schema!(Config, "config.schema.json");
 tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(CloudProfile);

@@ -8,6 +8,7 @@ use tessera_sdk::{ExtendInput, ExtendOutput, Operation, PluginError, ShootExtens
 pub struct ControlPlanePlugin;
 
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {}
 
@@ -78,5 +79,6 @@ impl ShootExtension for ControlPlanePlugin {
 }
 
 tessera_sdk::export_shoot_extension!(ControlPlanePlugin);
+tessera_sdk::declare_config_schema!(Config, "config.schema.json");
 tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(ControlPlanePlugin);

@@ -9,6 +9,7 @@ use tessera_sdk::{ExtendInput, ExtendOutput, PluginError, ShootExtension};
 pub struct Deletion;
 
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     /// Also let Gardener skip waiting for hanging finalizers.
@@ -37,5 +38,6 @@ impl ShootExtension for Deletion {
 }
 
 tessera_sdk::export_shoot_extension!(Deletion);
+tessera_sdk::declare_config_schema!(Config, "config.schema.json");
 tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(Deletion);

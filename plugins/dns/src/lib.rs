@@ -7,6 +7,7 @@ use tessera_sdk::{ExtendInput, ExtendOutput, Operation, PluginError, ShootExtens
 pub struct Dns;
 
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     /// Base domain; the Shoot gets `<shoot name>.<domainPrefix>`. Empty: no DNS section.
@@ -54,5 +55,6 @@ impl ShootExtension for Dns {
 }
 
 tessera_sdk::export_shoot_extension!(Dns);
+tessera_sdk::declare_config_schema!(Config, "config.schema.json");
 tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(Dns);

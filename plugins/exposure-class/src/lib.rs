@@ -8,6 +8,7 @@ use tessera_sdk::{ExtendInput, ExtendOutput, PluginError, ShootExtension};
 pub struct ExposureClass;
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     /// Provider type → exposure class name; providers not listed get none.
@@ -41,5 +42,6 @@ impl ShootExtension for ExposureClass {
 }
 
 tessera_sdk::export_shoot_extension!(ExposureClass);
+tessera_sdk::declare_config_schema!(Config, "config.schema.json");
 tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(ExposureClass);

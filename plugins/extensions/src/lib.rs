@@ -10,6 +10,7 @@ use tessera_sdk::{ExtendInput, ExtendOutput, Operation, PluginError, ShootExtens
 pub struct Extensions;
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     pub networking_filter: bool,
@@ -114,5 +115,6 @@ impl ShootExtension for Extensions {
 }
 
 tessera_sdk::export_shoot_extension!(Extensions);
+tessera_sdk::declare_config_schema!(Config, "config.schema.json");
 tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(Extensions);

@@ -10,6 +10,7 @@ use tessera_sdk::{ExtendInput, ExtendOutput, PluginError, ShootExtension};
 pub struct KubernetesVersion;
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     pub default_version: String,
@@ -74,5 +75,6 @@ impl ShootExtension for KubernetesVersion {
 }
 
 tessera_sdk::export_shoot_extension!(KubernetesVersion);
+tessera_sdk::declare_config_schema!(Config, "config.schema.json");
 tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(KubernetesVersion);

@@ -8,6 +8,7 @@ use tessera_sdk::{ExtendInput, ExtendOutput, PluginError, ShootExtension};
 pub struct Labels;
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     /// Shoot label → Runtime label it is copied from.
@@ -51,5 +52,6 @@ impl ShootExtension for Labels {
 }
 
 tessera_sdk::export_shoot_extension!(Labels);
+tessera_sdk::declare_config_schema!(Config, "config.schema.json");
 tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(Labels);

@@ -10,6 +10,7 @@ use tessera_sdk::{ExtendInput, ExtendOutput, PluginError, ShootExtension};
 pub struct MaintenancePlugin;
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     pub kubernetes_version_auto_update: bool,
@@ -78,5 +79,6 @@ impl ShootExtension for MaintenancePlugin {
 }
 
 tessera_sdk::export_shoot_extension!(MaintenancePlugin);
+tessera_sdk::declare_config_schema!(Config, "config.schema.json");
 tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(MaintenancePlugin);

@@ -15,6 +15,7 @@ use tessera_sdk::{ModuleInput, ModuleOutput, ModuleReconciler, PluginError};
 
 /// The module's configuration.
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// YAML documents, separated by `---`.
@@ -162,6 +163,7 @@ pub fn check_documents(docs: &[Value]) -> Result<(), PluginError> {
 }
 
 tessera_sdk::export_module_reconciler!(Manifest);
+tessera_sdk::declare_config_schema!(Config, "config.schema.json");
 tessera_sdk::module_golden_tests!(Manifest);
 tessera_sdk::declare_requests!("requests.yaml");
 

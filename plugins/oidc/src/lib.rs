@@ -9,6 +9,7 @@ use tessera_sdk::{ExtendInput, ExtendOutput, PluginError, ShootExtension};
 pub struct Oidc;
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     /// Use structured authentication (`structured-auth-config-<shoot>` ConfigMap) instead of
@@ -97,5 +98,6 @@ impl ShootExtension for Oidc {
 }
 
 tessera_sdk::export_shoot_extension!(Oidc);
+tessera_sdk::declare_config_schema!(Config, "config.schema.json");
 tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(Oidc);

@@ -4,6 +4,7 @@ use serde::Deserialize;
 
 /// Configuration of the `provider` plugin; defaults are KIM's.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     /// Provider type → machine image used when a pool names none.
@@ -15,6 +16,7 @@ pub struct Config {
 }
 
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ImageDefault {
     pub name: String,
@@ -23,6 +25,7 @@ pub struct ImageDefault {
 }
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct AwsConfig {
     /// Require IMDSv2 on worker instances.
@@ -30,6 +33,7 @@ pub struct AwsConfig {
 }
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct OpenStackConfig {
     pub floating_pool_name: String,

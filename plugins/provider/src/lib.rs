@@ -99,5 +99,6 @@ impl ShootExtension for Provider {
 }
 
 tessera_sdk::export_shoot_extension!(Provider);
+tessera_sdk::declare_config_schema!(Config, "config.schema.json");
 tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(Provider);

@@ -6,6 +6,7 @@ use tessera_sdk::{ExtendInput, ExtendOutput, PluginError, ShootExtension};
 pub struct SeedSelector;
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     /// Seed label that carries the region.
@@ -38,5 +39,6 @@ impl ShootExtension for SeedSelector {
 }
 
 tessera_sdk::export_shoot_extension!(SeedSelector);
+tessera_sdk::declare_config_schema!(Config, "config.schema.json");
 tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(SeedSelector);

@@ -15,11 +15,14 @@ pub const PIPELINE_CRD: &str = "pipelines.telemetry.tessera.dev";
 const GATEWAY: &str = "telemetry-gateway";
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct Config {
+    /// Namespace of the gateway.
     pub namespace: String,
     /// Where the gateway sends data.
     pub endpoint: String,
+    /// Gateway replicas.
     pub replicas: u32,
     /// Gateway image.
     pub image: String,
@@ -137,6 +140,7 @@ impl ModuleReconciler for Telemetry {
 tessera_sdk::export_module_reconciler!(Telemetry);
 tessera_sdk::module_golden_tests!(Telemetry);
 tessera_sdk::declare_requests!("requests.yaml");
+tessera_sdk::declare_config_schema!(Config, "config.schema.json");
 
 // The golden cases in `cases/` cover the requirements loop and the rendered objects.
 #[cfg(test)]

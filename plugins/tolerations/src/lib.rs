@@ -9,6 +9,7 @@ use tessera_sdk::{ExtendInput, ExtendOutput, Operation, PluginError, ShootExtens
 pub struct Tolerations;
 
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     /// Region → tolerations for Shoots created there.
@@ -49,5 +50,6 @@ impl ShootExtension for Tolerations {
 }
 
 tessera_sdk::export_shoot_extension!(Tolerations);
+tessera_sdk::declare_config_schema!(Config, "config.schema.json");
 tessera_sdk::declare_requests!("requests.yaml");
 tessera_sdk::golden_tests!(Tolerations);

@@ -149,6 +149,7 @@ pub struct ShootProvider {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Toleration {
     pub key: String,
@@ -229,6 +230,7 @@ pub struct AutoUpdate {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TimeWindow {
     pub begin: String,
     pub end: String,

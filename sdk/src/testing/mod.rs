@@ -223,3 +223,27 @@ fn assert_passed(results: &[CaseResult], dir: &std::path::Path) {
         failures.join("\n")
     );
 }
+
+/// Check that the file at `path` holds the JSON Schema of `C` (what
+/// [`declare_config_schema!`](crate::declare_config_schema) embeds), and panic with a diff
+/// when it does not. With `TESSERA_BLESS=1` the file is written instead.
+pub fn assert_config_schema<C: schemars::JsonSchema>(path: &str) {
+    let schema = serde_json::to_value(schemars::schema_for!(C)).expect("a schema serializes");
+    if std::env::var_os("TESSERA_BLESS").is_some() {
+        let text = serde_json::to_string_pretty(&schema).expect("a schema serializes");
+        std::fs::write(path, text + "\n").unwrap_or_else(|e| panic!("cannot write {path}: {e}"));
+        return;
+    }
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
+        panic!("{path}: {e}; `TESSERA_BLESS=1 cargo test` writes the configuration's schema")
+    });
+    let written: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path} is not JSON: {e}"));
+    if written != schema {
+        panic!(
+            "{path} is not the schema of {}; `TESSERA_BLESS=1 cargo test` rewrites it:\n{}",
+            std::any::type_name::<C>(),
+            yaml_diff_labelled(&written, &schema, (path, "from the type"))
+        );
+    }
+}
