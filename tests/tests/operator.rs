@@ -319,6 +319,73 @@ async fn patch_then_noop(cp: &ControlPlane) -> Result {
         return Err(format!("a no-op resync wrote: {before:?} → {after:?}"));
     }
     let _ = rt;
+    recorded_step_replays(&s, "rt-patch", "patch").await
+}
+
+/// `tessera render --record provider` on the live Runtime and its Shoot, read back from
+/// the API servers: the case holds the patch the provider step makes (the new worker
+/// maximum) and `tessera plugin test` replays it green on the component.
+async fn recorded_step_replays(s: &Scenario<'_>, id: &str, shoot: &str) -> Result {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let runtime = s.runtimes().get(id).await.map_err(|e| e.to_string())?;
+    let live = s.shoots().get(shoot).await.map_err(|e| e.to_string())?;
+    let (runtime_file, shoot_file) = (
+        dir.path().join("runtime.json"),
+        dir.path().join("shoot.json"),
+    );
+    std::fs::write(&runtime_file, serde_json::to_string(&runtime).unwrap()).unwrap();
+    std::fs::write(&shoot_file, serde_json::to_string(&live).unwrap()).unwrap();
+    let cases = dir.path().join("cases");
+    std::fs::create_dir(&cases).unwrap();
+    let case = cases.join("recorded.yaml");
+    let plugins = tessera_tests::plugin_dir();
+    let path = |p: &std::path::Path| p.display().to_string();
+    let out = std::process::Command::new(tessera_tests::env::tessera_bin())
+        .args([
+            "render",
+            "--runtime",
+            &path(&runtime_file),
+            "--current-shoot",
+        ])
+        .args([
+            &path(&shoot_file),
+            "--plugins",
+            &path(&plugins),
+            "--record",
+            "provider",
+        ])
+        .args(["--case", &path(&case)])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = std::fs::read_to_string(&case).unwrap_or_default();
+    // Keys come sorted: what lies between `expect:` and `operation:` is the answer.
+    let answer = text
+        .split_once("\nexpect:")
+        .and_then(|(_, rest)| rest.split_once("\noperation: patch"))
+        .map(|(answer, _)| answer)
+        .unwrap_or_default();
+    if !out.status.success() || !answer.contains("maximum: 33") {
+        return Err(format!(
+            "render --record: {}\n{text}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let out = std::process::Command::new(tessera_tests::env::tessera_bin())
+        .args([
+            "plugin",
+            "test",
+            &path(&plugins.join("provider.wasm")),
+            "--cases",
+            &path(&cases),
+        ])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let report = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() || !report.contains("1 passed, 0 failed") {
+        return Err(format!(
+            "the recorded case does not replay:\n{report}\n{text}"
+        ));
+    }
     Ok(())
 }
 

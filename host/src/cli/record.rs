@@ -1,5 +1,7 @@
-//! `tessera modules record`: the exact input a module's plugin gets from the cluster now, and
-//! its answer, written as a golden case that `tessera plugin test` replays.
+//! Golden cases from what plugins are given: `tessera modules record` (a module's plugin,
+//! its requirements read from the cluster now) and `tessera render --record STEP` (one step
+//! of a Runtime's chain), each input and answer written as a case `tessera plugin test`
+//! replays.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -9,7 +11,9 @@ use anyhow::Context;
 use serde_json::{Map, Value, json};
 use tessera::modules::set::{Recorded, SetRequest, record_module};
 use tessera::modules::{DirectorySource, Target};
+use tessera::plugins::chain::RecordedStep;
 use tessera::wasm::WasmRuntime;
+use tessera::wasm::{CallError, Failure};
 
 /// What a recorded Secret's values become: the case must not carry credentials.
 const REDACTED: &str = "REDACTED";
@@ -31,7 +35,13 @@ pub(crate) async fn record(
         }
     };
     let description = format!("recorded from module {module} of {}", request.set);
-    let text = serde_saphyr::to_string(&case_document(&recorded, &description))?;
+    write_case(&case_document(&recorded, &description), case)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Write a case to `case`, or to standard output.
+pub(crate) fn write_case(document: &Value, case: Option<&Path>) -> anyhow::Result<()> {
+    let text = serde_saphyr::to_string(document)?;
     match case {
         Some(path) => {
             std::fs::write(path, text)
@@ -40,7 +50,40 @@ pub(crate) async fn record(
         }
         None => print!("{text}"),
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
+}
+
+/// A shoot extension's golden case: its input as the chain gave it, its answer (the Shoot
+/// and warnings it returned, or its error: kind, field and message) as the expectation.
+/// `Err` when the call failed for another reason (a trap, a limit), which no case replays.
+pub(crate) fn shoot_case(recorded: &RecordedStep, description: &str) -> anyhow::Result<Value> {
+    let input = &recorded.input;
+    let expect = match &recorded.answer {
+        Ok(output) => json!({"shoot": parsed(&output.shoot), "warnings": output.warnings}),
+        Err(CallError {
+            cause: Failure::Plugin(error),
+            ..
+        }) => {
+            let mut e = json!({"kind": error.kind, "messageContains": error.message});
+            if let Some(field) = &error.field {
+                e["field"] = json!(field);
+            }
+            json!({ "error": e })
+        }
+        Err(other) => anyhow::bail!("{other}"),
+    };
+    let mut case = json!({
+        "description": description,
+        "operation": input.operation,
+        "runtime": parsed(&input.runtime),
+        "draft": parsed(&input.draft),
+        "config": parsed(&input.config),
+        "expect": expect,
+    });
+    if let Some(current) = &input.current_shoot {
+        case["currentShoot"] = parsed(current);
+    }
+    Ok(case)
 }
 
 /// The golden case: the input as the plugin got it, its answer as the expectation.
@@ -111,5 +154,31 @@ mod tests {
         assert!(secret["metadata"].get("managedFields").is_none());
         let map = redacted(json!({"kind": "ConfigMap", "data": {"a": "b"}}));
         assert_eq!(map["data"]["a"], "b");
+    }
+
+    #[test]
+    fn a_plugin_error_becomes_the_expected_error_and_a_trap_no_case() {
+        let input = tessera_sdk::glue::RawExtendInput {
+            runtime: "{}".into(),
+            draft: r#"{"kind":"Shoot"}"#.into(),
+            operation: tessera_sdk::Operation::Create,
+            current_shoot: None,
+            config: "{}".into(),
+        };
+        let failed = |cause| RecordedStep {
+            input: input.clone(),
+            answer: Err(CallError {
+                plugin: "dns".into(),
+                version: "1.0.0".into(),
+                cause,
+            }),
+        };
+        let error = tessera_sdk::PluginError::invalid_input("spec.shoot.domain", "not a domain");
+        let case = shoot_case(&failed(Failure::Plugin(error)), "d").unwrap();
+        assert_eq!(case["expect"]["error"]["field"], "spec.shoot.domain");
+        assert_eq!(case["expect"]["error"]["kind"], "invalid-input");
+        assert_eq!(case["draft"]["kind"], "Shoot");
+        let trap = Failure::InvalidOutput("not JSON".into());
+        assert!(shoot_case(&failed(trap), "d").is_err());
     }
 }

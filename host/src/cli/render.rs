@@ -3,7 +3,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use tessera::plugins::{ChainConfig, ShootChain, default_plugin_dir};
+use tessera::plugins::{ChainConfig, ShootChain, ShootIdentity, default_plugin_dir};
 use tessera::render::{parse_current_shoot, parse_runtime, render};
 use tessera::wasm::WasmRuntime;
 
@@ -27,6 +27,14 @@ pub struct RenderArgs {
     /// Output format.
     #[arg(long, short, value_enum, default_value_t)]
     output: DocFormat,
+    /// Instead of the Shoot, write what step STEP is given in this render (its view of
+    /// the draft the steps before it made, and of the current Shoot) and what it answers,
+    /// as a golden case that `tessera plugin test` replays.
+    #[arg(long, value_name = "STEP")]
+    record: Option<String>,
+    /// With `--record`: the case file to write [default: standard output].
+    #[arg(long, requires = "record")]
+    case: Option<PathBuf>,
 }
 
 fn read(path: &PathBuf) -> anyhow::Result<String> {
@@ -50,6 +58,19 @@ pub fn run(rt: &WasmRuntime, args: RenderArgs) -> anyhow::Result<ExitCode> {
         "no plugin directory: pass --plugins DIR or set TESSERA_PLUGIN_DIR (build them with `cargo xtask build-plugins`)",
     )?;
     let chain = ShootChain::load(rt, &config, &plugin_dir)?;
+    if let Some(step) = &args.record {
+        let identity = ShootIdentity::of(&runtime.runtime.spec, config.project());
+        let id = runtime.runtime.id();
+        let Some(recorded) =
+            chain.record_step(rt, &runtime.json, &identity, id, current.as_deref(), step)?
+        else {
+            anyhow::bail!("--record {step}: no step of the chain is called {step}");
+        };
+        let description = format!("recorded from step {step} of Runtime {id}");
+        let case = super::record::shoot_case(&recorded, &description)?;
+        super::record::write_case(&case, args.case.as_deref())?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let output = render(rt, &chain, &runtime, config.project(), current.as_deref())?;
     for (plugin, warning) in &output.warnings {
         eprintln!("warning: [{plugin}] {warning}");

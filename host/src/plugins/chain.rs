@@ -300,6 +300,47 @@ impl ShootChain {
         })
     }
 
+    /// The exact input step `name` gets in this render (its view of the draft the steps
+    /// before it made, and of the current Shoot) and its answer, for a golden case:
+    /// `tessera render --record`. `None` when no step is called `name`; an error of a step
+    /// before it ends the render as usual.
+    pub fn record_step(
+        &self,
+        rt: &WasmRuntime,
+        runtime: &str,
+        identity: &ShootIdentity,
+        runtime_id: &str,
+        current: Option<&str>,
+        name: &str,
+    ) -> Result<Option<RecordedStep>, CallError> {
+        let call = Call {
+            rt,
+            runtime,
+            operation: if current.is_some() {
+                Operation::Patch
+            } else {
+                Operation::Create
+            },
+            current: current.and_then(|c| serde_json::from_str(c).ok()),
+            ctx: CallContext {
+                runtime_id: runtime_id.to_string(),
+            },
+        };
+        let mut shoot = identity.draft();
+        for step in &self.steps {
+            if step.plugin.name() == name {
+                let (_, input) = call.input(step, &shoot);
+                let answer = step
+                    .plugin
+                    .extend_parsed(rt, input.clone(), &step.limits, &call.ctx)
+                    .map(|(output, _)| output);
+                return Ok(Some(RecordedStep { input, answer }));
+            }
+            call.step(step, &mut shoot)?;
+        }
+        Ok(None)
+    }
+
     /// `keys[0]` names the render's input, `keys[i]` the draft after `i` steps. A step is
     /// keyed by its view of the current Shoot, not the whole Shoot: Gardener's status and
     /// bookkeeping change all the time, and no plugin sees them.
@@ -345,14 +386,7 @@ impl Call<'_> {
     /// grants, and put that back into `shoot`.
     fn step(&self, step: &ChainStep, shoot: &mut Value) -> Result<RawExtendOutput, CallError> {
         let view = step.view();
-        let seen = view.project(shoot);
-        let input = RawExtendInput {
-            runtime: self.runtime.to_string(),
-            draft: seen.to_string(),
-            operation: self.operation,
-            current_shoot: self.current.as_ref().map(|c| view.project(c).to_string()),
-            config: step.config.clone(),
-        };
+        let (seen, input) = self.input(step, shoot);
         let (output, mut returned) =
             step.plugin
                 .extend_parsed(self.rt, input, &step.limits, &self.ctx)?;
@@ -361,6 +395,30 @@ impl Call<'_> {
         view.merge(shoot, returned);
         Ok(output)
     }
+}
+
+impl Call<'_> {
+    /// What `step` is given: its view of `shoot` (also returned as a value, to check its
+    /// answer against) and of the current Shoot, with its configuration.
+    fn input(&self, step: &ChainStep, shoot: &Value) -> (Value, RawExtendInput) {
+        let view = step.view();
+        let seen = view.project(shoot);
+        let input = RawExtendInput {
+            runtime: self.runtime.to_string(),
+            draft: seen.to_string(),
+            operation: self.operation,
+            current_shoot: self.current.as_ref().map(|c| view.project(c).to_string()),
+            config: step.config.clone(),
+        };
+        (seen, input)
+    }
+}
+
+/// One step's input and answer in a render ([`ShootChain::record_step`]).
+#[derive(Debug)]
+pub struct RecordedStep {
+    pub input: RawExtendInput,
+    pub answer: Result<RawExtendOutput, CallError>,
 }
 
 /// The furthest step whose draft `memo` holds: (steps done, the draft and warnings so far).
