@@ -9,6 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::{Value, json};
+use tessera::crd::ModuleSet;
 use tessera::modules::State;
 use tessera_tests::cluster::Cluster;
 use tessera_tests::env::{ControlPlane, Host, NodeOn, PlaneOptions};
@@ -780,6 +781,110 @@ async fn deletion_leaves_the_target_clean(
     Ok(())
 }
 
+/// A ConfigMap saying which version of its module made it (no Namespace: this control
+/// plane runs no namespace controller, so a module's Namespace could not go away).
+const PINBOARD: &str = "apiVersion: v1
+kind: ConfigMap
+metadata: {name: pinboard, namespace: mods-pins}
+data: {version: '${version}'}
+";
+
+/// A module Plugin with two versions of the manifest plugin rendering [`PINBOARD`], whose
+/// `regular` channel runs `channel_version`.
+fn pinboard(f: &Fixture<'_>, channel_version: &str) -> Value {
+    json!({
+        "kind": "module-reconciler",
+        "versions": [
+            {"version": "1.0.0", "ref": f.reference("manifest", "1.0.0")},
+            {"version": "1.1.0", "ref": f.reference("manifest", "1.1.0")},
+        ],
+        "channels": [{"name": "regular", "version": channel_version}],
+        "config": {"manifest": PINBOARD},
+        "grants": {"write": [{"apiGroups": [""], "kinds": ["ConfigMap"], "namespaces": ["mods-pins"]}]},
+    })
+}
+
+/// The version of the pinboard on the host's own cluster.
+fn pinboard_version(cp: &ControlPlane) -> Option<String> {
+    let args = [
+        "get",
+        "configmap",
+        "pinboard",
+        "-n",
+        "mods-pins",
+        "-o",
+        "json",
+    ];
+    let cm: Value = serde_json::from_str(&kubectl_ok(&cp.garden, &args).ok()?).ok()?;
+    cm["data"]["version"].as_str().map(str::to_string)
+}
+
+/// A pinned version installs and stays while its channel moves (status shows both); a
+/// version the Plugin does not list is an Error naming the field; unpinned, the module
+/// follows its channel again. On the host's own cluster (single-cluster mode).
+async fn pinned_versions(cp: &ControlPlane) -> Result {
+    let f = Fixture::new(cp, "mods-pins").await?;
+    f.push("manifest", "manifest", "1.0.0")?;
+    f.push("manifest", "manifest", "1.1.0")?;
+    f.plugin("pinboard", pinboard(&f, "1.0.0")).await?;
+    let host = f.host("a");
+    let set = |version: Option<&str>| {
+        let mut module = json!({"name": "pinboard"});
+        if let Some(v) = version {
+            module["version"] = json!(v);
+        }
+        json!({"modules": [module]})
+    };
+    let runs = |s: &ModuleSet, version: &str, pinned: bool| {
+        state_is(s, State::Ready)
+            && module(s, "pinboard")
+                .is_some_and(|m| m.version.as_deref() == Some(version) && m.pinned == pinned)
+    };
+    f.apply_set("pins", set(Some("1.0.0"))).await?;
+    f.wait_set("pins", &host, "pinned 1.0.0", |s| runs(s, "1.0.0", true))
+        .await?;
+    // The channel moves on: the pin stays, and the status shows what the channel offers.
+    f.plugin("pinboard", pinboard(&f, "1.1.0")).await?;
+    f.wait_set("pins", &host, "the channel's 1.1.0 shown", |s| {
+        runs(s, "1.0.0", true)
+            && module(s, "pinboard").and_then(|m| m.channel_version.as_deref()) == Some("1.1.0")
+    })
+    .await?;
+    if pinboard_version(cp).as_deref() != Some("1.0.0") {
+        return Err(format!(
+            "pinned 1.0.0, installed {:?}",
+            pinboard_version(cp)
+        ));
+    }
+    f.apply_set("pins", set(Some("9.9.9"))).await?;
+    f.wait_set("pins", &host, "an unknown pin is an Error", |s| {
+        module(s, "pinboard").is_some_and(|m| {
+            m.state == State::Error
+                && m.message
+                    .as_deref()
+                    .unwrap_or("")
+                    .contains("modules[].version")
+        })
+    })
+    .await?;
+    f.apply_set("pins", set(None)).await?;
+    f.wait_set("pins", &host, "unpinned: 1.1.0", |s| {
+        runs(s, "1.1.0", false)
+    })
+    .await?;
+    if pinboard_version(cp).as_deref() != Some("1.1.0") {
+        return Err(format!("unpinned, installed {:?}", pinboard_version(cp)));
+    }
+    f.sets()
+        .delete("pins", &DeleteParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    eventually("the set gone", LIMIT, || async {
+        f.sets().get_opt("pins").await.ok()?.is_none().then_some(())
+    })
+    .await
+}
+
 /// Single-cluster mode: a ModuleSet without a target installs into the host's own cluster.
 async fn single_cluster(cp: &ControlPlane) -> Result {
     let f = Fixture::new(cp, "mods-local").await?;
@@ -1139,6 +1244,7 @@ fn main() {
                 Box::pin(controller_lifecycle(cp))
             }),
             ("single_cluster", |cp| Box::pin(single_cluster(cp))),
+            ("pinned_versions", |cp| Box::pin(pinned_versions(cp))),
             ("credentials_rotate", |cp| Box::pin(credentials_rotate(cp))),
             ("target_answers_500", |cp| Box::pin(target_answers_500(cp))),
         ],

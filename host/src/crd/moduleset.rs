@@ -64,6 +64,12 @@ pub struct ModuleSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(pattern(super::DNS_LABEL), length(max = 63))]
     pub channel: Option<String>,
+    /// An exact version to run instead of the channel's: one the module's `Plugin` lists
+    /// in `spec.versions`. It stays while the channel moves. Going below the installed
+    /// version still needs the set's downgrade permission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub version: Option<String>,
     /// Module configuration, merged over the Plugin's `config`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "any_object")]
@@ -172,6 +178,13 @@ pub struct ModuleReport {
     /// The installed (or installing) version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// The version is the one the set pins (`modules[].version`), not the channel's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pinned: bool,
+    /// What the channel offers now, when the module runs another version (pinned, or a
+    /// downgrade refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel_version: Option<String>,
     /// `sha256:` of the plugin component.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,

@@ -576,6 +576,8 @@ fn versioned(
         name: name.to_string(),
         channel: Some(plan.channel.clone()),
         version: Some(plan.candidate.version.clone()),
+        pinned: plan.pinned,
+        channel_version: plan.channel_version.clone(),
         digest: Some(plan.candidate.digest.clone()),
         state,
         message: message.into(),

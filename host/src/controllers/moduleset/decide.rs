@@ -321,6 +321,8 @@ mod tests {
             name: name.into(),
             channel: None,
             version: Some("1.0.0".into()),
+            pinned: false,
+            channel_version: None,
             digest: None,
             state,
             message: message.map(Into::into),

@@ -49,6 +49,10 @@ pub(crate) struct Run<C> {
     pub(crate) adopt: bool,
     /// Why the channel's version was not taken (a refused downgrade): reported as Warning.
     pub(crate) held: Option<String>,
+    /// The version is the set's pin (`modules[].version`), not the channel's.
+    pub(crate) pinned: bool,
+    /// What the channel offers, when the module runs another version.
+    pub(crate) channel_version: Option<String>,
 }
 
 /// What the pass does with the modules of the spec.
@@ -121,24 +125,44 @@ fn plan_module<S: Offers>(
 ) -> (Step<S::Offer>, Option<Notice>) {
     let name = &spec.name;
     let channel = channel_of(spec, req.channel);
-    let offered = match source.resolve(name, &channel) {
-        Ok(c) => c,
-        Err(message) => return (Step::Settled(report(name, State::Error, message)), None),
+    let channel_offer = source.resolve(name, &channel);
+    let offered = match (&spec.version, channel_offer) {
+        (Some(pinned), channel_offer) => match source.version(name, pinned) {
+            Some(offer) => Offered::pinned(offer, channel_offer.ok()),
+            None => {
+                let message = format!(
+                    "version {pinned} (modules[].version) is not a version of Plugin {name} that loaded: pin one its spec.versions lists"
+                );
+                return (Step::Settled(report(name, State::Error, message)), None);
+            }
+        },
+        (None, Ok(offer)) => Offered::channel(offer),
+        (None, Err(message)) => return (Step::Settled(report(name, State::Error, message)), None),
     };
-    let Some(installed) = refused_downgrade(installed, &offered, req.allow_downgrade) else {
+    let Some(installed) = refused_downgrade(installed, &offered.offer, req.allow_downgrade) else {
         return (configured(spec, channel, offered, None), None);
     };
+    let version = offered.offer.version().to_string();
     let notice = Notice::DowngradeRefused {
         module: name.clone(),
-        offered: offered.version().to_string(),
+        offered: version.clone(),
         installed: installed.to_string(),
     };
-    let message = format!(
-        "channel {channel} offers {}, lower than the installed {installed}: kept {installed}",
-        offered.version()
-    );
+    let what = if offered.pinned {
+        format!("the pinned version {version} is")
+    } else {
+        format!("channel {channel} offers {version},")
+    };
+    let message = format!("{what} lower than the installed {installed}: kept {installed}");
     match source.version(name, installed) {
-        Some(kept) => (configured(spec, channel, kept, Some(message)), Some(notice)),
+        Some(kept) => {
+            let kept = Offered {
+                offer: kept,
+                pinned: false,
+                channel_version: Some(version),
+            };
+            (configured(spec, channel, kept, Some(message)), Some(notice))
+        }
         None => {
             let mut r = report(name, State::Warning, message);
             r.version = Some(installed.to_string());
@@ -148,14 +172,44 @@ fn plan_module<S: Offers>(
     }
 }
 
-/// `candidate` with the module's configuration merged over its defaults, or settled as
+/// The version a module is offered, and where from.
+struct Offered<C> {
+    offer: C,
+    pinned: bool,
+    /// What the channel offers, when it is not `offer`.
+    channel_version: Option<String>,
+}
+
+impl<C: Offer> Offered<C> {
+    fn channel(offer: C) -> Self {
+        Self {
+            offer,
+            pinned: false,
+            channel_version: None,
+        }
+    }
+
+    fn pinned(offer: C, channel: Option<C>) -> Self {
+        let channel_version = channel
+            .map(|c| c.version().to_string())
+            .filter(|v| v != offer.version());
+        Self {
+            offer,
+            pinned: true,
+            channel_version,
+        }
+    }
+}
+
+/// `offered` with the module's configuration merged over its defaults, or settled as
 /// Error naming a locked key the set tries to replace.
 fn configured<C: Offer>(
     spec: &ModuleSpec,
     channel: String,
-    candidate: C,
+    offered: Offered<C>,
     held: Option<String>,
 ) -> Step<C> {
+    let candidate = offered.offer;
     let merged = merge_config(
         candidate.defaults(),
         spec.config.as_ref(),
@@ -168,6 +222,8 @@ fn configured<C: Offer>(
             candidate,
             adopt: spec.adopt.unwrap_or(false),
             held,
+            pinned: offered.pinned,
+            channel_version: offered.channel_version,
         }),
         Err(message) => Step::Settled(report(&spec.name, State::Error, message)),
     }
@@ -190,9 +246,11 @@ pub(crate) fn woken_by(
     reported: &[ModuleReport],
     wake: &CatalogWake,
 ) -> bool {
-    let wanted = modules
-        .iter()
-        .any(|m| wake.touches(&m.name, &channel_of(m, set_channel)));
+    // A pinned module runs whichever listed version it names: any change of its Plugin.
+    let wanted = modules.iter().any(|m| match m.version {
+        Some(_) => wake.touches_plugin(&m.name),
+        None => wake.touches(&m.name, &channel_of(m, set_channel)),
+    });
     let leaving = reported
         .iter()
         .filter(|r| !modules.iter().any(|m| m.name == r.name))
@@ -384,6 +442,8 @@ pub(crate) fn report(name: &str, state: State, message: impl Into<String>) -> Mo
         name: name.to_string(),
         channel: None,
         version: None,
+        pinned: false,
+        channel_version: None,
         digest: None,
         state,
         message: Some(message.into()),
@@ -472,6 +532,7 @@ mod tests {
         ModuleSpec {
             name: name.into(),
             channel: None,
+            version: None,
             config: None,
             managed: None,
             adopt: None,
@@ -526,6 +587,60 @@ mod tests {
             ("regular", "1.0.0", &None)
         );
         assert!(plan.reports.is_empty() && plan.notices.is_empty());
+    }
+
+    #[test]
+    fn a_pinned_version_runs_and_the_channels_is_shown_next_to_it() {
+        let catalog = Catalog::default()
+            .offer("dash", "regular", v("1.1.0"))
+            .keeps("dash", "1.0.0");
+        let mut dash = spec("dash");
+        dash.version = Some("1.0.0".into());
+        let specs = [dash];
+        let plan = plan(&catalog, &request(&specs), &installed(&[("dash", "1.0.0")]));
+        let run = &plan.run["dash"];
+        assert_eq!(run.candidate.version, "1.0.0");
+        assert!(run.pinned);
+        assert_eq!(run.channel_version.as_deref(), Some("1.1.0"));
+        assert!(plan.notices.is_empty());
+    }
+
+    #[test]
+    fn a_pinned_version_the_plugin_does_not_list_is_an_error_naming_the_field() {
+        let catalog = Catalog::default().offer("dash", "regular", v("1.1.0"));
+        let mut dash = spec("dash");
+        dash.version = Some("9.9.9".into());
+        let specs = [dash];
+        let plan = plan(&catalog, &request(&specs), &installed(&[]));
+        assert!(plan.run.is_empty());
+        let message = plan.reports["dash"].message.clone().unwrap();
+        assert_eq!(plan.reports["dash"].state, State::Error);
+        assert!(
+            message.contains("9.9.9") && message.contains("modules[].version"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_pin_below_the_installed_version_is_held_unless_the_set_allows_it() {
+        let catalog = Catalog::default()
+            .keeps("dash", "1.0.0")
+            .keeps("dash", "2.0.0");
+        let mut dash = spec("dash");
+        dash.version = Some("1.0.0".into());
+        let specs = [dash];
+        let was = installed(&[("dash", "2.0.0")]);
+        let plan_held = plan(&catalog, &request(&specs), &was);
+        let run = &plan_held.run["dash"];
+        assert_eq!(run.candidate.version, "2.0.0");
+        let held = run.held.as_deref().unwrap();
+        assert!(held.contains("pinned version 1.0.0"), "{held}");
+        let mut allowed = request(&specs);
+        allowed.allow_downgrade = true;
+        assert_eq!(
+            plan(&catalog, &allowed, &was).run["dash"].candidate.version,
+            "1.0.0"
+        );
     }
 
     #[test]
