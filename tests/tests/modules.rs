@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use tessera::crd::ModuleSet;
 use tessera::modules::State;
@@ -875,6 +875,7 @@ async fn pinned_versions(cp: &ControlPlane) -> Result {
     if pinboard_version(cp).as_deref() != Some("1.1.0") {
         return Err(format!("unpinned, installed {:?}", pinboard_version(cp)));
     }
+    restricted_module(cp, &f, &host).await?;
     f.sets()
         .delete("pins", &DeleteParams::default())
         .await
@@ -883,6 +884,54 @@ async fn pinned_versions(cp: &ControlPlane) -> Result {
         f.sets().get_opt("pins").await.ok()?.is_none().then_some(())
     })
     .await
+}
+
+/// A module offered only to sets labelled `tier: premium`: an unlabelled set asking for it
+/// gets an Error naming the selector and nothing installed; labelled, it installs.
+async fn restricted_module(cp: &ControlPlane, f: &Fixture<'_>, host: &Host) -> Result {
+    let manifest =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: premium, namespace: mods-pins}\n";
+    f.plugin("premium-board", json!({
+        "kind": "module-reconciler",
+        "versions": [{"version": "1.0.0", "ref": f.reference("manifest", "1.0.0")}],
+        "channels": [{"name": "regular", "version": "1.0.0"}],
+        "config": {"manifest": manifest},
+        "grants": {"write": [{"apiGroups": [""], "kinds": ["ConfigMap"], "namespaces": ["mods-pins"]}]},
+        "moduleSetSelector": {"matchLabels": {"tier": "premium"}},
+    }))
+    .await?;
+    f.apply_set("premium", json!({"modules": [{"name": "premium-board"}]}))
+        .await?;
+    f.wait_set("premium", host, "refused: not premium", |s| {
+        module(s, "premium-board").is_some_and(|m| {
+            m.state == State::Error && m.message.as_deref().unwrap_or("").contains("tier=premium")
+        })
+    })
+    .await?;
+    let installed = || {
+        kubectl_ok(
+            &cp.garden,
+            &["get", "configmap", "premium", "-n", "mods-pins"],
+        )
+    };
+    if installed().is_ok() {
+        return Err("a restricted module was installed on a set that does not match".into());
+    }
+    let labels = json!({"metadata": {"labels": {"tier": "premium"}}});
+    f.sets()
+        .patch("premium", &PatchParams::default(), &Patch::Merge(&labels))
+        .await
+        .map_err(|e| e.to_string())?;
+    f.wait_set("premium", host, "premium: Ready", |s| {
+        state_is(s, State::Ready)
+    })
+    .await?;
+    installed().map(drop)?;
+    f.sets()
+        .delete("premium", &DeleteParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(())
 }
 
 /// Single-cluster mode: a ModuleSet without a target installs into the host's own cluster.
@@ -1244,7 +1293,7 @@ fn main() {
                 Box::pin(controller_lifecycle(cp))
             }),
             ("single_cluster", |cp| Box::pin(single_cluster(cp))),
-            ("pinned_versions", |cp| Box::pin(pinned_versions(cp))),
+            ("pinned_and_restricted", |cp| Box::pin(pinned_versions(cp))),
             ("credentials_rotate", |cp| Box::pin(credentials_rotate(cp))),
             ("target_answers_500", |cp| Box::pin(target_answers_500(cp))),
         ],

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
+use kube::ResourceExt;
 use tessera::crd::ModuleSet;
 use tessera::modules::set::{Notice, SetOutcome, SetRequest, reconcile_set};
 use tessera::modules::{DirectorySource, State, Target};
@@ -113,6 +114,7 @@ pub fn run(rt: WasmRuntime, command: ModulesCommand) -> anyhow::Result<ExitCode>
             modules: &set.spec.modules,
             deleting,
             allow_downgrade: args.allow_downgrade,
+            labels: set.labels(),
         };
         match &mode {
             Mode::Record(module, case) => {

@@ -1,3 +1,4 @@
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -54,6 +55,12 @@ pub struct PluginSpec {
     /// the plugin's own declared locks apply as well.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub locked_config: Vec<String>,
+    /// Module reconcilers: offer the module only to ModuleSets whose labels match (a
+    /// restricted module, e.g. for one landscape or tier). A set that asks for it without
+    /// matching gets the module in Error, naming this selector. Unset: every set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "label_selector_schema")]
+    pub module_set_selector: Option<LabelSelector>,
 }
 
 /// One released version.
@@ -187,6 +194,25 @@ pub struct ChannelStatus {
 
 fn kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({ "type": "string", "enum": ["shoot-extension", "module-reconciler"] })
+}
+
+/// A `metav1.LabelSelector` (k8s-openapi's types carry no schema).
+fn label_selector_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "properties": {
+            "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "matchExpressions": {"type": "array", "items": {
+                "type": "object",
+                "required": ["key", "operator"],
+                "properties": {
+                    "key": {"type": "string"},
+                    "operator": {"type": "string", "enum": ["In", "NotIn", "Exists", "DoesNotExist"]},
+                    "values": {"type": "array", "items": {"type": "string"}},
+                },
+            }},
+        },
+    })
 }
 
 fn any_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
 use super::apply::Applied;
@@ -63,6 +64,8 @@ pub struct SetRequest<'a> {
     pub deleting: bool,
     /// Versions below the installed one may be applied (annotation on the set).
     pub allow_downgrade: bool,
+    /// The set's labels, which restricted modules' selectors match.
+    pub labels: &'a BTreeMap<String, String>,
 }
 
 /// A version change the caller should announce.
@@ -143,6 +146,10 @@ impl Offer for Candidate {
 
     fn locked_config(&self) -> &[String] {
         &self.locked_config
+    }
+
+    fn module_set_selector(&self) -> Option<&LabelSelector> {
+        self.module_set_selector.as_ref()
     }
 }
 

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
 use crate::grants::Grants;
@@ -29,6 +30,8 @@ pub struct Candidate {
     pub(crate) grants: Arc<Grants>,
     /// The channel permits going below the installed version.
     pub(crate) allow_downgrade: bool,
+    /// The ModuleSets the module is offered to; `None`: every set.
+    pub(crate) module_set_selector: Option<LabelSelector>,
     /// The channel's shadow version: rendered and compared, never applied.
     pub(crate) shadow: Option<Box<Candidate>>,
 }
@@ -67,6 +70,7 @@ fn candidate(
         locked_config: locked(&entry.locked_config, &plugin.inspection),
         grants: Arc::new(entry.grants.clone()),
         allow_downgrade,
+        module_set_selector: entry.module_set_selector.clone(),
         shadow: None,
     })
 }
@@ -171,6 +175,7 @@ impl ModuleSource for DirectorySource {
             limits: settings.limits.apply(Limits::default()),
             defaults: settings.config,
             allow_downgrade: false,
+            module_set_selector: None,
             shadow: None,
         };
         self.loaded

@@ -2,6 +2,7 @@
 //! Plugin controller publishes and Runtime (and module) reconciles read. Entries are
 //! replaced whole, so a call that started on one version finishes on it.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 
@@ -42,6 +43,8 @@ pub struct PluginEntry {
     pub grants: Grants,
     /// Configuration keys a ModuleSet may not replace (the Plugin's `spec.lockedConfig`).
     pub locked_config: Vec<String>,
+    /// The ModuleSets the module is offered to (the Plugin's `spec.moduleSetSelector`).
+    pub module_set_selector: Option<LabelSelector>,
     /// Every listed version that loaded, by version.
     pub versions: BTreeMap<String, Resolved>,
     pub channels: BTreeMap<String, ChannelEntry>,
@@ -438,6 +441,7 @@ mod tests {
             limits: LimitsOverride::default(),
             grants: Grants::default(),
             locked_config: Vec::new(),
+            module_set_selector: None,
             versions: BTreeMap::new(),
             channels: BTreeMap::new(),
             channel_errors: BTreeMap::new(),

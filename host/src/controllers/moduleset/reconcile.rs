@@ -158,6 +158,7 @@ async fn modules_pass(
             set.metadata.annotations.as_ref(),
             labels::MODULES_ALLOW_DOWNGRADE,
         ),
+        labels: set.labels(),
     };
     reconcile_set(target, &ctx.renderer.wasm, &source, &request)
         .await

@@ -173,6 +173,7 @@ fn entry(
         limits: plugin.spec.limits.unwrap_or_default(),
         grants: plugin.spec.grants.clone().unwrap_or_default(),
         locked_config: plugin.spec.locked_config.clone(),
+        module_set_selector: plugin.spec.module_set_selector.clone(),
         versions,
         channels,
         channel_errors,

@@ -12,7 +12,23 @@ pub(crate) fn validate(spec: &PluginSpec) -> Result<PluginKind, String> {
     let versions = validate_versions(spec)?;
     validate_channels(spec, &versions)?;
     validate_grants(spec, kind)?;
+    validate_selector(spec, kind)?;
     Ok(kind)
+}
+
+/// A ModuleSet selector only on module reconcilers, and one that parses.
+fn validate_selector(spec: &PluginSpec, kind: PluginKind) -> Result<(), String> {
+    let Some(selector) = &spec.module_set_selector else {
+        return Ok(());
+    };
+    if kind != PluginKind::ModuleReconciler {
+        return Err(
+            "spec.moduleSetSelector: only module reconcilers are offered to ModuleSets".into(),
+        );
+    }
+    kube::core::Selector::try_from(selector.clone())
+        .map(drop)
+        .map_err(|e| format!("spec.moduleSetSelector: {e}"))
 }
 
 /// Every version listed once with a reference that parses; returns the version names.
@@ -115,6 +131,19 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("operator"), "{err}");
+    }
+
+    #[test]
+    fn a_module_set_selector_only_on_module_reconcilers_and_well_formed() {
+        let selector = json!({"matchLabels": {"tier": "premium"}});
+        let err = validate(&spec(json!({"moduleSetSelector": selector}))).unwrap_err();
+        assert!(err.starts_with("spec.moduleSetSelector"), "{err}");
+        let module = json!({"kind": "module-reconciler", "moduleSetSelector": selector});
+        assert_eq!(validate(&spec(module)), Ok(PluginKind::ModuleReconciler));
+        let bad = json!({"matchExpressions": [{"key": "tier", "operator": "In"}]});
+        let module = json!({"kind": "module-reconciler", "moduleSetSelector": bad});
+        let err = validate(&spec(module)).unwrap_err();
+        assert!(err.starts_with("spec.moduleSetSelector"), "{err}");
     }
 
     #[test]

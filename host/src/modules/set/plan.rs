@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
 use super::{DEFAULT_CHANNEL, ModuleReport, Notice, SetRequest, State, merge_config};
@@ -26,6 +27,8 @@ pub(crate) trait Offer {
     fn defaults(&self) -> Option<&Value>;
     /// Keys of the defaults the module's configuration may not replace.
     fn locked_config(&self) -> &[String];
+    /// The ModuleSets the module is offered to; `None`: every set.
+    fn module_set_selector(&self) -> Option<&LabelSelector>;
 }
 
 /// The catalog's answers, as far as the plan needs them.
@@ -139,6 +142,9 @@ fn plan_module<S: Offers>(
         (None, Ok(offer)) => Offered::channel(offer),
         (None, Err(message)) => return (Step::Settled(report(name, State::Error, message)), None),
     };
+    if let Some(message) = refused_here(name, &offered.offer, req.labels) {
+        return (Step::Settled(report(name, State::Error, message)), None);
+    }
     let Some(installed) = refused_downgrade(installed, &offered.offer, req.allow_downgrade) else {
         return (configured(spec, channel, offered, None), None);
     };
@@ -169,6 +175,24 @@ fn plan_module<S: Offers>(
             r.channel = Some(channel);
             (Step::Settled(r), Some(notice))
         }
+    }
+}
+
+/// Why a restricted module is not offered to a set with `labels` (fail closed: a selector
+/// that does not parse offers it to none).
+fn refused_here(
+    name: &str,
+    offer: &impl Offer,
+    labels: &BTreeMap<String, String>,
+) -> Option<String> {
+    use kube::core::SelectorExt;
+    let selector = offer.module_set_selector()?;
+    match kube::core::Selector::try_from(selector.clone()) {
+        Ok(s) if s.matches(labels) => None,
+        Ok(s) => Some(format!(
+            "module {name} is restricted to ModuleSets with labels matching `{s}` (Plugin {name} spec.moduleSetSelector); this set's labels do not match"
+        )),
+        Err(e) => Some(format!("Plugin {name} spec.moduleSetSelector: {e}")),
     }
 }
 
@@ -467,6 +491,7 @@ mod tests {
         allows_downgrade: bool,
         defaults: Option<Value>,
         locked: Vec<String>,
+        selector: Option<LabelSelector>,
     }
 
     fn v(version: &'static str) -> Version {
@@ -475,6 +500,7 @@ mod tests {
             allows_downgrade: false,
             defaults: None,
             locked: Vec::new(),
+            selector: None,
         }
     }
 
@@ -491,7 +517,12 @@ mod tests {
         fn locked_config(&self) -> &[String] {
             &self.locked
         }
+        fn module_set_selector(&self) -> Option<&LabelSelector> {
+            self.selector.as_ref()
+        }
     }
+
+    static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
 
     /// (module, channel) → offer; (module, version) that can still be run.
     #[derive(Default)]
@@ -547,6 +578,7 @@ mod tests {
             modules,
             deleting: false,
             allow_downgrade: false,
+            labels: &NO_LABELS,
         }
     }
 
@@ -640,6 +672,30 @@ mod tests {
         assert_eq!(
             plan(&catalog, &allowed, &was).run["dash"].candidate.version,
             "1.0.0"
+        );
+    }
+
+    #[test]
+    fn a_restricted_module_is_offered_only_to_matching_sets() {
+        let mut offer = v("1.0.0");
+        offer.selector =
+            Some(serde_json::from_value(json!({"matchLabels": {"tier": "premium"}})).unwrap());
+        let catalog = Catalog::default().offer("dash", "regular", offer);
+        let specs = [spec("dash")];
+        let refused = plan(&catalog, &request(&specs), &installed(&[]));
+        let message = refused.reports["dash"].message.clone().unwrap();
+        assert_eq!(refused.reports["dash"].state, State::Error);
+        assert!(
+            message.contains("tier=premium") && message.contains("spec.moduleSetSelector"),
+            "{message}"
+        );
+        let premium = BTreeMap::from([("tier".to_string(), "premium".to_string())]);
+        let mut matching = request(&specs);
+        matching.labels = &premium;
+        assert!(
+            plan(&catalog, &matching, &installed(&[]))
+                .run
+                .contains_key("dash")
         );
     }
 
