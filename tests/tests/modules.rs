@@ -876,6 +876,63 @@ async fn pinned_versions(cp: &ControlPlane) -> Result {
         return Err(format!("unpinned, installed {:?}", pinboard_version(cp)));
     }
     restricted_module(cp, &f, &host).await?;
+    unmanaged_means_unmanaged(cp, &f, &host).await
+}
+
+/// `managed: false`: the module shows Unmanaged, its object loses Tessera's labels and
+/// stays, a hand edit is no longer repaired, and deleting the set leaves it.
+async fn unmanaged_means_unmanaged(cp: &ControlPlane, f: &Fixture<'_>, host: &Host) -> Result {
+    f.apply_set(
+        "pins",
+        json!({"modules": [{"name": "pinboard", "managed": false}]}),
+    )
+    .await?;
+    f.wait_set("pins", host, "Unmanaged", |s| {
+        state_is(s, State::Ready)
+            && module(s, "pinboard").is_some_and(|m| m.state == State::Unmanaged)
+    })
+    .await?;
+    let get = [
+        "get",
+        "configmap",
+        "pinboard",
+        "-n",
+        "mods-pins",
+        "-o",
+        "json",
+    ];
+    let cm: Value = serde_json::from_str(&kubectl_ok(&cp.garden, &get)?).unwrap();
+    let labels = &cm["metadata"]["labels"];
+    if labels.get("modules.tessera.dev/module").is_some()
+        || cm["metadata"]["annotations"]
+            .get("modules.tessera.dev/set")
+            .is_some()
+    {
+        return Err(format!(
+            "an unmanaged object keeps Tessera's marks: {}",
+            cm["metadata"]
+        ));
+    }
+    let edit = r#"{"data":{"version":"by hand"}}"#;
+    let patch = [
+        "patch",
+        "configmap",
+        "pinboard",
+        "-n",
+        "mods-pins",
+        "--type=merge",
+        "-p",
+        edit,
+    ];
+    kubectl_ok(&cp.garden, &patch)?;
+    // Drift repair puts a managed object back within a second or two; this one stays.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    if pinboard_version(cp).as_deref() != Some("by hand") {
+        return Err(format!(
+            "an unmanaged object was repaired: {:?}",
+            pinboard_version(cp)
+        ));
+    }
     f.sets()
         .delete("pins", &DeleteParams::default())
         .await
@@ -883,7 +940,8 @@ async fn pinned_versions(cp: &ControlPlane) -> Result {
     eventually("the set gone", LIMIT, || async {
         f.sets().get_opt("pins").await.ok()?.is_none().then_some(())
     })
-    .await
+    .await?;
+    kubectl_ok(&cp.garden, &get).map(drop)
 }
 
 /// A module offered only to sets labelled `tier: premium`: an unlabelled set asking for it

@@ -123,7 +123,7 @@ fn policy_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 fn state_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "string",
-        "enum": ["Ready", "Processing", "Warning", "Error", "Deleting"]
+        "enum": ["Ready", "Processing", "Warning", "Error", "Deleting", "Unmanaged"]
     })
 }
 
@@ -135,9 +135,16 @@ pub enum State {
     Warning,
     Error,
     Deleting,
+    /// `managed: false`: left as installed, no longer reconciled (counts as Ready).
+    Unmanaged,
 }
 
 impl State {
+    /// Ready, or Unmanaged (which blocks nothing: not the set's Ready, not a dependent).
+    pub fn counts_as_ready(self) -> bool {
+        matches!(self, State::Ready | State::Unmanaged)
+    }
+
     /// How much a state counts when aggregating (the highest wins).
     pub(crate) fn weight(self) -> u8 {
         match self {
@@ -145,7 +152,7 @@ impl State {
             State::Warning => 3,
             State::Deleting => 2,
             State::Processing => 1,
-            State::Ready => 0,
+            State::Ready | State::Unmanaged => 0,
         }
     }
 }

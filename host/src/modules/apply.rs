@@ -455,6 +455,47 @@ pub(crate) async fn prune(
     Ok(remaining)
 }
 
+/// Let go of a module that is no longer managed: remove Tessera's labels and annotation
+/// from each of its own objects in `entries` (other objects are left as they are), so
+/// drift watches stop seeing them and no pass treats them as Tessera's again. The objects
+/// and their other fields stay; the uid is a precondition.
+pub(crate) async fn release(
+    target: &Target,
+    owner: Owner<'_>,
+    entries: &[Entry],
+) -> Result<(), ModuleError> {
+    let patch = serde_json::json!({"metadata": {
+        "labels": {MANAGED_BY: null, labels::MODULE: null},
+        "annotations": {labels::SET: null},
+    }});
+    for entry in entries {
+        let key = &entry.key;
+        let Some(kind) = target.kind(&key.api_version, &key.kind).await? else {
+            continue;
+        };
+        let api = target.api(&kind, key.namespace.as_deref());
+        let Some(live) = api.get_opt(&key.name).await? else {
+            continue;
+        };
+        let live_json = serde_json::to_value(&live).expect("an object serializes");
+        if whose(&live_json, owner, entry.uid.as_deref()) != Whose::Ours {
+            continue;
+        }
+        let mut body = patch.clone();
+        body["metadata"]["uid"] = live_json["metadata"]["uid"].clone();
+        match api
+            .patch(&key.name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+        {
+            Ok(_) => {}
+            // Gone or replaced meanwhile: nothing of this module's left to release.
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+            Err(e) => return Err(api_error(key, e)),
+        }
+    }
+    Ok(())
+}
+
 /// Delete the objects `selector` reaches that are this module's own (a delete answer's
 /// `remove`); others are left alone.
 pub(crate) async fn remove_own(

@@ -42,12 +42,10 @@ pub(crate) fn aggregate(states: impl IntoIterator<Item = State>, deleting: bool)
     }
     states
         .into_iter()
-        .map(|s| {
-            if s == State::Deleting {
-                State::Processing
-            } else {
-                s
-            }
+        .map(|s| match s {
+            State::Deleting => State::Processing,
+            State::Unmanaged => State::Ready,
+            s => s,
         })
         .max_by_key(|s| s.weight())
         .unwrap_or(State::Ready)
@@ -214,9 +212,16 @@ pub async fn reconcile_set(
         reports,
         notices,
     } = plan::plan(&Catalog(source), req, &installed(&inventory));
-    // Unmanaged: left as installed, and no longer tracked for pruning.
+    // Unmanaged: left as installed, without Tessera's labels, no longer tracked.
     for name in &unmanaged {
-        inventory.save(target, name, None).await?;
+        if let Some(record) = inventory.modules.get(name) {
+            let owner = Owner {
+                set: &req.set,
+                module: name,
+            };
+            super::apply::release(target, owner, &record.objects).await?;
+            inventory.save(target, name, None).await?;
+        }
     }
     let mut pass = Pass::new(target, wasm, req, inventory, reports, notices);
     let planned = pass.with_dependencies(run).await;
@@ -667,6 +672,7 @@ mod tests {
         assert_eq!(aggregate([Ready, Error, Warning], false), Error);
         assert_eq!(aggregate([Ready, Deleting], false), Processing);
         assert_eq!(aggregate([Ready, Ready], false), Ready);
+        assert_eq!(aggregate([Unmanaged, Unmanaged], false), Ready);
         assert_eq!(aggregate([], false), Ready);
         assert_eq!(aggregate([Ready], true), Deleting);
     }

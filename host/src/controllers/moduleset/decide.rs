@@ -174,7 +174,7 @@ pub(crate) fn status_after(
 
 /// `3/4 Ready`, for `kubectl get`.
 pub(crate) fn summary(modules: &[ModuleReport]) -> String {
-    let ready = modules.iter().filter(|m| m.state == State::Ready).count();
+    let ready = modules.iter().filter(|m| m.state.counts_as_ready()).count();
     format!("{ready}/{} Ready", modules.len())
 }
 
@@ -183,7 +183,7 @@ pub(crate) fn summary(modules: &[ModuleReport]) -> String {
 pub(crate) fn readiness(state: State, modules: &[ModuleReport]) -> (bool, Reason, String) {
     let not_ready: Vec<String> = modules
         .iter()
-        .filter(|m| m.state != State::Ready)
+        .filter(|m| !m.state.counts_as_ready())
         .map(|m| match &m.message {
             Some(message) => format!("{} is {}: {message}", m.name, m.state),
             None => format!("{} is {}", m.name, m.state),

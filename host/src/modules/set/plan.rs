@@ -91,9 +91,9 @@ pub(crate) fn plan<S: Offers>(
     for spec in wanted(req) {
         let name = spec.name.clone();
         if !spec.managed.unwrap_or(true) {
-            let message = "not managed: objects are left as they are";
+            let message = "not managed: its objects are left as they are, without Tessera's labels";
             plan.reports
-                .insert(name.clone(), report(&name, State::Ready, message));
+                .insert(name.clone(), report(&name, State::Unmanaged, message));
             plan.unmanaged.push(name);
             continue;
         }
@@ -331,7 +331,7 @@ pub(crate) fn gate(
     }
     let waiting: Vec<&str> = deps
         .iter()
-        .filter(|d| reports.get(*d).is_none_or(|r| r.state != State::Ready))
+        .filter(|d| reports.get(*d).is_none_or(|r| !r.state.counts_as_ready()))
         .map(String::as_str)
         .collect();
     if waiting.is_empty() {
@@ -713,14 +713,14 @@ mod tests {
     }
 
     #[test]
-    fn an_unmanaged_module_is_ready_and_forgotten_without_running() {
+    fn an_unmanaged_module_is_unmanaged_and_forgotten_without_running() {
         let mut dash = spec("dash");
         dash.managed = Some(false);
         let specs = [dash];
         let plan = plan(&Catalog::default(), &request(&specs), &installed(&[]));
         assert!(plan.run.is_empty());
         assert_eq!(plan.unmanaged, ["dash"]);
-        assert_eq!(plan.reports["dash"].state, State::Ready);
+        assert_eq!(plan.reports["dash"].state, State::Unmanaged);
     }
 
     #[test]

@@ -166,7 +166,8 @@ fn not_run(
             let mut message = r.message.clone().unwrap_or_default();
             if unmanaged.contains(&r.name) {
                 message =
-                    "unmanaged: its objects stay as they are and are no longer tracked".to_string();
+                    "unmanaged: Tessera's labels are removed; its objects stay, no longer tracked"
+                        .to_string();
             }
             ModulePreview::settled(&r.name, r.version.clone(), r.state, message)
         })
