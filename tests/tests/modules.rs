@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tessera::crd::ModuleSet;
 use tessera::modules::State;
@@ -827,7 +827,13 @@ async fn pinned_versions(cp: &ControlPlane) -> Result {
     f.push("manifest", "manifest", "1.0.0")?;
     f.push("manifest", "manifest", "1.1.0")?;
     f.plugin("pinboard", pinboard(&f, "1.0.0")).await?;
-    let host = f.host("a");
+    let extra = [
+        "--module-target",
+        "mods-pins/kubeconfig-doomed",
+        "--module-target-gone-grace",
+        "3s",
+    ];
+    let host = f.host_with("a", &extra);
     let set = |version: Option<&str>| {
         let mut module = json!({"name": "pinboard"});
         if let Some(v) = version {
@@ -876,7 +882,56 @@ async fn pinned_versions(cp: &ControlPlane) -> Result {
         return Err(format!("unpinned, installed {:?}", pinboard_version(cp)));
     }
     restricted_module(cp, &f, &host).await?;
-    unmanaged_means_unmanaged(cp, &f, &host).await
+    unmanaged_means_unmanaged(cp, &f, &host).await?;
+    a_gone_target_lets_go(cp, &f, &host).await
+}
+
+/// A set being deleted whose target Secret is gone finishes after the grace period
+/// (3 s here), with a Warning Event saying what was left behind; its finalizer no longer
+/// stays forever.
+async fn a_gone_target_lets_go(cp: &ControlPlane, f: &Fixture<'_>, host: &Host) -> Result {
+    let text = std::fs::read_to_string(&cp.runtime.kubeconfig).unwrap();
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "kubeconfig-doomed"},
+        "stringData": {"config": text},
+    }))
+    .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(f.client.clone(), &f.ns);
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .map_err(|e| e.to_string())?;
+    // No modules: nothing is left on the shared target when the set is let go.
+    let spec = json!({"target": {"secretName": "kubeconfig-doomed"}, "modules": []});
+    f.apply_set("doomed", spec).await?;
+    f.wait_set("doomed", host, "Ready", |s| state_is(s, State::Ready))
+        .await?;
+    secrets
+        .delete("kubeconfig-doomed", &DeleteParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    f.sets()
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    eventually("the set let go", LIMIT, || async {
+        f.sets()
+            .get_opt("doomed")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .map_err(|e| format!("{e}\n{}", tail(&host.logs(), 20)))?;
+    let events = f.events("TargetGone").await;
+    if !events
+        .iter()
+        .any(|e| e.contains("kubeconfig-doomed") && e.contains("left behind"))
+    {
+        return Err(format!("no TargetGone Event naming the Secret: {events:?}"));
+    }
+    Ok(())
 }
 
 /// `managed: false`: the module shows Unmanaged, its object loses Tessera's labels and

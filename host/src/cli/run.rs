@@ -125,6 +125,12 @@ pub struct RunArgs {
     /// install into the cluster the host runs in [default: none].
     #[arg(long = "local-modules", value_name = "NAMESPACE")]
     local_modules: Vec<String>,
+    /// A ModuleSet being deleted whose target Secret is gone (its cluster most likely
+    /// deleted with its Runtime) waits this long for the Secret to come back, then lets
+    /// its finalizer go with a Warning Event: its modules' objects on that cluster, if the
+    /// cluster still exists, are left behind.
+    #[arg(long, default_value = "10m", value_parser = duration)]
+    module_target_gone_grace: Duration,
     #[command(flatten)]
     registry: RegistryArgs,
 }
@@ -223,5 +229,6 @@ fn operator_config(args: RunArgs) -> OperatorConfig {
         },
         module_targets: args.module_targets,
         local_module_namespaces: args.local_modules,
+        module_target_gone_grace: args.module_target_gone_grace,
     }
 }

@@ -66,6 +66,9 @@ pub struct OperatorConfig {
     pub module_targets: Vec<String>,
     /// Namespaces (`*` globs) whose ModuleSets may install into the host's own cluster.
     pub local_module_namespaces: Vec<String>,
+    /// How long a ModuleSet being deleted waits for its gone target Secret before its
+    /// finalizer is released.
+    pub module_target_gone_grace: Duration,
 }
 
 impl Default for OperatorConfig {
@@ -82,6 +85,7 @@ impl Default for OperatorConfig {
             kubeconfigs: KubeconfigPolicy::default(),
             module_targets: Vec::new(),
             local_module_namespaces: Vec::new(),
+            module_target_gone_grace: Duration::from_secs(600),
         }
     }
 }

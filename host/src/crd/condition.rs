@@ -163,6 +163,7 @@ words! {
         ModuleUpgraded,
         ModuleRemoved,
         Deleted,
+        TargetGone,
     }
 }
 

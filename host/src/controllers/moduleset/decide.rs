@@ -146,6 +146,51 @@ pub(crate) fn deletion_finished(set: &ModuleSet, outcome: &SetOutcome) -> bool {
     deleting(set) && outcome.deleted
 }
 
+/// What to do with a set whose target cannot be reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unreached {
+    /// An outage or a refusal: report it and retry (it heals by itself or needs a fix).
+    Retry,
+    /// Being deleted, and the target Secret is gone: wait this much longer for it.
+    WaitForSecret(Duration),
+    /// Being deleted, the Secret gone for the whole grace period: let the finalizer go.
+    Release,
+}
+
+/// Whether a set whose target is unreachable (`gone`: its Secret does not exist) may stop
+/// waiting for it: only while being deleted, and only after `grace` since the deletion
+/// began, so that a Secret rotated or restored meanwhile still gets its modules removed.
+pub(crate) fn unreached(
+    set: &ModuleSet,
+    gone: bool,
+    now: jiff::Timestamp,
+    grace: Duration,
+) -> Unreached {
+    let Some(since) = set.metadata.deletion_timestamp.as_ref() else {
+        return Unreached::Retry;
+    };
+    if !gone {
+        return Unreached::Retry;
+    }
+    // A deletion stamped ahead of this host's clock has waited nothing yet.
+    let waited = Duration::try_from(now.duration_since(since.0)).unwrap_or_default();
+    match grace.checked_sub(waited) {
+        Some(left) if !left.is_zero() => Unreached::WaitForSecret(left),
+        _ => Unreached::Release,
+    }
+}
+
+/// The Event of a set let go without its target.
+pub(crate) fn released_without_target(message: &str, grace: Duration) -> Note {
+    Note::warning(
+        EventReason::TargetGone,
+        format!(
+            "{message} for {}s of deletion (--module-target-gone-grace): finalizer released; objects of its modules on that cluster, if it still exists, are left behind",
+            grace.as_secs()
+        ),
+    )
+}
+
 /// The Event of a set whose modules are all removed.
 pub(crate) fn deleted() -> Note {
     Note::normal(
@@ -718,5 +763,37 @@ mod tests {
         );
         let requeue = next_requeue(None, &status);
         assert_eq!(requeue.backoff.as_deref(), Some("page is Error: HTTP 500"));
+    }
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    #[test]
+    fn a_gone_target_is_waited_for_only_while_deleting_and_only_for_the_grace() {
+        let grace = Duration::from_secs(600);
+        let now: jiff::Timestamp = "2026-11-24T12:10:00Z".parse().unwrap();
+        assert_eq!(unreached(&set(false), true, now, grace), Unreached::Retry);
+        let deleting = |at: &str| {
+            let mut s = set(true);
+            s.metadata.deletion_timestamp = Some(Time(at.parse().unwrap()));
+            s
+        };
+        let four_minutes = deleting("2026-11-24T12:06:00Z");
+        assert_eq!(
+            unreached(&four_minutes, false, now, grace),
+            Unreached::Retry
+        );
+        assert_eq!(
+            unreached(&four_minutes, true, now, grace),
+            Unreached::WaitForSecret(Duration::from_secs(360))
+        );
+        assert_eq!(
+            unreached(&deleting("2026-11-24T12:00:00Z"), true, now, grace),
+            Unreached::Release
+        );
+        let ahead = deleting("2026-11-24T12:20:00Z");
+        assert_eq!(
+            unreached(&ahead, true, now, grace),
+            Unreached::WaitForSecret(grace)
+        );
     }
 }

@@ -8,9 +8,10 @@ use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
+use super::decide::Unreached;
 use super::decide::{self, Start};
 use super::drift::Drift;
-use super::targets::Targets;
+use super::targets::{Targets, Unreachable};
 use crate::controllers::kit::{self, Controller, Note, finalizer};
 use crate::controllers::labels::{self, is_true};
 use crate::controllers::{Context, ReconcileError};
@@ -91,12 +92,7 @@ async fn reconcile_set_object(
     let old = set.status.clone().unwrap_or_default();
     let target = match mctx.targets.get(&ns, set.spec.target.as_ref()).await {
         Ok(t) => t,
-        Err(message) => {
-            let (status, notes) = decide::target_unreachable(set, &old, &message);
-            write(&api, set, &old, &status).await?;
-            publish(ctx, set, notes).await;
-            return Ok(Action::requeue(retry_later(ctx, set, &message)));
-        }
+        Err(unreachable) => return unreached(ctx, &api, set, &old, &unreachable).await,
     };
     let version = target.facts.kubernetes_version.as_deref();
     let status = decide::target_reached(set, &old, version);
@@ -116,6 +112,35 @@ async fn reconcile_set_object(
         return Ok(Action::await_change());
     }
     conclude(ctx, &api, set, &old, status, &outcome).await
+}
+
+/// A set whose target cannot be reached: report it and retry, or, being deleted with its
+/// Secret gone past the grace period, let it go.
+async fn unreached(
+    ctx: &Context,
+    api: &Api<ModuleSet>,
+    set: &ModuleSet,
+    old: &ModuleSetStatus,
+    unreachable: &Unreachable,
+) -> Result<Action, ReconcileError> {
+    let grace = ctx.config.module_target_gone_grace;
+    let message = &unreachable.message;
+    let now = jiff::Timestamp::now();
+    let wait = match decide::unreached(set, unreachable.gone, now, grace) {
+        Unreached::Release => {
+            set_state_metric(ctx, set, None);
+            let note = decide::released_without_target(message, grace);
+            publish(ctx, set, vec![note]).await;
+            finalizer::remove(api, set, labels::MODULESET_FINALIZER).await?;
+            return Ok(Action::await_change());
+        }
+        Unreached::WaitForSecret(left) => left.min(retry_later(ctx, set, message)),
+        Unreached::Retry => retry_later(ctx, set, message),
+    };
+    let (status, notes) = decide::target_unreachable(set, old, message);
+    write(api, set, old, &status).await?;
+    publish(ctx, set, notes).await;
+    Ok(Action::requeue(wait))
 }
 
 /// Write the status after a modules pass, announce what changed, and say when to look again.

@@ -109,7 +109,7 @@ impl Targets {
         &self,
         namespace: &str,
         spec: Option<&TargetSpec>,
-    ) -> Result<Arc<Target>, String> {
+    ) -> Result<Arc<Target>, Unreachable> {
         let Some(spec) = spec else {
             if !self
                 .rules
@@ -119,9 +119,9 @@ impl Targets {
             {
                 return Err(format!(
                     "spec.target is required: ModuleSets in namespace {namespace} may not install into the host's own cluster (the operator allows it per namespace with --local-modules)"
-                ));
+                ).into());
             }
-            return self.local().await;
+            return Ok(self.local().await?);
         };
         let secrets: Api<Secret> = Api::namespaced(self.control.clone(), namespace);
         let name = &spec.secret_name;
@@ -131,7 +131,10 @@ impl Targets {
             .map_err(|e| format!("Secret {namespace}/{name}: {e}"))?
             .ok_or_else(|| {
                 self.clusters.forget(namespace, name);
-                format!("Secret {namespace}/{name} does not exist")
+                Unreachable {
+                    message: format!("Secret {namespace}/{name} does not exist"),
+                    gone: true,
+                }
             })?;
         let version = secret.metadata.resource_version.clone().unwrap_or_default();
         let key = (namespace.to_string(), name.clone());
@@ -142,7 +145,7 @@ impl Targets {
             return Ok(target.clone());
         }
         if let Some(why) = self.refused(namespace, &secret).await? {
-            return Err(format!("spec.target.secretName: {why}"));
+            return Err(format!("spec.target.secretName: {why}").into());
         }
         let field = spec.key.as_deref().unwrap_or("config");
         let (client, server) = self
@@ -159,5 +162,21 @@ impl Targets {
             .expect("targets lock")
             .insert(key, (version, target.clone()));
         Ok(target)
+    }
+}
+
+/// Why a set's target cannot be reached; `gone`: its Secret does not exist (not an outage).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Unreachable {
+    pub(crate) message: String,
+    pub(crate) gone: bool,
+}
+
+impl From<String> for Unreachable {
+    fn from(message: String) -> Self {
+        Self {
+            message,
+            gone: false,
+        }
     }
 }
