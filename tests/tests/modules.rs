@@ -746,13 +746,43 @@ async fn deletion_leaves_the_target_clean(
     f: &Fixture<'_>,
     host2: &Host,
 ) -> Result {
-    // Deleting the sets leaves the target clean.
+    // A Pipeline someone else made holds up the CRD module's removal, named in its status
+    // and a Warning Event; once it is gone, deletion goes on.
+    let out = cp
+        .runtime
+        .kubectl_stdin(&["apply", "-f", "-"], FOREIGN_PIPELINE);
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
     for name in ["main", "second"] {
         f.sets()
             .delete(name, &DeleteParams::default())
             .await
             .map_err(|e| e.to_string())?;
     }
+    f.wait_set("main", host2, "removal blocked by the Pipeline", |s| {
+        module(s, "telemetry-crds").is_some_and(|m| m.blocked_by == ["Pipeline default/extra"])
+    })
+    .await?;
+    let events = f.events("DeletionBlocked").await;
+    if !events
+        .iter()
+        .any(|e| e.contains("telemetry-crds") && e.contains("default/extra"))
+    {
+        return Err(format!(
+            "no DeletionBlocked Event naming the Pipeline: {events:?}"
+        ));
+    }
+    kubectl_ok(
+        &cp.runtime,
+        &[
+            "delete",
+            "pipelines.telemetry.tessera.dev",
+            "extra",
+            "-n",
+            "default",
+        ],
+    )?;
     eventually("sets gone", LIMIT, || async {
         let left = f.sets().list(&ListParams::default()).await.ok()?;
         left.items.is_empty().then_some(())

@@ -164,6 +164,7 @@ words! {
         ModuleRemoved,
         Deleted,
         TargetGone,
+        DeletionBlocked,
     }
 }
 

@@ -201,6 +201,9 @@ pub struct ModuleReport {
     /// How many objects the module has applied.
     #[serde(default)]
     pub objects: u32,
+    /// Custom resources others made that hold up the module's removal (the first few).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked_by: Vec<String>,
     /// The channel's shadow version, rendered next to this one and never applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shadow: Option<ModuleShadow>,

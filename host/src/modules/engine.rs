@@ -66,6 +66,8 @@ pub(crate) struct Reconciled {
     pub(crate) desired: Vec<Value>,
     /// What the plugin read (a shadow version is given the same).
     pub(crate) observed: Vec<api::ObservedObjects>,
+    /// Custom resources others made that hold up the module's removal.
+    pub(crate) blocked_by: Vec<String>,
 }
 
 impl Reconciled {
@@ -78,6 +80,7 @@ impl Reconciled {
             applied: Vec::new(),
             desired: Vec::new(),
             observed: Vec::new(),
+            blocked_by: Vec::new(),
         }
     }
 }
@@ -576,6 +579,19 @@ fn judge(
         applied,
         desired,
         observed,
+        blocked_by: Vec::new(),
+    }
+}
+
+/// How many blocking objects a message and the status name.
+const BLOCKERS_SHOWN: usize = 5;
+
+/// The first few of `objects`, and how many more there are.
+fn some_of(objects: &[String]) -> String {
+    let shown = objects[..objects.len().min(BLOCKERS_SHOWN)].join(", ");
+    match objects.len().saturating_sub(BLOCKERS_SHOWN) {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
     }
 }
 
@@ -620,16 +636,16 @@ pub(crate) async fn prune_inventory(
         CustomResourcePolicy::CreateAndDelete => {
             let crds = own_crds(target, owner, &record).await?;
             let foreign = apply::foreign_custom_resources(target, owner, &record, &crds).await?;
-            if let Some(first) = foreign.first() {
+            if !foreign.is_empty() {
                 let message = format!(
-                    "waiting: {} custom resources of the module's CRDs were not created by it (e.g. {first}); delete them, or set customResourcePolicy: Ignore to keep the CRDs",
-                    foreign.len()
+                    "waiting: {} custom resources of the module's CRDs were not created by it ({}); delete them, or set customResourcePolicy: Ignore to keep the CRDs",
+                    foreign.len(),
+                    some_of(&foreign)
                 );
-                return Ok(Reconciled::settled(
-                    State::Deleting,
-                    Some(message),
-                    record.objects.len(),
-                ));
+                let mut waiting =
+                    Reconciled::settled(State::Deleting, Some(message), record.objects.len());
+                waiting.blocked_by = foreign.into_iter().take(BLOCKERS_SHOWN).collect();
+                return Ok(waiting);
             }
         }
     }

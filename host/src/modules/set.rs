@@ -514,6 +514,7 @@ impl<'a> Pass<'a> {
                 prune_inventory(self.target, owner, &mut self.inventory, &keep, policy).await?
             }
         };
+        let blocked_by = done.blocked_by;
         let ran = Ran {
             state: done.state,
             message: done.message,
@@ -525,8 +526,9 @@ impl<'a> Pass<'a> {
                 let module = name.to_string();
                 self.out.notices.push(Notice::Removed { module });
             }
-            Removal::Pending(report, requeue) => {
+            Removal::Pending(mut report, requeue) => {
                 self.out.requeue = shortest(self.out.requeue, Some(requeue));
+                report.blocked_by = blocked_by;
                 self.reports.insert(name.to_string(), *report);
             }
         }
@@ -594,6 +596,7 @@ fn versioned(
         state,
         message: message.into(),
         objects: objects as u32,
+        blocked_by: Vec::new(),
         shadow: None,
     }
 }

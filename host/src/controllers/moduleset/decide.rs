@@ -252,6 +252,16 @@ pub(crate) fn module_notes(before: &[ModuleReport], now: &[ModuleReport]) -> Vec
     let mut notes = Vec::new();
     for m in now {
         let before = before.iter().find(|o| o.name == m.name);
+        if !m.blocked_by.is_empty() && before.is_none_or(|b| b.blocked_by != m.blocked_by) {
+            notes.push(Note::warning(
+                EventReason::DeletionBlocked,
+                format!(
+                    "module {}: removal waits for custom resources it did not create: {}; delete them, or set customResourcePolicy: Ignore",
+                    m.name,
+                    m.blocked_by.join(", ")
+                ),
+            ));
+        }
         if m.state == State::Error
             && before.is_none_or(|b| b.state != State::Error || b.message != m.message)
         {
@@ -372,6 +382,7 @@ mod tests {
             state,
             message: message.map(Into::into),
             objects: 0,
+            blocked_by: Vec::new(),
             shadow: None,
         }
     }

@@ -472,6 +472,7 @@ pub(crate) fn report(name: &str, state: State, message: impl Into<String>) -> Mo
         state,
         message: Some(message.into()),
         objects: 0,
+        blocked_by: Vec::new(),
         shadow: None,
     }
 }
