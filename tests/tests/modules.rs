@@ -912,6 +912,7 @@ async fn pinned_versions(cp: &ControlPlane) -> Result {
         return Err(format!("unpinned, installed {:?}", pinboard_version(cp)));
     }
     restricted_module(cp, &f, &host).await?;
+    mandatory_module(cp, &f, &host).await?;
     unmanaged_means_unmanaged(cp, &f, &host).await?;
     a_gone_target_lets_go(cp, &f, &host).await
 }
@@ -962,6 +963,83 @@ async fn a_gone_target_lets_go(cp: &ControlPlane, f: &Fixture<'_>, host: &Host) 
         return Err(format!("no TargetGone Event naming the Secret: {events:?}"));
     }
     Ok(())
+}
+
+/// The Plugin `guard`, mandatory on sets labelled `guarded: yes`.
+fn guard(f: &Fixture<'_>) -> Value {
+    let manifest =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: guard, namespace: mods-pins}\n";
+    let mut spec = json!({
+        "kind": "module-reconciler",
+        "versions": [{"version": "1.0.0", "ref": f.reference("manifest", "1.0.0")}],
+        "channels": [{"name": "regular", "version": "1.0.0"}],
+        "config": {"manifest": manifest},
+        "grants": {"write": [{"apiGroups": [""], "kinds": ["ConfigMap"], "namespaces": ["mods-pins"]}]},
+    });
+    spec["mandatory"] =
+        json!({"version": "1.0.0", "moduleSetSelector": {"matchLabels": {"guarded": "yes"}}});
+    spec
+}
+
+/// A mandatory module lands on a matching set, reported apart from the set's own; the set
+/// cannot unmanage it, and it survives the set dropping it; a set that does not match does
+/// not get it; retired, it is uninstalled.
+async fn mandatory_module(cp: &ControlPlane, f: &Fixture<'_>, host: &Host) -> Result {
+    f.plugin("guard", guard(f)).await?;
+    f.apply_set(
+        "guarded",
+        json!({"modules": [{"name": "guard", "managed": false}]}),
+    )
+    .await?;
+    let labels = json!({"metadata": {"labels": {"guarded": "yes"}}});
+    f.sets()
+        .patch("guarded", &PatchParams::default(), &Patch::Merge(&labels))
+        .await
+        .map_err(|e| e.to_string())?;
+    let guarded = |s: &ModuleSet| {
+        let status = s.status.as_ref();
+        status.is_some_and(|st| {
+            st.mandatory_modules
+                .iter()
+                .any(|m| m.name == "guard" && m.state == State::Ready)
+                && st.modules.iter().all(|m| m.name != "guard")
+        })
+    };
+    f.wait_set("guarded", host, "guard installed, managed", guarded)
+        .await?;
+    let get = ["get", "configmap", "guard", "-n", "mods-pins", "-o", "json"];
+    let cm = kubectl_ok(&cp.garden, &get)?;
+    if !cm.contains("\"modules.tessera.dev/module\": \"guard\"") {
+        return Err(format!("the mandatory module was not managed: {cm}"));
+    }
+    f.apply_set("guarded", json!({"modules": []})).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    f.wait_set("guarded", host, "guard stays", guarded).await?;
+    kubectl_ok(&cp.garden, &get)?;
+    let pins = f.sets().get("pins").await.map_err(|e| e.to_string())?;
+    if pins.status.is_some_and(|s| !s.mandatory_modules.is_empty()) {
+        return Err("a set that does not match got the mandatory module".into());
+    }
+    // Retired as an operator would: `kubectl patch` removing the field.
+    let retire = json!({"spec": {"mandatory": null}});
+    f.plugins()
+        .patch("guard", &PatchParams::default(), &Patch::Merge(&retire))
+        .await
+        .map_err(|e| e.to_string())?;
+    f.wait_set("guarded", host, "guard retired", |s| {
+        s.status
+            .as_ref()
+            .is_some_and(|st| st.mandatory_modules.is_empty() && st.modules.is_empty())
+    })
+    .await?;
+    if kubectl_ok(&cp.garden, &get).is_ok() {
+        return Err("a retired mandatory module was left installed".into());
+    }
+    f.sets()
+        .delete("guarded", &DeleteParams::default())
+        .await
+        .map_err(|e| e.to_string())
+        .map(drop)
 }
 
 /// `managed: false`: the module shows Unmanaged, its object loses Tessera's labels and

@@ -25,8 +25,8 @@ pub use kubeconfig::{
 };
 pub use moduleset::{ModuleSet, ModuleSetSpec, ModuleSetStatus, ModuleSpec};
 pub use plugin::{
-    ChannelStatus, GrantStatus, Plugin, PluginChannel, PluginSpec, PluginStatus, PluginVersion,
-    ResolvedVersion, UpdatePolicy, Verification,
+    ChannelStatus, GrantStatus, Mandatory, Plugin, PluginChannel, PluginSpec, PluginStatus,
+    PluginVersion, ResolvedVersion, UpdatePolicy, Verification,
 };
 pub use runtime::{
     PluginStamp, Runtime, RuntimeSpec, RuntimeState, RuntimeStatus, ShadowOutcome, ShadowResult,

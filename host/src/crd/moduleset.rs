@@ -105,6 +105,10 @@ pub struct ModuleSetStatus {
     pub summary: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub modules: Vec<ModuleReport>,
+    /// The mandatory modules the operator installs on this set's target (Plugins'
+    /// `spec.mandatory`), apart from the set's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mandatory_modules: Vec<ModuleReport>,
     /// `Ready` (every module Ready) and `TargetReachable`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
@@ -188,6 +192,9 @@ pub struct ModuleReport {
     /// The version is the one the set pins (`modules[].version`), not the channel's.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pinned: bool,
+    /// A mandatory module (the Plugin's `spec.mandatory`), not one the set lists.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mandatory: bool,
     /// What the channel offers now, when the module runs another version (pinned, or a
     /// downgrade refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]

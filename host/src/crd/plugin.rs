@@ -61,6 +61,25 @@ pub struct PluginSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "label_selector_schema")]
     pub module_set_selector: Option<LabelSelector>,
+    /// Module reconcilers: install the module on every matching ModuleSet's target at this
+    /// version, whether the set lists it or not (a security agent, a placement helper).
+    /// Shown under the set's `status.mandatoryModules`; a set cannot remove, unmanage or
+    /// re-version it. Removing this field retires it: it is uninstalled everywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mandatory: Option<Mandatory>,
+}
+
+/// Where and at which version a mandatory module is installed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Mandatory {
+    /// The version every matching set gets: one of `spec.versions`.
+    #[schemars(length(min = 1, max = 64))]
+    pub version: String,
+    /// The ModuleSets that get it, by label; unset: every ModuleSet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "label_selector_schema")]
+    pub module_set_selector: Option<LabelSelector>,
 }
 
 /// One released version.

@@ -24,8 +24,8 @@ use crate::wasm::WasmRuntime;
 mod plan;
 mod preview;
 
-pub(crate) use plan::woken_by;
 use plan::{Gate, Offer, Offers, Plan, Ran, Removal, Run};
+pub(crate) use plan::{with_mandatory, woken_by};
 pub use preview::{Change, ModulePreview, ObjectPreview, preview_set};
 
 /// The channel when neither the module nor the set names one.
@@ -591,6 +591,7 @@ fn versioned(
         channel: Some(plan.channel.clone()),
         version: Some(plan.candidate.version.clone()),
         pinned: plan.pinned,
+        mandatory: false,
         channel_version: plan.channel_version.clone(),
         digest: Some(plan.candidate.digest.clone()),
         state,

@@ -45,6 +45,8 @@ pub struct PluginEntry {
     pub locked_config: Vec<String>,
     /// The ModuleSets the module is offered to (the Plugin's `spec.moduleSetSelector`).
     pub module_set_selector: Option<LabelSelector>,
+    /// Installed on every matching ModuleSet (the Plugin's `spec.mandatory`).
+    pub mandatory: Option<crate::crd::Mandatory>,
     /// Every listed version that loaded, by version.
     pub versions: BTreeMap<String, Resolved>,
     pub channels: BTreeMap<String, ChannelEntry>,
@@ -101,8 +103,8 @@ impl PluginEntry {
             .map(|c| c.to_string())
             .unwrap_or_default();
         let shared = format!(
-            "{config}{:?}{:?}{:?}",
-            self.grants, self.locked_config, self.limits
+            "{config}{:?}{:?}{:?}{:?}{:?}",
+            self.grants, self.locked_config, self.limits, self.module_set_selector, self.mandatory
         );
         Fingerprint { channels, shared }
     }
@@ -235,6 +237,18 @@ impl Default for Catalog {
 impl Catalog {
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
+    }
+
+    /// The mandatory modules: each Plugin that declares one, with where and at which
+    /// version it is installed.
+    pub fn mandatory(&self) -> Vec<(String, crate::crd::Mandatory)> {
+        let plugins = self.plugins.read().expect("catalog lock");
+        let mut out: Vec<_> = plugins
+            .iter()
+            .filter_map(|(name, e)| Some((name.clone(), e.mandatory.clone()?)))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 
     /// The entry of plugin `name`, or why there is none.
@@ -442,6 +456,7 @@ mod tests {
             grants: Grants::default(),
             locked_config: Vec::new(),
             module_set_selector: None,
+            mandatory: None,
             versions: BTreeMap::new(),
             channels: BTreeMap::new(),
             channel_errors: BTreeMap::new(),

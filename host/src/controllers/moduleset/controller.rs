@@ -12,6 +12,7 @@ use super::targets::{TargetRules, Targets};
 use crate::controllers::kit;
 use crate::controllers::{Context, ReconcileError};
 use crate::crd::ModuleSet;
+use crate::modules::ModuleReport;
 use crate::modules::set::woken_by;
 
 /// Run the ModuleSet controller until shutdown.
@@ -59,14 +60,26 @@ fn catalog_changes(
     ctx: &Context,
     store: Store<ModuleSet>,
 ) -> impl futures::Stream<Item = ObjectRef<ModuleSet>> + Send + 'static {
-    kit::catalog_wakes(ctx, kit::Controller::ModuleSet, store, |set, wake| {
-        let reported = set.status.as_ref().map_or(&[][..], |s| &s.modules[..]);
-        woken_by(
-            &set.spec.modules,
-            set.spec.channel.as_deref(),
-            reported,
-            wake,
-        )
+    let catalog = ctx.renderer.resolver.catalog.clone();
+    kit::catalog_wakes(ctx, kit::Controller::ModuleSet, store, move |set, wake| {
+        let reported: Vec<ModuleReport> = set
+            .status
+            .iter()
+            .flat_map(|s| s.modules.iter().chain(&s.mandatory_modules))
+            .cloned()
+            .collect();
+        // A Plugin that is (or just became) mandatory concerns every set.
+        let mandatory = catalog
+            .mandatory()
+            .iter()
+            .any(|(m, _)| wake.touches_plugin(m));
+        mandatory
+            || woken_by(
+                &set.spec.modules,
+                set.spec.channel.as_deref(),
+                &reported,
+                wake,
+            )
     })
 }
 

@@ -211,9 +211,17 @@ pub(crate) fn status_after(
     status.state = Some(state);
     let (ok, reason, message) = readiness(state, &outcome.modules);
     condition(set, &mut status, READY, ok, reason, message);
-    let mut notes = module_notes(&old.modules, &outcome.modules);
-    notes.extend(notice_notes(&old.modules, &outcome.notices));
-    status.modules = outcome.modules.clone();
+    let before: Vec<ModuleReport> = old
+        .modules
+        .iter()
+        .chain(&old.mandatory_modules)
+        .cloned()
+        .collect();
+    let mut notes = module_notes(&before, &outcome.modules);
+    notes.extend(notice_notes(&before, &outcome.notices));
+    let (mandatory, own) = outcome.modules.iter().cloned().partition(|m| m.mandatory);
+    status.modules = own;
+    status.mandatory_modules = mandatory;
     (status, notes)
 }
 
@@ -377,6 +385,7 @@ mod tests {
             channel: None,
             version: Some("1.0.0".into()),
             pinned: false,
+            mandatory: false,
             channel_version: None,
             digest: None,
             state,

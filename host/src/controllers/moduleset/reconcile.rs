@@ -16,7 +16,7 @@ use crate::controllers::kit::{self, Controller, Note, finalizer};
 use crate::controllers::labels::{self, is_true};
 use crate::controllers::{Context, ReconcileError};
 use crate::crd::{ModuleSet, ModuleSetStatus, patch_status};
-use crate::modules::set::{SetRequest, reconcile_set};
+use crate::modules::set::{SetRequest, reconcile_set, with_mandatory};
 use crate::modules::source::CatalogSource;
 use crate::modules::{SetOutcome, State, Target};
 
@@ -25,6 +25,7 @@ const STATUS_FIELDS: &[&str] = &[
     "state",
     "summary",
     "modules",
+    "mandatoryModules",
     "conditions",
 ];
 
@@ -171,13 +172,14 @@ async fn modules_pass(
     set: &ModuleSet,
     target: &Target,
 ) -> Result<SetOutcome, String> {
-    let source = CatalogSource {
-        catalog: ctx.renderer.resolver.catalog.clone(),
-    };
+    let catalog = ctx.renderer.resolver.catalog.clone();
+    let (modules, mandatory) =
+        with_mandatory(&set.spec.modules, &catalog.mandatory(), set.labels());
+    let source = CatalogSource { catalog };
     let request = SetRequest {
         set: format!("{}/{}", set.namespace().unwrap_or_default(), set.name_any()),
         channel: set.spec.channel.as_deref(),
-        modules: &set.spec.modules,
+        modules: &modules,
         deleting: set.metadata.deletion_timestamp.is_some(),
         allow_downgrade: is_true(
             set.metadata.annotations.as_ref(),
@@ -185,9 +187,13 @@ async fn modules_pass(
         ),
         labels: set.labels(),
     };
-    reconcile_set(target, &ctx.renderer.wasm, &source, &request)
+    let mut outcome = reconcile_set(target, &ctx.renderer.wasm, &source, &request)
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    for report in &mut outcome.modules {
+        report.mandatory = mandatory.contains(&report.name);
+    }
+    Ok(outcome)
 }
 
 /// A retryable wait: the set's backoff delay, counting `message` as one more failure.
@@ -212,5 +218,36 @@ async fn publish(ctx: &Context, set: &ModuleSet, notes: Vec<Note>) {
         ctx.events
             .publish(&set.object_ref(&()), "Reconcile", notes)
             .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::moduleset::ModuleReport;
+
+    /// A field the status writer does not list would never be cleared once emptied.
+    #[test]
+    fn the_status_writer_lists_every_status_field() {
+        let report: ModuleReport =
+            serde_json::from_value(serde_json::json!({"name": "m", "state": "Ready"})).unwrap();
+        let status = ModuleSetStatus {
+            observed_generation: Some(1),
+            state: Some(State::Ready),
+            summary: Some("1/1 Ready".into()),
+            modules: vec![report.clone()],
+            mandatory_modules: vec![report],
+            conditions: serde_json::from_value(serde_json::json!([{"type": "Ready",
+                "status": "True", "reason": "ModulesReady", "message": "",
+                "lastTransitionTime": "2026-11-24T00:00:00Z"}]))
+            .unwrap(),
+        };
+        let value = serde_json::to_value(&status).unwrap();
+        for field in value.as_object().unwrap().keys() {
+            assert!(
+                STATUS_FIELDS.contains(&field.as_str()),
+                "{field} is not written"
+            );
+        }
     }
 }

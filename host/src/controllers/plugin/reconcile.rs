@@ -174,6 +174,7 @@ fn entry(
         grants: plugin.spec.grants.clone().unwrap_or_default(),
         locked_config: plugin.spec.locked_config.clone(),
         module_set_selector: plugin.spec.module_set_selector.clone(),
+        mandatory: plugin.spec.mandatory.clone(),
         versions,
         channels,
         channel_errors,

@@ -13,7 +13,35 @@ pub(crate) fn validate(spec: &PluginSpec) -> Result<PluginKind, String> {
     validate_channels(spec, &versions)?;
     validate_grants(spec, kind)?;
     validate_selector(spec, kind)?;
+    validate_mandatory(spec, kind, &versions)?;
     Ok(kind)
+}
+
+/// A mandatory module: a module reconciler, at a listed version, with a selector that
+/// parses.
+fn validate_mandatory(
+    spec: &PluginSpec,
+    kind: PluginKind,
+    versions: &BTreeSet<&str>,
+) -> Result<(), String> {
+    let Some(mandatory) = &spec.mandatory else {
+        return Ok(());
+    };
+    if kind != PluginKind::ModuleReconciler {
+        return Err("spec.mandatory: only module reconcilers are installed on ModuleSets".into());
+    }
+    if !versions.contains(mandatory.version.as_str()) {
+        return Err(format!(
+            "spec.mandatory.version: {} is not in spec.versions",
+            mandatory.version
+        ));
+    }
+    match &mandatory.module_set_selector {
+        Some(selector) => kube::core::Selector::try_from(selector.clone())
+            .map(drop)
+            .map_err(|e| format!("spec.mandatory.moduleSetSelector: {e}")),
+        None => Ok(()),
+    }
 }
 
 /// A ModuleSet selector only on module reconcilers, and one that parses.

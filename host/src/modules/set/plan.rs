@@ -3,13 +3,14 @@
 //! left the set and in which order it goes. Every function here answers from the spec, the
 //! inventory and the catalog's answers alone, so each decision is tested without a cluster.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
 use super::{DEFAULT_CHANNEL, ModuleReport, Notice, SetRequest, State, merge_config};
+use crate::crd::Mandatory;
 use crate::crd::moduleset::ModuleSpec;
 use crate::plugins::CatalogWake;
 
@@ -109,6 +110,51 @@ pub(crate) fn plan<S: Offers>(
         }
     }
     plan
+}
+
+/// The modules a set wants: its own, and the mandatory ones whose selector its `labels`
+/// match. A mandatory module the set lists keeps the set's configuration but runs managed,
+/// at the mandatory version. Returns the modules and the names of the mandatory ones.
+pub(crate) fn with_mandatory(
+    own: &[ModuleSpec],
+    mandatory: &[(String, Mandatory)],
+    labels: &BTreeMap<String, String>,
+) -> (Vec<ModuleSpec>, BTreeSet<String>) {
+    use kube::core::SelectorExt;
+    let mut modules = own.to_vec();
+    let mut names = BTreeSet::new();
+    for (name, m) in mandatory {
+        let matches = match &m.module_set_selector {
+            // Refused in the Plugin's status; matching nothing keeps it off every set.
+            Some(s) => kube::core::Selector::try_from(s.clone()).is_ok_and(|s| s.matches(labels)),
+            None => true,
+        };
+        if !matches {
+            continue;
+        }
+        names.insert(name.clone());
+        let forced = |spec: &mut ModuleSpec| {
+            spec.version = Some(m.version.clone());
+            spec.managed = None;
+        };
+        match modules.iter_mut().find(|s| &s.name == name) {
+            Some(spec) => forced(spec),
+            None => {
+                let mut spec = ModuleSpec {
+                    name: name.clone(),
+                    channel: None,
+                    version: None,
+                    config: None,
+                    managed: None,
+                    adopt: None,
+                    custom_resource_policy: None,
+                };
+                forced(&mut spec);
+                modules.push(spec);
+            }
+        }
+    }
+    (modules, names)
 }
 
 /// What becomes of one managed module in this pass.
@@ -467,6 +513,7 @@ pub(crate) fn report(name: &str, state: State, message: impl Into<String>) -> Mo
         channel: None,
         version: None,
         pinned: false,
+        mandatory: false,
         channel_version: None,
         digest: None,
         state,
@@ -698,6 +745,40 @@ mod tests {
                 .run
                 .contains_key("dash")
         );
+    }
+
+    #[test]
+    fn mandatory_modules_join_matching_sets_and_override_their_entry() {
+        let guard: Mandatory = serde_json::from_value(
+            json!({"version": "2.0.0", "moduleSetSelector": {"matchLabels": {"guarded": "yes"}}}),
+        )
+        .unwrap();
+        let everywhere: Mandatory = serde_json::from_value(json!({"version": "1.0.0"})).unwrap();
+        let all = [
+            ("guard".to_string(), guard),
+            ("agent".to_string(), everywhere),
+        ];
+        let mut listed = spec("guard");
+        listed.managed = Some(false);
+        listed.config = Some(json!({"k": "v"}));
+        let own = [spec("dash"), listed];
+        let guarded = BTreeMap::from([("guarded".to_string(), "yes".to_string())]);
+        let (modules, names) = with_mandatory(&own, &all, &guarded);
+        assert_eq!(names.into_iter().collect::<Vec<_>>(), ["agent", "guard"]);
+        let guard = modules.iter().find(|m| m.name == "guard").unwrap();
+        assert_eq!(
+            (guard.version.as_deref(), guard.managed),
+            (Some("2.0.0"), None)
+        );
+        assert_eq!(guard.config, Some(json!({"k": "v"})));
+        assert!(
+            modules
+                .iter()
+                .any(|m| m.name == "agent" && m.version.as_deref() == Some("1.0.0"))
+        );
+        let (modules, names) = with_mandatory(&own[..1], &all, &NO_LABELS);
+        assert_eq!(names.into_iter().collect::<Vec<_>>(), ["agent"]);
+        assert_eq!(modules.len(), 2);
     }
 
     #[test]
