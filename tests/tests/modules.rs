@@ -1155,6 +1155,96 @@ async fn restricted_module(cp: &ControlPlane, f: &Fixture<'_>, host: &Host) -> R
     Ok(())
 }
 
+/// The Plugin `winboard`: 1.1.0 needs downtime; `regular` runs `channel_version`. Each set
+/// names its ConfigMap (`values.name`), so two sets can install it side by side.
+fn winboard(f: &Fixture<'_>, channel_version: &str) -> Value {
+    let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: '${name}', namespace: mods-window}\ndata: {version: '${version}'}\n";
+    json!({
+        "kind": "module-reconciler",
+        "versions": [
+            {"version": "1.0.0", "ref": f.reference("manifest", "1.0.0")},
+            {"version": "1.1.0", "ref": f.reference("manifest", "1.1.0"), "requiresDowntime": true},
+        ],
+        "channels": [{"name": "regular", "version": channel_version}],
+        "config": {"manifest": manifest, "values": {"name": "unnamed"}},
+        "grants": {"write": [{"apiGroups": [""], "kinds": ["ConfigMap"], "namespaces": ["mods-window"]}]},
+    })
+}
+
+/// An upgrade to a version that needs downtime waits for the set's maintenance window
+/// (opening some seconds after the channel moves), reported as pending, while a set that
+/// skips windows upgrades at once.
+async fn maintenance_window(cp: &ControlPlane) -> Result {
+    let f = Fixture::new(cp, "mods-window").await?;
+    f.push("manifest", "manifest", "1.0.0")?;
+    f.push("manifest", "manifest", "1.1.0")?;
+    f.plugin("winboard", winboard(&f, "1.0.0")).await?;
+    let opens = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(25);
+    let time = |t: jiff::Timestamp| {
+        t.to_zoned(jiff::tz::TimeZone::UTC)
+            .time()
+            .strftime("%H:%M:%S")
+            .to_string()
+    };
+    let closes = opens + jiff::SignedDuration::from_secs(7200);
+    let windows = f.dir.path().join("windows.yaml");
+    let text = format!(
+        "sets:\n  mods-window/patient: [{{begin: '{}', end: '{}'}}]\n",
+        time(opens),
+        time(closes)
+    );
+    std::fs::write(&windows, text).unwrap();
+    let host = f.host_with(
+        "a",
+        &["--maintenance-windows", &windows.display().to_string()],
+    );
+    let set = |name: &str, skip: bool| json!({"skipMaintenanceWindows": skip, "modules": [{"name": "winboard", "config": {"values": {"name": name}}}]});
+    let at = |s: &ModuleSet, version: &str| {
+        module(s, "winboard").and_then(|m| m.version.as_deref()) == Some(version)
+            && state_is(s, State::Ready)
+    };
+    f.apply_set("patient", set("patient", false)).await?;
+    f.apply_set("eager", set("eager", true)).await?;
+    f.wait_set("patient", &host, "1.0.0", |s| at(s, "1.0.0"))
+        .await?;
+    f.wait_set("eager", &host, "1.0.0", |s| at(s, "1.0.0"))
+        .await?;
+    f.plugin("winboard", winboard(&f, "1.1.0")).await?;
+    f.wait_set("eager", &host, "eager: 1.1.0 at once", |s| at(s, "1.1.0"))
+        .await?;
+    f.wait_set("patient", &host, "patient: pending", |s| {
+        at(s, "1.0.0") && module(s, "winboard").is_some_and(|m| m.pending_upgrade.is_some())
+    })
+    .await?;
+    if jiff::Timestamp::now() >= opens {
+        return Err(
+            "the window opened before the pending upgrade was seen; the phases took too long"
+                .into(),
+        );
+    }
+    f.wait_set("patient", &host, "patient: 1.1.0 in the window", |s| {
+        at(s, "1.1.0")
+    })
+    .await?;
+    let early = opens.duration_since(jiff::Timestamp::now());
+    if early > jiff::SignedDuration::from_secs(1) {
+        return Err(format!("upgraded {early:?} before the window opened"));
+    }
+    let args = [
+        "get",
+        "configmap",
+        "patient",
+        "-n",
+        "mods-window",
+        "-o",
+        "jsonpath={.data.version}",
+    ];
+    match kubectl_ok(&cp.garden, &args)?.trim() {
+        "1.1.0" => Ok(()),
+        other => Err(format!("patient's ConfigMap says {other}")),
+    }
+}
+
 /// Single-cluster mode: a ModuleSet without a target installs into the host's own cluster.
 async fn single_cluster(cp: &ControlPlane) -> Result {
     let f = Fixture::new(cp, "mods-local").await?;
@@ -1515,6 +1605,7 @@ fn main() {
             }),
             ("single_cluster", |cp| Box::pin(single_cluster(cp))),
             ("pinned_and_restricted", |cp| Box::pin(pinned_versions(cp))),
+            ("maintenance_window", |cp| Box::pin(maintenance_window(cp))),
             ("credentials_rotate", |cp| Box::pin(credentials_rotate(cp))),
             ("target_answers_500", |cp| Box::pin(target_answers_500(cp))),
         ],

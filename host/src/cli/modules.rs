@@ -115,6 +115,8 @@ pub fn run(rt: WasmRuntime, command: ModulesCommand) -> anyhow::Result<ExitCode>
             deleting,
             allow_downgrade: args.allow_downgrade,
             labels: set.labels(),
+            // No control plane, no windows: what is applied is what the user asked now.
+            maintenance: tessera::modules::windows::Maintenance::Open,
         };
         match &mode {
             Mode::Record(module, case) => {

@@ -3,6 +3,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
+use tessera::modules::windows::MaintenanceWindows;
 
 use anyhow::Context;
 use clap::Args;
@@ -131,6 +132,11 @@ pub struct RunArgs {
     /// cluster still exists, are left behind.
     #[arg(long, default_value = "10m", value_parser = duration)]
     module_target_gone_grace: Duration,
+    /// Daily maintenance windows (YAML: `default`, `regions.<region>`, `sets.<ns>/<name>`,
+    /// each a list of `{begin: "HH:MM", end: "HH:MM"}` in UTC) in which module upgrades to
+    /// versions marked `requiresDowntime` run [default: no windows, upgrades run at once].
+    #[arg(long, value_name = "FILE")]
+    maintenance_windows: Option<PathBuf>,
     #[command(flatten)]
     registry: RegistryArgs,
 }
@@ -172,7 +178,7 @@ pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
         gardener_kubeconfig: args.gardener_kubeconfig.clone(),
         metrics_addr: args.metrics_addr,
         leader_election,
-        config: operator_config(args),
+        config: operator_config(args)?,
         renderer: Renderer {
             wasm,
             resolver: Resolver {
@@ -207,8 +213,12 @@ fn leader_election(args: &RunArgs) -> Option<LeaderElection> {
 }
 
 /// What the controllers are told: timings, policies and scope from the flags.
-fn operator_config(args: RunArgs) -> OperatorConfig {
-    OperatorConfig {
+fn operator_config(args: RunArgs) -> anyhow::Result<OperatorConfig> {
+    let windows = match &args.maintenance_windows {
+        Some(path) => MaintenanceWindows::from_file(path).map_err(anyhow::Error::msg)?,
+        None => MaintenanceWindows::default(),
+    };
+    Ok(OperatorConfig {
         requeue: Requeue {
             pending: args.requeue_pending,
             retry: args.requeue_retry,
@@ -230,5 +240,6 @@ fn operator_config(args: RunArgs) -> OperatorConfig {
         module_targets: args.module_targets,
         local_module_namespaces: args.local_modules,
         module_target_gone_grace: args.module_target_gone_grace,
-    }
+        maintenance_windows: windows,
+    })
 }

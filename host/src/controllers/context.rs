@@ -69,6 +69,8 @@ pub struct OperatorConfig {
     /// How long a ModuleSet being deleted waits for its gone target Secret before its
     /// finalizer is released.
     pub module_target_gone_grace: Duration,
+    /// When module upgrades that need downtime may run.
+    pub maintenance_windows: crate::modules::windows::MaintenanceWindows,
 }
 
 impl Default for OperatorConfig {
@@ -86,6 +88,7 @@ impl Default for OperatorConfig {
             module_targets: Vec::new(),
             local_module_namespaces: Vec::new(),
             module_target_gone_grace: Duration::from_secs(600),
+            maintenance_windows: Default::default(),
         }
     }
 }

@@ -32,6 +32,10 @@ pub struct ModuleSetSpec {
     #[serde(default)]
     #[schemars(length(max = 200))]
     pub modules: Vec<ModuleSpec>,
+    /// Upgrade to versions that need downtime at once instead of in the target's
+    /// maintenance window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_maintenance_windows: Option<bool>,
 }
 
 /// Where the target cluster's kubeconfig is.
@@ -195,6 +199,9 @@ pub struct ModuleReport {
     /// A mandatory module (the Plugin's `spec.mandatory`), not one the set lists.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mandatory: bool,
+    /// An upgrade that waits for the target's maintenance window: the version and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_upgrade: Option<String>,
     /// What the channel offers now, when the module runs another version (pinned, or a
     /// downgrade refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -93,6 +93,12 @@ pub struct PluginVersion {
     #[serde(rename = "ref")]
     #[schemars(length(min = 1, max = 1024))]
     pub reference: String,
+    /// Module reconcilers: upgrading to this version takes the module down for a while, so
+    /// an upgrade waits for the target's maintenance window (`tessera run
+    /// --maintenance-windows`) unless the ModuleSet skips windows. A first install does
+    /// not wait.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub requires_downtime: bool,
 }
 
 /// One release channel.

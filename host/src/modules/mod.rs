@@ -13,6 +13,7 @@ pub(crate) mod readiness;
 pub mod set;
 pub(crate) mod source;
 pub mod target;
+pub mod windows;
 
 pub use error::ModuleError;
 pub use set::{ModuleReport, SetOutcome, State};

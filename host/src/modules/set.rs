@@ -18,6 +18,7 @@ use super::inventory::{Inventory, ObjectKey};
 use super::ownership::Owner;
 use super::source::{Candidate, ModuleSource};
 use super::target::Target;
+use super::windows::Maintenance;
 use crate::crd::moduleset::ModuleSpec;
 use crate::wasm::WasmRuntime;
 
@@ -64,6 +65,8 @@ pub struct SetRequest<'a> {
     pub allow_downgrade: bool,
     /// The set's labels, which restricted modules' selectors match.
     pub labels: &'a BTreeMap<String, String>,
+    /// Whether upgrades that need downtime may run now.
+    pub maintenance: Maintenance,
 }
 
 /// A version change the caller should announce.
@@ -149,6 +152,10 @@ impl Offer for Candidate {
     fn module_set_selector(&self) -> Option<&LabelSelector> {
         self.module_set_selector.as_ref()
     }
+
+    fn requires_downtime(&self) -> bool {
+        self.requires_downtime
+    }
 }
 
 /// The catalog behind a [`ModuleSource`], as the plan asks it.
@@ -224,6 +231,10 @@ pub async fn reconcile_set(
         }
     }
     let mut pass = Pass::new(target, wasm, req, inventory, reports, notices);
+    if run.values().any(|r| r.pending.is_some()) {
+        let opens_in = req.maintenance.opens_in(jiff::Timestamp::now());
+        pass.out.requeue = shortest(pass.out.requeue, Some(opens_in.max(Duration::from_secs(1))));
+    }
     let planned = pass.with_dependencies(run).await;
     pass.install(&planned).await?;
     pass.uninstall(source, &planned).await?;
@@ -592,6 +603,7 @@ fn versioned(
         version: Some(plan.candidate.version.clone()),
         pinned: plan.pinned,
         mandatory: false,
+        pending_upgrade: plan.pending.clone(),
         channel_version: plan.channel_version.clone(),
         digest: Some(plan.candidate.digest.clone()),
         state,

@@ -32,6 +32,8 @@ pub struct Candidate {
     pub(crate) allow_downgrade: bool,
     /// The ModuleSets the module is offered to; `None`: every set.
     pub(crate) module_set_selector: Option<LabelSelector>,
+    /// Upgrading to this version waits for a maintenance window.
+    pub(crate) requires_downtime: bool,
     /// The channel's shadow version: rendered and compared, never applied.
     pub(crate) shadow: Option<Box<Candidate>>,
 }
@@ -71,6 +73,7 @@ fn candidate(
         grants: Arc::new(entry.grants.clone()),
         allow_downgrade,
         module_set_selector: entry.module_set_selector.clone(),
+        requires_downtime: entry.downtime.contains(&resolved.version),
         shadow: None,
     })
 }
@@ -176,6 +179,7 @@ impl ModuleSource for DirectorySource {
             defaults: settings.config,
             allow_downgrade: false,
             module_set_selector: None,
+            requires_downtime: false,
             shadow: None,
         };
         self.loaded

@@ -47,6 +47,8 @@ pub struct PluginEntry {
     pub module_set_selector: Option<LabelSelector>,
     /// Installed on every matching ModuleSet (the Plugin's `spec.mandatory`).
     pub mandatory: Option<crate::crd::Mandatory>,
+    /// Versions whose upgrade waits for a maintenance window (`requiresDowntime`).
+    pub downtime: std::collections::BTreeSet<String>,
     /// Every listed version that loaded, by version.
     pub versions: BTreeMap<String, Resolved>,
     pub channels: BTreeMap<String, ChannelEntry>,
@@ -103,8 +105,13 @@ impl PluginEntry {
             .map(|c| c.to_string())
             .unwrap_or_default();
         let shared = format!(
-            "{config}{:?}{:?}{:?}{:?}{:?}",
-            self.grants, self.locked_config, self.limits, self.module_set_selector, self.mandatory
+            "{config}{:?}{:?}{:?}{:?}{:?}{:?}",
+            self.grants,
+            self.locked_config,
+            self.limits,
+            self.module_set_selector,
+            self.mandatory,
+            self.downtime
         );
         Fingerprint { channels, shared }
     }
@@ -457,6 +464,7 @@ mod tests {
             locked_config: Vec::new(),
             module_set_selector: None,
             mandatory: None,
+            downtime: Default::default(),
             versions: BTreeMap::new(),
             channels: BTreeMap::new(),
             channel_errors: BTreeMap::new(),

@@ -386,6 +386,7 @@ mod tests {
             version: Some("1.0.0".into()),
             pinned: false,
             mandatory: false,
+            pending_upgrade: None,
             channel_version: None,
             digest: None,
             state,

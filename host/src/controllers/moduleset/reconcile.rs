@@ -18,6 +18,7 @@ use crate::controllers::{Context, ReconcileError};
 use crate::crd::{ModuleSet, ModuleSetStatus, patch_status};
 use crate::modules::set::{SetRequest, reconcile_set, with_mandatory};
 use crate::modules::source::CatalogSource;
+use crate::modules::windows::Maintenance;
 use crate::modules::{SetOutcome, State, Target};
 
 const STATUS_FIELDS: &[&str] = &[
@@ -115,6 +116,18 @@ async fn reconcile_set_object(
     conclude(ctx, &api, set, &old, status, &outcome).await
 }
 
+/// Whether the set's downtime upgrades may run now: its maintenance windows (by set, by
+/// target region, default), unless it skips them.
+fn maintenance(ctx: &Context, set: &ModuleSet) -> Maintenance {
+    if set.spec.skip_maintenance_windows == Some(true) {
+        return Maintenance::Open;
+    }
+    let key = format!("{}/{}", set.namespace().unwrap_or_default(), set.name_any());
+    let region = set.spec.target.as_ref().and_then(|t| t.region.as_deref());
+    let windows = &ctx.config.maintenance_windows;
+    windows.at(&key, region, jiff::Timestamp::now())
+}
+
 /// A set whose target cannot be reached: report it and retry, or, being deleted with its
 /// Secret gone past the grace period, let it go.
 async fn unreached(
@@ -186,6 +199,7 @@ async fn modules_pass(
             labels::MODULES_ALLOW_DOWNGRADE,
         ),
         labels: set.labels(),
+        maintenance: maintenance(ctx, set),
     };
     let mut outcome = reconcile_set(target, &ctx.renderer.wasm, &source, &request)
         .await

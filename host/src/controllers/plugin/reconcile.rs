@@ -175,6 +175,10 @@ fn entry(
         locked_config: plugin.spec.locked_config.clone(),
         module_set_selector: plugin.spec.module_set_selector.clone(),
         mandatory: plugin.spec.mandatory.clone(),
+        downtime: (plugin.spec.versions.iter())
+            .filter(|v| v.requires_downtime)
+            .map(|v| v.version.clone())
+            .collect(),
         versions,
         channels,
         channel_errors,

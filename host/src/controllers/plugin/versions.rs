@@ -238,6 +238,7 @@ pub(crate) mod tests {
         PluginVersion {
             version: version.into(),
             reference: reference.into(),
+            requires_downtime: false,
         }
     }
 

@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::{DEFAULT_CHANNEL, ModuleReport, Notice, SetRequest, State, merge_config};
 use crate::crd::Mandatory;
 use crate::crd::moduleset::ModuleSpec;
+use crate::modules::windows::Maintenance;
 use crate::plugins::CatalogWake;
 
 /// Look again this soon at a module waiting for a dependent to be removed first.
@@ -30,6 +31,8 @@ pub(crate) trait Offer {
     fn locked_config(&self) -> &[String];
     /// The ModuleSets the module is offered to; `None`: every set.
     fn module_set_selector(&self) -> Option<&LabelSelector>;
+    /// Upgrading to this version waits for a maintenance window.
+    fn requires_downtime(&self) -> bool;
 }
 
 /// The catalog's answers, as far as the plan needs them.
@@ -57,6 +60,8 @@ pub(crate) struct Run<C> {
     pub(crate) pinned: bool,
     /// What the channel offers, when the module runs another version.
     pub(crate) channel_version: Option<String>,
+    /// An upgrade that waits for the maintenance window, in words.
+    pub(crate) pending: Option<String>,
 }
 
 /// What the pass does with the modules of the spec.
@@ -192,7 +197,10 @@ fn plan_module<S: Offers>(
         return (Step::Settled(report(name, State::Error, message)), None);
     }
     let Some(installed) = refused_downgrade(installed, &offered.offer, req.allow_downgrade) else {
-        return (configured(spec, channel, offered, None), None);
+        return (
+            wait_for_window(source, req, spec, channel, offered, installed),
+            None,
+        );
     };
     let version = offered.offer.version().to_string();
     let notice = Notice::DowngradeRefused {
@@ -239,6 +247,46 @@ fn refused_here(
             "module {name} is restricted to ModuleSets with labels matching `{s}` (Plugin {name} spec.moduleSetSelector); this set's labels do not match"
         )),
         Err(e) => Some(format!("Plugin {name} spec.moduleSetSelector: {e}")),
+    }
+}
+
+/// Run `offered`, unless it is an upgrade that needs downtime outside the maintenance
+/// window: then the installed version runs and the upgrade is reported as pending.
+fn wait_for_window<S: Offers>(
+    source: &S,
+    req: &SetRequest<'_>,
+    spec: &ModuleSpec,
+    channel: String,
+    offered: Offered<S::Offer>,
+    installed: Option<&String>,
+) -> Step<S::Offer> {
+    let version = offered.offer.version().to_string();
+    let opens = match req.maintenance {
+        Maintenance::Closed { opens } if offered.offer.requires_downtime() => opens,
+        _ => return configured(spec, channel, offered, None),
+    };
+    let Some(installed) = installed.filter(|i| **i != version) else {
+        // A first install takes nothing down.
+        return configured(spec, channel, offered, None);
+    };
+    let pending = format!("{version} needs downtime: waits for the maintenance window at {opens}");
+    let Some(kept) = source.version(&spec.name, installed) else {
+        let mut r = report(&spec.name, State::Warning, pending.clone());
+        r.version = Some(installed.clone());
+        r.pending_upgrade = Some(pending);
+        return Step::Settled(r);
+    };
+    let kept = Offered {
+        offer: kept,
+        pinned: offered.pinned,
+        channel_version: Some(version),
+    };
+    match configured(spec, channel, kept, None) {
+        Step::Run(mut run) => {
+            run.pending = Some(pending);
+            Step::Run(run)
+        }
+        settled => settled,
     }
 }
 
@@ -294,6 +342,7 @@ fn configured<C: Offer>(
             held,
             pinned: offered.pinned,
             channel_version: offered.channel_version,
+            pending: None,
         }),
         Err(message) => Step::Settled(report(&spec.name, State::Error, message)),
     }
@@ -514,6 +563,7 @@ pub(crate) fn report(name: &str, state: State, message: impl Into<String>) -> Mo
         version: None,
         pinned: false,
         mandatory: false,
+        pending_upgrade: None,
         channel_version: None,
         digest: None,
         state,
@@ -540,6 +590,7 @@ mod tests {
         defaults: Option<Value>,
         locked: Vec<String>,
         selector: Option<LabelSelector>,
+        downtime: bool,
     }
 
     fn v(version: &'static str) -> Version {
@@ -549,6 +600,7 @@ mod tests {
             defaults: None,
             locked: Vec::new(),
             selector: None,
+            downtime: false,
         }
     }
 
@@ -567,6 +619,9 @@ mod tests {
         }
         fn module_set_selector(&self) -> Option<&LabelSelector> {
             self.selector.as_ref()
+        }
+        fn requires_downtime(&self) -> bool {
+            self.downtime
         }
     }
 
@@ -627,6 +682,7 @@ mod tests {
             deleting: false,
             allow_downgrade: false,
             labels: &NO_LABELS,
+            maintenance: Maintenance::Open,
         }
     }
 
@@ -779,6 +835,42 @@ mod tests {
         let (modules, names) = with_mandatory(&own[..1], &all, &NO_LABELS);
         assert_eq!(names.into_iter().collect::<Vec<_>>(), ["agent"]);
         assert_eq!(modules.len(), 2);
+    }
+
+    #[test]
+    fn a_downtime_upgrade_waits_for_the_window_a_first_install_does_not() {
+        let mut next = v("2.0.0");
+        next.downtime = true;
+        let catalog = Catalog::default()
+            .offer("dash", "regular", next)
+            .keeps("dash", "1.0.0");
+        let specs = [spec("dash")];
+        let opens: jiff::Timestamp = "2026-11-25T02:00:00Z".parse().unwrap();
+        let mut closed = request(&specs);
+        closed.maintenance = Maintenance::Closed { opens };
+        let was = installed(&[("dash", "1.0.0")]);
+        let plan_closed = plan(&catalog, &closed, &was);
+        let run = &plan_closed.run["dash"];
+        assert_eq!(run.candidate.version, "1.0.0");
+        assert!(
+            run.pending
+                .as_deref()
+                .unwrap()
+                .contains("2026-11-25T02:00:00Z")
+        );
+        assert_eq!(run.channel_version.as_deref(), Some("2.0.0"));
+        assert_eq!(
+            plan(&catalog, &closed, &installed(&[])).run["dash"]
+                .candidate
+                .version,
+            "2.0.0"
+        );
+        assert_eq!(
+            plan(&catalog, &request(&specs), &was).run["dash"]
+                .candidate
+                .version,
+            "2.0.0"
+        );
     }
 
     #[test]
