@@ -1172,14 +1172,15 @@ fn winboard(f: &Fixture<'_>, channel_version: &str) -> Value {
 }
 
 /// An upgrade to a version that needs downtime waits for the set's maintenance window
-/// (opening some seconds after the channel moves), reported as pending, while a set that
+/// (opening 45 s after the host starts), reported as pending, while a set that
 /// skips windows upgrades at once.
 async fn maintenance_window(cp: &ControlPlane) -> Result {
     let f = Fixture::new(cp, "mods-window").await?;
     f.push("manifest", "manifest", "1.0.0")?;
     f.push("manifest", "manifest", "1.1.0")?;
     f.plugin("winboard", winboard(&f, "1.0.0")).await?;
-    let opens = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(25);
+    // Far enough for the host to start and both sets to settle on a slow machine.
+    let opens = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(45);
     let time = |t: jiff::Timestamp| {
         t.to_zoned(jiff::tz::TimeZone::UTC)
             .time()
