@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Namespace, Secret};
 use kube::Client;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tessera::crd::{ModuleSet, Plugin};
 use tessera::modules::{ModuleReport, State};
@@ -293,6 +293,23 @@ impl<'a> Fixture<'a> {
             .await
             .map_err(|e| format!("ModuleSet {name}: {e}"))?;
         Ok(())
+    }
+
+    /// Delete ModuleSet `name` and wait until it is gone (its finalizer released).
+    pub async fn delete_set(&self, name: &str) -> Result {
+        self.sets()
+            .delete(name, &DeleteParams::default())
+            .await
+            .map_err(|e| format!("delete ModuleSet {name}: {e}"))?;
+        eventually(&format!("ModuleSet {name} gone"), LIMIT, || async {
+            self.sets()
+                .get_opt(name)
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        })
+        .await
     }
 
     pub async fn wait_set(

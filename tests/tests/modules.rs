@@ -941,20 +941,9 @@ async fn a_gone_target_lets_go(cp: &ControlPlane, f: &Fixture<'_>, host: &Host) 
         .delete("kubeconfig-doomed", &DeleteParams::default())
         .await
         .map_err(|e| e.to_string())?;
-    f.sets()
-        .delete("doomed", &DeleteParams::default())
+    f.delete_set("doomed")
         .await
-        .map_err(|e| e.to_string())?;
-    eventually("the set let go", LIMIT, || async {
-        f.sets()
-            .get_opt("doomed")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await
-    .map_err(|e| format!("{e}\n{}", tail(&host.logs(), 20)))?;
+        .map_err(|e| format!("{e}\n{}", tail(&host.logs(), 20)))?;
     let events = f.events("TargetGone").await;
     if !events
         .iter()
@@ -1096,14 +1085,7 @@ async fn unmanaged_means_unmanaged(cp: &ControlPlane, f: &Fixture<'_>, host: &Ho
             pinboard_version(cp)
         ));
     }
-    f.sets()
-        .delete("pins", &DeleteParams::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    eventually("the set gone", LIMIT, || async {
-        f.sets().get_opt("pins").await.ok()?.is_none().then_some(())
-    })
-    .await?;
+    f.delete_set("pins").await?;
     kubectl_ok(&cp.garden, &get).map(drop)
 }
 
@@ -1310,19 +1292,7 @@ async fn local_drift_and_removal(cp: &ControlPlane, f: &Fixture<'_>) -> Result {
         },
     )
     .await?;
-    f.sets()
-        .delete("local", &DeleteParams::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    eventually("local set gone", LIMIT, || async {
-        f.sets()
-            .get_opt("local")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await?;
+    f.delete_set("local").await?;
     if cp
         .garden
         .kubectl(&[

@@ -94,6 +94,21 @@ pub struct ModuleSpec {
     pub custom_resource_policy: Option<CustomResourcePolicy>,
 }
 
+impl ModuleSpec {
+    /// The module `name` with every setting left to its default.
+    pub fn named(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            channel: None,
+            version: None,
+            config: None,
+            managed: None,
+            adopt: None,
+            custom_resource_policy: None,
+        }
+    }
+}
+
 /// What the host last saw and did.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -433,14 +433,9 @@ pub(crate) async fn prune(
     let mut remaining = Vec::new();
     for entry in entries {
         let key = &entry.key;
-        let Some(kind) = target.kind(&key.api_version, &key.kind).await? else {
+        let Some((api, live, live_json)) = live_object(target, key).await? else {
             continue;
         };
-        let api = target.api(&kind, key.namespace.as_deref());
-        let Some(live) = api.get_opt(&key.name).await? else {
-            continue;
-        };
-        let live_json = serde_json::to_value(&live).expect("an object serializes");
         match whose(&live_json, owner, entry.uid.as_deref()) {
             Whose::Ours => {
                 if delete_exact(&api, &live).await? {
@@ -453,6 +448,23 @@ pub(crate) async fn prune(
         }
     }
     Ok(remaining)
+}
+
+/// The live object `key` names, with its API and as JSON; `None` when it or its kind is
+/// gone.
+async fn live_object(
+    target: &Target,
+    key: &ObjectKey,
+) -> Result<Option<(Api<DynamicObject>, DynamicObject, Value)>, ModuleError> {
+    let Some(kind) = target.kind(&key.api_version, &key.kind).await? else {
+        return Ok(None);
+    };
+    let api = target.api(&kind, key.namespace.as_deref());
+    let Some(live) = api.get_opt(&key.name).await? else {
+        return Ok(None);
+    };
+    let json = serde_json::to_value(&live).expect("an object serializes");
+    Ok(Some((api, live, json)))
 }
 
 /// Let go of a module that is no longer managed: remove Tessera's labels and annotation
@@ -470,14 +482,9 @@ pub(crate) async fn release(
     }});
     for entry in entries {
         let key = &entry.key;
-        let Some(kind) = target.kind(&key.api_version, &key.kind).await? else {
+        let Some((api, _, live_json)) = live_object(target, key).await? else {
             continue;
         };
-        let api = target.api(&kind, key.namespace.as_deref());
-        let Some(live) = api.get_opt(&key.name).await? else {
-            continue;
-        };
-        let live_json = serde_json::to_value(&live).expect("an object serializes");
         if whose(&live_json, owner, entry.uid.as_deref()) != Whose::Ours {
             continue;
         }

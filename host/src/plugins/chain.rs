@@ -258,28 +258,15 @@ impl ShootChain {
         runtime_id: &str,
         current: Option<&str>,
     ) -> Result<ChainOutput, CallError> {
-        let operation = if current.is_some() {
-            Operation::Patch
-        } else {
-            Operation::Create
-        };
-        let current: Option<Value> = current.and_then(|c| serde_json::from_str(c).ok());
-        let keys = memo.map(|_| self.keys(runtime, identity, operation, current.as_ref()));
+        let call = Call::new(rt, runtime, runtime_id, current);
+        let keys =
+            memo.map(|_| self.keys(runtime, identity, call.operation, call.current.as_ref()));
         let (start, mut shoot, mut warnings) = match (memo, &keys) {
             (Some(memo), Some(keys)) => resume(memo, keys),
             _ => None,
         }
         .map(|(done, hit)| (done, hit.shoot.clone(), hit.warnings.clone()))
         .unwrap_or_else(|| (0, identity.draft(), Vec::new()));
-        let call = Call {
-            rt,
-            runtime,
-            operation,
-            current,
-            ctx: CallContext {
-                runtime_id: runtime_id.to_string(),
-            },
-        };
         let mut timings = Vec::with_capacity(self.steps.len() - start);
         for (index, step) in self.steps.iter().enumerate().skip(start) {
             let started = std::time::Instant::now();
@@ -313,19 +300,7 @@ impl ShootChain {
         current: Option<&str>,
         name: &str,
     ) -> Result<Option<RecordedStep>, CallError> {
-        let call = Call {
-            rt,
-            runtime,
-            operation: if current.is_some() {
-                Operation::Patch
-            } else {
-                Operation::Create
-            },
-            current: current.and_then(|c| serde_json::from_str(c).ok()),
-            ctx: CallContext {
-                runtime_id: runtime_id.to_string(),
-            },
-        };
+        let call = Call::new(rt, runtime, runtime_id, current);
         let mut shoot = identity.draft();
         for step in &self.steps {
             if step.plugin.name() == name {
@@ -397,7 +372,23 @@ impl Call<'_> {
     }
 }
 
-impl Call<'_> {
+impl<'a> Call<'a> {
+    /// A render of `runtime` (JSON): a patch of `current` (JSON) when there is one.
+    fn new(rt: &'a WasmRuntime, runtime: &'a str, runtime_id: &str, current: Option<&str>) -> Self {
+        Self {
+            rt,
+            runtime,
+            operation: match current {
+                Some(_) => Operation::Patch,
+                None => Operation::Create,
+            },
+            current: current.and_then(|c| serde_json::from_str(c).ok()),
+            ctx: CallContext {
+                runtime_id: runtime_id.to_string(),
+            },
+        }
+    }
+
     /// What `step` is given: its view of `shoot` (also returned as a value, to check its
     /// answer against) and of the current Shoot, with its configuration.
     fn input(&self, step: &ChainStep, shoot: &Value) -> (Value, RawExtendInput) {

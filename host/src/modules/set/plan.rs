@@ -145,15 +145,7 @@ pub(crate) fn with_mandatory(
         match modules.iter_mut().find(|s| &s.name == name) {
             Some(spec) => forced(spec),
             None => {
-                let mut spec = ModuleSpec {
-                    name: name.clone(),
-                    channel: None,
-                    version: None,
-                    config: None,
-                    managed: None,
-                    adopt: None,
-                    custom_resource_policy: None,
-                };
+                let mut spec = ModuleSpec::named(name);
                 forced(&mut spec);
                 modules.push(spec);
             }
@@ -663,15 +655,7 @@ mod tests {
     }
 
     fn spec(name: &str) -> ModuleSpec {
-        ModuleSpec {
-            name: name.into(),
-            channel: None,
-            version: None,
-            config: None,
-            managed: None,
-            adopt: None,
-            custom_resource_policy: None,
-        }
+        ModuleSpec::named(name)
     }
 
     fn request(modules: &[ModuleSpec]) -> SetRequest<'_> {
