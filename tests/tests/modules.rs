@@ -1552,6 +1552,192 @@ async fn target_answers_500(cp: &ControlPlane) -> Result {
     Ok(())
 }
 
+/// The CRD both sharing modules install; `widgets` adds a short name to it.
+fn board_crd(short_names: &str) -> String {
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: boards.share.tessera.dev}}
+spec:
+  group: share.tessera.dev
+  scope: Namespaced
+  names: {{plural: boards, singular: board, kind: Board{short_names}}}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
+"
+    )
+}
+
+/// The CRD `boards.share.tessera.dev` as the host's own cluster has it (field managers
+/// included, which kubectl leaves out).
+async fn board_crd_live(f: &Fixture<'_>) -> Option<Value> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(f.client.clone());
+    let crd = crds.get_opt("boards.share.tessera.dev").await.ok()??;
+    serde_json::to_value(crd).ok()
+}
+
+/// Who holds the shared CRD (`<set>/<module>` from its labels) and who shares it.
+fn board_holders(crd: &Value) -> (String, String) {
+    let meta = &crd["metadata"];
+    let holder = format!(
+        "{}/{}",
+        meta["annotations"]["modules.tessera.dev/set"]
+            .as_str()
+            .unwrap_or("?"),
+        meta["labels"]["modules.tessera.dev/module"]
+            .as_str()
+            .unwrap_or("?"),
+    );
+    let sharers = meta["annotations"]["modules.tessera.dev/shared-by"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    (holder, sharers)
+}
+
+/// One CRD wanted by two modules of two sets (created at once): one holds it, the other
+/// is listed as sharing it; the holder's set dropping its module hands the CRD (same uid,
+/// a custom resource in it kept) to the other, whose content replaces the earlier holder's;
+/// the last one removes it. On the host's own cluster (single-cluster mode).
+async fn shared_crd(cp: &ControlPlane) -> Result {
+    let f = Fixture::new(cp, "mods-share").await?;
+    f.push("manifest", "manifest", "1.0.0")?;
+    for (name, short) in [("board-crds", ""), ("widgets", ", shortNames: [wb]")] {
+        let spec = json!({
+            "kind": "module-reconciler",
+            "versions": [{"version": "1.0.0", "ref": f.reference("manifest", "1.0.0")}],
+            "channels": [{"name": "regular", "version": "1.0.0"}],
+            "config": {"manifest": board_crd(short)},
+            "grants": crd_grant("boards.share.tessera.dev"),
+        });
+        f.plugin(name, spec).await?;
+    }
+    let host = f.host("a");
+    let set = |module: Option<&str>| json!({"modules": module.map(|m| json!({"name": m})).into_iter().collect::<Vec<_>>()});
+    let (alpha, beta) = futures::join!(
+        f.apply_set("alpha", set(Some("board-crds"))),
+        f.apply_set("beta", set(Some("widgets")))
+    );
+    alpha.and(beta)?;
+    for name in ["alpha", "beta"] {
+        f.wait_set(name, &host, "Ready", |s| state_is(s, State::Ready))
+            .await?;
+    }
+    let crd = board_crd_live(&f).await.ok_or("no shared CRD")?;
+    let (holder, sharers) = board_holders(&crd);
+    let both = ["mods-share/alpha/board-crds", "mods-share/beta/widgets"];
+    let Some(other) = both.iter().find(|w| **w != holder) else {
+        return Err(format!("held by {holder}, not one of {both:?}"));
+    };
+    if sharers != *other {
+        return Err(format!(
+            "held by {holder}, shared by {sharers:?}, not {other}"
+        ));
+    }
+    let board = "apiVersion: share.tessera.dev/v1\nkind: Board\nmetadata: {name: b1, namespace: mods-share}\n";
+    apply_yaml(cp, board)?;
+    shared_crd_handed_over(cp, &f, &host, &crd, &holder, other).await
+}
+
+/// The first module comes back and joins as a sharer; the set now holding the CRD is
+/// deleted while the Board still exists (not blocking: the CRD stays) and the CRD goes back.
+async fn shared_crd_handed_back(
+    cp: &ControlPlane,
+    f: &Fixture<'_>,
+    host: &Host,
+    holder: &str,
+    other: &str,
+) -> Result {
+    let holder_set = holder.split('/').nth(1).unwrap();
+    let module = holder.rsplit('/').next().unwrap();
+    f.apply_set(holder_set, json!({"modules": [{"name": module}]}))
+        .await?;
+    f.wait_set(holder_set, host, "Ready", |s| state_is(s, State::Ready))
+        .await?;
+    let live = board_crd_live(f).await.ok_or("no shared CRD")?;
+    if board_holders(&live) != (other.to_string(), holder.to_string()) {
+        return Err(format!(
+            "{holder} did not join {other}: {:?}",
+            board_holders(&live)
+        ));
+    }
+    f.delete_set(other.split('/').nth(1).unwrap()).await?;
+    let live = board_crd_live(f)
+        .await
+        .ok_or("the shared CRD went with one set")?;
+    if board_holders(&live) != (holder.to_string(), String::new()) {
+        return Err(format!(
+            "not handed back to {holder}: {:?}",
+            board_holders(&live)
+        ));
+    }
+    kubectl_ok(&cp.garden, &["get", "board", "b1", "-n", "mods-share"]).map(drop)
+}
+
+/// `kubectl apply` `yaml` on the host's own cluster.
+fn apply_yaml(cp: &ControlPlane, yaml: &str) -> Result {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("object.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    kubectl_ok(&cp.garden, &["apply", "-f", file.to_str().unwrap()]).map(drop)
+}
+
+/// The holder's set drops its module: the CRD stays (same uid, the Board in it), held by
+/// the other module with its own content; then the last set goes and takes the CRD along.
+async fn shared_crd_handed_over(
+    cp: &ControlPlane,
+    f: &Fixture<'_>,
+    host: &Host,
+    crd: &Value,
+    holder: &str,
+    other: &str,
+) -> Result {
+    let holder_set = holder.split('/').nth(1).unwrap();
+    f.apply_set(holder_set, json!({"modules": []})).await?;
+    f.wait_set(holder_set, host, "Ready without the module", |s| {
+        state_is(s, State::Ready) && s.status.as_ref().is_some_and(|st| st.modules.is_empty())
+    })
+    .await?;
+    let uid = crd["metadata"]["uid"].clone();
+    let widgets_hold = other.ends_with("/widgets");
+    let handed = eventually("the CRD handed over", Duration::from_secs(30), || async {
+        let live = board_crd_live(f).await?;
+        let earlier_holders = live["metadata"]["managedFields"]
+            .as_array()?
+            .iter()
+            .filter_map(|m| m["manager"].as_str())
+            .filter(|m| m.starts_with("tessera-module-"))
+            .count();
+        let short = live["spec"]["names"]["shortNames"] == json!(["wb"]);
+        let done = live["metadata"]["uid"] == uid
+            && board_holders(&live) == (other.to_string(), String::new())
+            && short == widgets_hold
+            && earlier_holders == 1;
+        done.then_some(())
+    })
+    .await;
+    if let Err(e) = handed {
+        let live = board_crd_live(f).await;
+        return Err(format!(
+            "{e}: not handed to {other}: {live:#?}\n{}",
+            tail(&host.logs(), 20)
+        ));
+    }
+    kubectl_ok(&cp.garden, &["get", "board", "b1", "-n", "mods-share"])?;
+    shared_crd_handed_back(cp, f, host, holder, other).await?;
+    kubectl_ok(&cp.garden, &["delete", "board", "b1", "-n", "mods-share"])?;
+    f.delete_set(holder_set).await?;
+    if board_crd_live(f).await.is_some() {
+        return Err("the last set deleted, the shared CRD is still there".into());
+    }
+    Ok(())
+}
+
 fn main() {
     let sim = PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
     let script = Script {
@@ -1577,6 +1763,7 @@ fn main() {
             ("single_cluster", |cp| Box::pin(single_cluster(cp))),
             ("pinned_and_restricted", |cp| Box::pin(pinned_versions(cp))),
             ("maintenance_window", |cp| Box::pin(maintenance_window(cp))),
+            ("shared_crd", |cp| Box::pin(shared_crd(cp))),
             ("credentials_rotate", |cp| Box::pin(credentials_rotate(cp))),
             ("target_answers_500", |cp| Box::pin(target_answers_500(cp))),
         ],

@@ -17,6 +17,7 @@ use super::ownership::{
     MODULE_MANAGER_PREFIX, Owner, Whose, conflicting_managers, is_conflict, is_uid_mismatch, whose,
 };
 use super::set::Change;
+use super::sharing;
 use super::target::{Kind, Target};
 use crate::crd::labels::{MANAGED_BY, MANAGED_BY_VALUE};
 
@@ -112,7 +113,35 @@ pub(crate) struct Plan {
     pub(crate) uid: Option<String>,
     /// Take the fields over (an object the set adopts).
     pub(crate) force: bool,
+    /// Another module holds this shareable object: be listed among its sharers instead of
+    /// writing it ([`sharing`]).
+    pub(crate) share: bool,
 }
+
+impl Plan {
+    const CREATE: Plan = Plan {
+        uid: None,
+        force: false,
+        share: false,
+    };
+    const SHARE: Plan = Plan {
+        uid: None,
+        force: false,
+        share: true,
+    };
+
+    fn update(uid: Option<String>, force: bool) -> Plan {
+        Plan {
+            uid,
+            force,
+            share: false,
+        }
+    }
+}
+
+/// How often an object that keeps changing under a write is read again before the pass
+/// gives up on it (the next pass tries again).
+const ATTEMPTS: usize = 5;
 
 /// Objects looked up at once while planning.
 const LOOKUPS: usize = 16;
@@ -141,32 +170,38 @@ pub(crate) async fn plan(
     let mut plans = Vec::with_capacity(objects.len());
     for ((key, _), live) in objects.iter().zip(looked_up) {
         let plan = match (record.uid(key), live) {
-            (Some(uid), _) => Plan {
-                uid: Some(uid.to_string()),
-                force: false,
-            },
-            (None, None) => Plan {
-                uid: None,
-                force: false,
-            },
-            (None, Some(live)) => {
-                let json = serde_json::to_value(&live).expect("an object serializes");
-                let uid = live.metadata.uid.clone();
-                match whose(&json, applier.owner, None) {
-                    // Made by this module; the inventory lost its uid (a crash).
-                    Whose::Ours => Plan { uid, force: false },
-                    Whose::Foreign { .. } if applier.adopt => Plan { uid, force: true },
-                    other => return Ok(Err(format!("{key}: {}", other.refusal()))),
-                }
-            }
+            (_, Some(live)) if sharing::shareable(key) => planned(key, &live, applier),
+            (Some(uid), _) => Ok(Plan::update(Some(uid.to_string()), false)),
+            (None, None) => Ok(Plan::CREATE),
+            (None, Some(live)) => planned(key, &live, applier),
         };
-        plans.push(plan);
+        match plan {
+            Ok(plan) => plans.push(plan),
+            Err(why) => return Ok(Err(why)),
+        }
     }
     Ok(Ok(plans))
 }
 
-/// The metadata of the live object `key` names, unless the inventory knows its uid (no
-/// lookup needed) or the cluster does not serve its kind yet. Read from the API server's
+/// How to write over the existing object `live`, by whose it is.
+fn planned(
+    key: &ObjectKey,
+    live: &PartialObjectMeta<DynamicObject>,
+    applier: Applier<'_>,
+) -> Result<Plan, String> {
+    let json = serde_json::to_value(live).expect("an object serializes");
+    let uid = live.metadata.uid.clone();
+    match whose(&json, applier.owner, None) {
+        // Made by this module; the inventory lost its uid (a crash), or it is shared.
+        Whose::Ours => Ok(Plan::update(uid, false)),
+        Whose::Sharing | Whose::Tessera { .. } if sharing::shareable(key) => Ok(Plan::SHARE),
+        Whose::Foreign { .. } if applier.adopt => Ok(Plan::update(uid, true)),
+        other => Err(format!("{key}: {}", other.refusal())),
+    }
+}
+
+/// The metadata of the live object `key` names, unless the inventory knows its uid and it
+/// cannot be shared (no lookup needed) or the cluster does not serve its kind yet. Read from the API server's
 /// watch cache: metadata is all ownership needs, and the cache spares etcd a read per object
 /// (an object created in between is refused by the apply's own conflict check).
 async fn look_up(
@@ -174,7 +209,7 @@ async fn look_up(
     key: &ObjectKey,
     record: &ModuleRecord,
 ) -> Result<Option<PartialObjectMeta<DynamicObject>>, ModuleError> {
-    if record.uid(key).is_some() {
+    if record.uid(key).is_some() && !sharing::shareable(key) {
         return Ok(None);
     }
     let Some(kind) = target.kind(&key.api_version, &key.kind).await? else {
@@ -200,7 +235,7 @@ pub(crate) async fn apply(
         let kind = served(target, &key, &crds).await?;
         scope(&kind, &mut key, &mut object)?;
         let api = target.api(&kind, key.namespace.as_deref());
-        let result = apply_one(&api, applier, &key, object, plan).await?;
+        let result = write(&api, applier, &key, &object, plan).await?;
         applied.push(Applied {
             key,
             object: serde_json::to_value(&result).expect("an object serializes"),
@@ -258,6 +293,9 @@ pub(crate) async fn dry_run(
             match whose(&live, applier.owner, None) {
                 Whose::Ours => {}
                 Whose::Foreign { .. } if applier.adopt => {}
+                Whose::Sharing | Whose::Tessera { .. } if sharing::shareable(&key) => {
+                    return Ok(Change::Unchecked(shared_note(&live)));
+                }
                 other => return Ok(Change::Refused(other.refusal())),
             }
             // As the apply would: this module's (or an adopted) object's fields are taken.
@@ -273,6 +311,16 @@ pub(crate) async fn dry_run(
         Err(kube::Error::Api(e)) => Ok(Change::Refused(e.message)),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Why a dry run does not diff a shared object another module holds.
+fn shared_note(live: &Value) -> String {
+    let meta = &live["metadata"];
+    format!(
+        "shared: held by module {} of ModuleSet {}; this module is listed among its sharers and writes nothing",
+        meta["labels"][labels::MODULE].as_str().unwrap_or("?"),
+        meta["annotations"][labels::SET].as_str().unwrap_or("?"),
+    )
 }
 
 /// (group, kind) of every CRD in the batch.
@@ -309,19 +357,103 @@ async fn patch(
     }
 }
 
+/// The next step of writing one object.
+enum Step {
+    Done(Box<DynamicObject>),
+    /// The object changed under the plan: write it this way instead.
+    Then(Plan),
+}
+
+/// Write one object as planned, following it as it changes under the plan (deleted,
+/// replaced, edited, shared or handed over meanwhile). A shareable object this module
+/// holds loses the fields earlier holders left on it.
+async fn write(
+    api: &Api<DynamicObject>,
+    applier: Applier<'_>,
+    key: &ObjectKey,
+    object: &Value,
+    mut plan: Plan,
+) -> Result<DynamicObject, ModuleError> {
+    for _ in 0..ATTEMPTS {
+        let step = if plan.share {
+            share(api, applier, key).await?
+        } else {
+            apply_one(api, applier, key, object, &plan).await?
+        };
+        match step {
+            Step::Done(done) if !plan.share && sharing::shareable(key) => {
+                return retire_earlier_holders(api, applier, key, *done).await;
+            }
+            Step::Done(done) => return Ok(*done),
+            Step::Then(next) => plan = next,
+        }
+    }
+    Err(ModuleError::object(
+        key,
+        "changed under every attempt to write it; tried again on the next pass",
+    ))
+}
+
+/// Be listed among the sharers of the object another module holds; when nobody holds it
+/// any more (gone, or handed to this module), write it instead.
+async fn share(
+    api: &Api<DynamicObject>,
+    applier: Applier<'_>,
+    key: &ObjectKey,
+) -> Result<Step, ModuleError> {
+    let Some(live) = api.get_opt(&key.name).await? else {
+        return Ok(Step::Then(Plan::CREATE));
+    };
+    let json = serde_json::to_value(&live).expect("an object serializes");
+    let uid = live.metadata.uid.clone();
+    match whose(&json, applier.owner, None) {
+        Whose::Ours => Ok(Step::Then(Plan::update(uid, false))),
+        Whose::Sharing => Ok(Step::Done(Box::new(live))),
+        Whose::Tessera { set, module } => {
+            let joined = sharing::join(api, &live, applier.owner).await?;
+            if joined.is_some() {
+                tracing::info!(object = %key, set = applier.owner.set, module = applier.owner.module, holder_set = %set, holder_module = %module, "sharing an object another module holds");
+            }
+            Ok(joined.map_or(Step::Then(Plan::SHARE), |o| Step::Done(Box::new(o))))
+        }
+        Whose::Foreign { .. } if applier.adopt => Ok(Step::Then(Plan::update(uid, true))),
+        other => Err(ModuleError::object(key, other.refusal())),
+    }
+}
+
+/// Give up, on behalf of earlier holders of a shared object this module now holds, the
+/// fields only they set (their managers apply the object's identity alone).
+async fn retire_earlier_holders(
+    api: &Api<DynamicObject>,
+    applier: Applier<'_>,
+    key: &ObjectKey,
+    mut done: DynamicObject,
+) -> Result<DynamicObject, ModuleError> {
+    for manager in sharing::stale_holders(&done, &field_manager(applier.owner.module)) {
+        let params = PatchParams::apply(&manager);
+        let body = sharing::withdrawal(key);
+        done = api
+            .patch(&key.name, &params, &Patch::Apply(&body))
+            .await
+            .map_err(|e| api_error(key, e))?;
+        tracing::info!(object = %key, earlier = %manager, module = applier.owner.module, "retired the fields an earlier holder of a shared object set");
+    }
+    Ok(done)
+}
+
 /// Apply one object as planned. When the object changed under the plan (deleted, replaced,
 /// or fields edited by another manager), look at whose it is now.
 async fn apply_one(
     api: &Api<DynamicObject>,
     applier: Applier<'_>,
     key: &ObjectKey,
-    object: Value,
-    plan: Plan,
-) -> Result<DynamicObject, ModuleError> {
+    object: &Value,
+    plan: &Plan,
+) -> Result<Step, ModuleError> {
     let mut params = PatchParams::apply(&field_manager(applier.owner.module));
     params.force = plan.force;
-    let error = match patch(api, key, &object, plan.uid.as_deref(), &params).await {
-        Ok(done) => return Ok(done),
+    let error = match patch(api, key, object, plan.uid.as_deref(), &params).await {
+        Ok(done) => return Ok(Step::Done(Box::new(done))),
         Err(kube::Error::Api(e))
             if is_uid_mismatch(e.code, &e.message) || is_conflict(e.code, &e.message) =>
         {
@@ -331,16 +463,16 @@ async fn apply_one(
     };
     let Some(live) = api.get_opt(&key.name).await? else {
         // Deleted (by hand, or by drift) since the module made it: make it again.
-        return patch(api, key, &object, None, &params)
-            .await
-            .map_err(|e| api_error(key, e));
+        return Ok(Step::Then(Plan::CREATE));
     };
     let live_json = serde_json::to_value(&live).expect("an object serializes");
-    let uid = live.metadata.uid.clone().unwrap_or_default();
+    let uid = live.metadata.uid.clone();
     match whose(&live_json, applier.owner, None) {
         Whose::Ours => {
             let others = conflicting_managers(&error.message);
-            if let Some(module) = others.iter().find(|m| m.starts_with(MODULE_MANAGER_PREFIX)) {
+            let module = others.iter().find(|m| m.starts_with(MODULE_MANAGER_PREFIX));
+            // An earlier holder's fields on a shared object are this module's to take.
+            if let Some(module) = module.filter(|_| !sharing::shareable(key)) {
                 return Err(ModuleError::object(
                     key,
                     format!(
@@ -353,14 +485,11 @@ async fn apply_one(
             if !others.is_empty() {
                 tracing::info!(object = %key, managers = %others.join(", "), "restoring fields of a module object edited by hand");
             }
-            patch(api, key, &object, Some(&uid), &params.force())
-                .await
-                .map_err(|e| api_error(key, e))
+            Ok(Step::Then(Plan::update(uid, true)))
         }
-        Whose::Foreign { .. } if applier.adopt => {
-            patch(api, key, &object, Some(&uid), &params.force())
-                .await
-                .map_err(|e| api_error(key, e))
+        Whose::Foreign { .. } if applier.adopt => Ok(Step::Then(Plan::update(uid, true))),
+        Whose::Sharing | Whose::Tessera { .. } if sharing::shareable(key) => {
+            Ok(Step::Then(Plan::SHARE))
         }
         other => Err(ModuleError::object(key, other.refusal())),
     }
@@ -418,31 +547,116 @@ async fn delete_exact(api: &Api<DynamicObject>, live: &DynamicObject) -> Result<
     }
 }
 
+/// What letting go of an object came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LetGo {
+    /// Gone, or deleted (released: no longer labelled as Tessera's).
+    Done,
+    /// Deleted, finalizers pending.
+    Pending,
+    /// Shared: handed to another module that wants it, or this module left its sharers.
+    Kept,
+    /// Not this module's: left alone.
+    NotOurs(Whose),
+}
+
+/// What a module does with its own objects when it lets go of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Last {
+    /// Delete them (pruned, or the module is removed).
+    Delete,
+    /// Leave them as they are, without Tessera's labels (`managed: false`).
+    Release,
+}
+
+/// Let go of the object `key` names (through `api`) for `owner`; `recorded` is the uid the
+/// inventory lists. A shared object is handed to the next module that still wants it, or
+/// this module leaves its sharers; only what this module made and nobody else wants is
+/// deleted or released. Others' objects are never touched.
+pub(crate) async fn let_go(
+    target: &Target,
+    api: &Api<DynamicObject>,
+    key: &ObjectKey,
+    owner: Owner<'_>,
+    recorded: Option<&str>,
+    last: Last,
+) -> Result<LetGo, ModuleError> {
+    for _ in 0..ATTEMPTS {
+        let Some(live) = api.get_opt(&key.name).await? else {
+            return Ok(LetGo::Done);
+        };
+        let json = serde_json::to_value(&live).expect("an object serializes");
+        let shared = match whose(&json, owner, recorded) {
+            Whose::Sharing => sharing::leave(api, &live, owner).await?,
+            Whose::Ours if sharing::shareable(key) => {
+                match sharing::wanting(target, key, &json, owner)
+                    .await?
+                    .split_first()
+                {
+                    Some((to, rest)) => sharing::hand_over(api, &live, to, rest).await?,
+                    None => return last_one(api, key, &live, last).await,
+                }
+            }
+            Whose::Ours => return last_one(api, key, &live, last).await,
+            other => return Ok(LetGo::NotOurs(other)),
+        };
+        if shared.is_some() {
+            return Ok(LetGo::Kept);
+        }
+    }
+    Err(ModuleError::object(
+        key,
+        "changed under every attempt to let go of it; tried again on the next pass",
+    ))
+}
+
+/// Delete or release `live`, which no other module wants.
+async fn last_one(
+    api: &Api<DynamicObject>,
+    key: &ObjectKey,
+    live: &DynamicObject,
+    last: Last,
+) -> Result<LetGo, ModuleError> {
+    match last {
+        Last::Delete if delete_exact(api, live).await? => Ok(LetGo::Pending),
+        Last::Delete => Ok(LetGo::Done),
+        Last::Release => {
+            strip_labels(api, key, live).await?;
+            Ok(LetGo::Done)
+        }
+    }
+}
+
 /// Delete the objects of `entries` (in reverse apply order) that `keep` does not list and
 /// that are this module's own (labels, and the recorded uid); returns those still present
 /// afterwards (finalizers pending). Entries naming objects the module did not create are
-/// skipped and reported in the log: the inventory is not a licence to delete.
+/// skipped and reported in the log: the inventory is not a licence to delete. `keep` (what
+/// other modules of the set hold) does not protect shareable objects: those are shared
+/// through their own list ([`sharing`]).
 pub(crate) async fn prune(
     target: &Target,
     owner: Owner<'_>,
     entries: &[Entry],
     keep: &HashSet<ObjectKey>,
 ) -> Result<Vec<ObjectKey>, ModuleError> {
-    let mut entries: Vec<&Entry> = entries.iter().filter(|e| !keep.contains(&e.key)).collect();
+    let mut entries: Vec<&Entry> = entries
+        .iter()
+        .filter(|e| !keep.contains(&e.key) || sharing::shareable(&e.key))
+        .collect();
     entries.sort_by_key(|e| std::cmp::Reverse(rank(&e.key.kind)));
     let mut remaining = Vec::new();
     for entry in entries {
         let key = &entry.key;
-        let Some((api, live, live_json)) = live_object(target, key).await? else {
+        let Some(kind) = target.kind(&key.api_version, &key.kind).await? else {
             continue;
         };
-        match whose(&live_json, owner, entry.uid.as_deref()) {
-            Whose::Ours => {
-                if delete_exact(&api, &live).await? {
-                    remaining.push(key.clone());
-                }
-            }
-            other => {
+        let api = target.api(&kind, key.namespace.as_deref());
+        match let_go(target, &api, key, owner, entry.uid.as_deref(), Last::Delete).await? {
+            LetGo::Pending => remaining.push(key.clone()),
+            LetGo::Done | LetGo::Kept => {}
+            // Handed over to another module earlier.
+            LetGo::NotOurs(Whose::Tessera { .. }) if sharing::shareable(key) => {}
+            LetGo::NotOurs(other) => {
                 tracing::warn!(object = %key, set = owner.set, module = owner.module, reason = %other.refusal(), "the inventory lists an object this module did not create; not deleted");
             }
         }
@@ -450,61 +664,51 @@ pub(crate) async fn prune(
     Ok(remaining)
 }
 
-/// The live object `key` names, with its API and as JSON; `None` when it or its kind is
-/// gone.
-async fn live_object(
-    target: &Target,
-    key: &ObjectKey,
-) -> Result<Option<(Api<DynamicObject>, DynamicObject, Value)>, ModuleError> {
-    let Some(kind) = target.kind(&key.api_version, &key.kind).await? else {
-        return Ok(None);
-    };
-    let api = target.api(&kind, key.namespace.as_deref());
-    let Some(live) = api.get_opt(&key.name).await? else {
-        return Ok(None);
-    };
-    let json = serde_json::to_value(&live).expect("an object serializes");
-    Ok(Some((api, live, json)))
-}
-
 /// Let go of a module that is no longer managed: remove Tessera's labels and annotation
-/// from each of its own objects in `entries` (other objects are left as they are), so
-/// drift watches stop seeing them and no pass treats them as Tessera's again. The objects
-/// and their other fields stay; the uid is a precondition.
+/// from each of its own objects in `entries` (other objects are left as they are; shared
+/// ones pass to the next module wanting them), so drift watches stop seeing them and no
+/// pass treats them as Tessera's again. The objects and their other fields stay.
 pub(crate) async fn release(
     target: &Target,
     owner: Owner<'_>,
     entries: &[Entry],
 ) -> Result<(), ModuleError> {
-    let patch = serde_json::json!({"metadata": {
-        "labels": {MANAGED_BY: null, labels::MODULE: null},
-        "annotations": {labels::SET: null},
-    }});
     for entry in entries {
         let key = &entry.key;
-        let Some((api, _, live_json)) = live_object(target, key).await? else {
+        let Some(kind) = target.kind(&key.api_version, &key.kind).await? else {
             continue;
         };
-        if whose(&live_json, owner, entry.uid.as_deref()) != Whose::Ours {
-            continue;
-        }
-        let mut body = patch.clone();
-        body["metadata"]["uid"] = live_json["metadata"]["uid"].clone();
-        match api
-            .patch(&key.name, &PatchParams::default(), &Patch::Merge(&body))
-            .await
-        {
-            Ok(_) => {}
-            // Gone or replaced meanwhile: nothing of this module's left to release.
-            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
-            Err(e) => return Err(api_error(key, e)),
-        }
+        let api = target.api(&kind, key.namespace.as_deref());
+        let recorded = entry.uid.as_deref();
+        let_go(target, &api, key, owner, recorded, Last::Release).await?;
     }
     Ok(())
 }
 
+/// Remove Tessera's labels and annotations from `live` (its uid is a precondition).
+async fn strip_labels(
+    api: &Api<DynamicObject>,
+    key: &ObjectKey,
+    live: &DynamicObject,
+) -> Result<(), ModuleError> {
+    let body = serde_json::json!({"metadata": {
+        "uid": live.metadata.uid,
+        "labels": {MANAGED_BY: null, labels::MODULE: null},
+        "annotations": {labels::SET: null, sharing::SHARED_BY: null},
+    }});
+    match api
+        .patch(&key.name, &PatchParams::default(), &Patch::Merge(&body))
+        .await
+    {
+        Ok(_) => Ok(()),
+        // Gone or replaced meanwhile: nothing of this module's left to release.
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Err(e) => Err(api_error(key, e)),
+    }
+}
+
 /// Delete the objects `selector` reaches that are this module's own (a delete answer's
-/// `remove`); others are left alone.
+/// `remove`); others are left alone, shared ones pass on.
 pub(crate) async fn remove_own(
     target: &Target,
     owner: Owner<'_>,
@@ -517,11 +721,11 @@ pub(crate) async fn remove_own(
         let Some(key) = ObjectKey::of(&live_json) else {
             continue;
         };
-        if !record.lists(&key) || whose(&live_json, owner, record.uid(&key)) != Whose::Ours {
+        if !record.lists(&key) {
             continue;
         }
         let api = target.api(kind, key.namespace.as_deref());
-        delete_exact(&api, &live).await?;
+        let_go(target, &api, &key, owner, record.uid(&key), Last::Delete).await?;
     }
     Ok(())
 }

@@ -17,6 +17,7 @@ use super::observe::{Reads, Spent};
 use super::ownership::{Owner, Whose, whose};
 use super::readiness::not_ready;
 use super::set::{Change, State};
+use super::sharing;
 use super::source::Candidate;
 use super::target::Target;
 use crate::grants::{Access, ObjectRef, Scope};
@@ -595,7 +596,8 @@ fn some_of(objects: &[String]) -> String {
     }
 }
 
-/// The module's own CRDs among `record`'s, as they are on the target.
+/// The module's own CRDs among `record`'s, as they are on the target, that removing it
+/// deletes (no other module shares them).
 async fn own_crds(
     target: &Target,
     owner: Owner<'_>,
@@ -608,7 +610,9 @@ async fn own_crds(
             && let Some(crd) = target.api(&kind, None).get_opt(&key.name).await?
         {
             let crd = serde_json::to_value(crd).expect("a CRD serializes");
-            if whose(&crd, owner, entry.uid.as_deref()) == Whose::Ours {
+            if whose(&crd, owner, entry.uid.as_deref()) == Whose::Ours
+                && sharing::wanting(target, key, &crd, owner).await?.is_empty()
+            {
                 crds.push(crd);
             }
         }

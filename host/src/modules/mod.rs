@@ -11,6 +11,7 @@ pub(crate) mod inventory;
 pub(crate) mod observe;
 pub(crate) mod readiness;
 pub mod set;
+pub(crate) mod sharing;
 pub(crate) mod source;
 pub mod target;
 pub mod windows;

@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use super::labels;
+use super::sharing;
 
 /// Field managers that are Tessera's own modules.
 pub(crate) const MODULE_MANAGER_PREFIX: &str = "tessera-module-";
@@ -22,6 +23,9 @@ pub(crate) struct Owner<'a> {
 pub(crate) enum Whose {
     /// This module of this set made it (labels agree and, when recorded, the uid does).
     Ours,
+    /// Another module or set of Tessera holds it, and this module shares it (a shareable
+    /// object listing it among its sharers: see [`sharing`]).
+    Sharing,
     /// Another module or set of Tessera manages it.
     Tessera { set: String, module: String },
     /// Tessera did not make it; these are its field managers.
@@ -32,7 +36,7 @@ impl Whose {
     /// Why the object is not taken over, for a module's message.
     pub(crate) fn refusal(&self) -> String {
         match self {
-            Whose::Ours => String::new(),
+            Whose::Ours | Whose::Sharing => String::new(),
             Whose::Tessera { set, module } => format!(
                 "exists and belongs to module {module} of ModuleSet {set}; not taken over"
             ),
@@ -64,6 +68,7 @@ pub(crate) fn whose(object: &Value, owner: Owner<'_>, recorded: Option<&str>) ->
                 }
             }
         }
+        Some(_) if sharing::listed(object, owner) => Whose::Sharing,
         Some(m) => Whose::Tessera {
             set: set.unwrap_or("?").to_string(),
             module: m.to_string(),
@@ -157,6 +162,10 @@ mod tests {
             whose(&other_set, OWNER, None),
             Whose::Tessera { .. }
         ));
+        let mut shared = other.clone();
+        shared["metadata"]["annotations"][sharing::SHARED_BY] =
+            "ns/b/telemetry,ns/main/dashboard".into();
+        assert_eq!(whose(&shared, OWNER, Some("u9")), Whose::Sharing);
         let foreign = object(None, None, "u4");
         let w = whose(&foreign, OWNER, None);
         assert_eq!(

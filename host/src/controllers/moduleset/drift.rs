@@ -181,6 +181,15 @@ impl Drift {
         else {
             return;
         };
+        if deleted {
+            // A shared object is made again by whichever module wanting it comes first.
+            let json = serde_json::to_value(object).expect("an object serializes");
+            for sharing in crate::modules::sharing::sharing_sets(&json) {
+                if let Some((namespace, name)) = sharing.split_once('/') {
+                    let _ = self.tx.send(ObjectRef::new(name).within(namespace));
+                }
+            }
+        }
         let Some((namespace, name)) = set.split_once('/') else {
             return;
         };
