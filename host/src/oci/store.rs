@@ -97,19 +97,19 @@ impl ContentStore {
     }
 }
 
-/// Write through a temporary file and rename, so readers never see half a blob.
+/// Write through a temporary file of its own and rename, so readers never see half a blob
+/// and two writers of the same blob at once (two Plugins naming one digest) do not trip
+/// over each other's temporary file.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), OciError> {
-    let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
+    let dir = path.parent().unwrap_or(Path::new("."));
     let result = (|| {
-        let mut file = fs::File::create(&tmp)?;
+        let mut file = tempfile::NamedTempFile::new_in(dir)?;
         file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)
+        file.as_file().sync_all()?;
+        file.persist(path).map_err(|e| e.error)?;
+        Ok::<_, std::io::Error>(())
     })();
-    result.map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        OciError::io(path, e)
-    })
+    result.map_err(|e| OciError::io(path, e))
 }
 
 #[cfg(test)]
@@ -127,5 +127,22 @@ mod tests {
         assert_eq!(store.get(&digest), None, "a changed file is refused");
         assert!(!path.exists(), "and removed");
         assert_eq!(store.get("sha256:nothex"), None);
+    }
+
+    #[test]
+    fn writers_of_one_blob_at_once_all_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ContentStore::open(dir.path()).unwrap();
+        let bytes = vec![7u8; 1 << 20];
+        let path = store.blob_path(&sha256_digest(&bytes)).unwrap();
+        std::thread::scope(|s| {
+            let writers: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| write_atomic(&path, &bytes)))
+                .collect();
+            for w in writers {
+                w.join().unwrap().unwrap();
+            }
+        });
+        assert_eq!(store.get(&sha256_digest(&bytes)), Some(bytes));
     }
 }
