@@ -218,7 +218,8 @@ impl ControlPlane {
     }
 
     /// Like [`ControlPlane::sim_outage`], for any request through the simulator (a target
-    /// cluster reached through it, say).
+    /// cluster reached through it, say). Code 999 holds the requests until the outage ends
+    /// (a cluster that hangs).
     pub fn sim_outage_any(&self, needle: &str, code: Option<u16>) {
         let _ = self.sim_get(&format!("/_sim/outage-any/{needle}/{}", code.unwrap_or(0)));
     }

@@ -1738,6 +1738,79 @@ async fn shared_crd_handed_over(
     Ok(())
 }
 
+/// A module writing the ConfigMap `${name}` into `mods-turns`.
+async fn board_plugin(f: &Fixture<'_>) -> Result {
+    let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: '${name}', namespace: mods-turns}\ndata: {board: up}\n";
+    f.plugin(
+        "turn-board",
+        json!({
+            "kind": "module-reconciler",
+            "versions": [{"version": "1.0.0", "ref": f.reference("manifest", "1.0.0")}],
+            "channels": [{"name": "regular", "version": "1.0.0"}],
+            "config": {"manifest": manifest, "values": {"name": "board"}},
+            "grants": {"write": [{"apiGroups": [""], "kinds": ["ConfigMap"], "namespaces": ["mods-turns"]}]},
+        }),
+    )
+    .await
+}
+
+/// One target cluster hangs (requests for its modules' objects are held): with two
+/// workers and one turn per target, its four sets hold one worker at most, and a set on
+/// another cluster still becomes Ready; once the cluster answers again, its sets do too.
+/// (With `--module-target-concurrency 0` both workers hang and `calm` never gets one.)
+async fn a_hanging_target_cannot_starve(cp: &ControlPlane) -> Result {
+    let f = Fixture::new(cp, "mods-turns").await?;
+    let text = std::fs::read_to_string(&cp.kubeconfig).map_err(|e| e.to_string())?;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "kubeconfig-hang"}, "stringData": {"config": text},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(f.client.clone(), &f.ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .map_err(|e| format!("Secret: {e}"))?;
+    f.push("manifest", "manifest", "1.0.0")?;
+    board_plugin(&f).await?;
+    // 999: the simulator holds requests naming a `hang-board-*` ConfigMap until lifted.
+    cp.sim_outage_any("hang-board", Some(999));
+    let extra = [
+        "--module-target",
+        "mods-turns/kubeconfig-hang",
+        "--workers",
+        "2",
+        "--module-target-concurrency",
+        "1",
+    ];
+    let host = f.host_with("a", &extra);
+    let board = |name: &str| json!({"name": "turn-board", "config": {"values": {"name": name}}});
+    for i in 1..=4 {
+        let spec = json!({"target": {"secretName": "kubeconfig-hang"},
+            "modules": [board(&format!("hang-board-{i}"))]});
+        f.apply_set(&format!("hang-{i}"), spec).await?;
+    }
+    // Not a measurement: room for both workers to take up the hanging sets first.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    f.apply_set("calm", json!({"modules": [board("calm-board")]}))
+        .await?;
+    let waited = f
+        .wait_set("calm", &host, "Ready next to a hanging cluster", |s| {
+            state_is(s, State::Ready)
+        })
+        .await;
+    cp.sim_outage_any("hang-board", None);
+    waited?;
+    for i in 1..=4 {
+        f.wait_set(&format!("hang-{i}"), &host, "Ready once it answers", |s| {
+            state_is(s, State::Ready)
+        })
+        .await?;
+    }
+    for set in ["calm", "hang-1", "hang-2", "hang-3", "hang-4"] {
+        f.delete_set(set).await?;
+    }
+    Ok(())
+}
+
 fn main() {
     let sim = PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
     let script = Script {
@@ -1764,6 +1837,9 @@ fn main() {
             ("pinned_and_restricted", |cp| Box::pin(pinned_versions(cp))),
             ("maintenance_window", |cp| Box::pin(maintenance_window(cp))),
             ("shared_crd", |cp| Box::pin(shared_crd(cp))),
+            ("a_hanging_target_cannot_starve", |cp| {
+                Box::pin(a_hanging_target_cannot_starve(cp))
+            }),
             ("credentials_rotate", |cp| Box::pin(credentials_rotate(cp))),
             ("target_answers_500", |cp| Box::pin(target_answers_500(cp))),
         ],

@@ -132,6 +132,11 @@ pub struct RunArgs {
     /// cluster still exists, are left behind.
     #[arg(long, default_value = "10m", value_parser = duration)]
     module_target_gone_grace: Duration,
+    /// ModuleSet passes that run against one target cluster at once; a set finding them
+    /// all taken is looked at again after a short backoff, so that the sets of one slow or
+    /// hanging cluster cannot hold every worker (0: no limit).
+    #[arg(long, default_value_t = 16)]
+    module_target_concurrency: usize,
     /// Daily maintenance windows (YAML: `default`, `regions.<region>`, `sets.<ns>/<name>`,
     /// each a list of `{begin: "HH:MM", end: "HH:MM"}` in UTC) in which module upgrades to
     /// versions marked `requiresDowntime` run [default: no windows, upgrades run at once].
@@ -240,6 +245,7 @@ fn operator_config(args: RunArgs) -> anyhow::Result<OperatorConfig> {
         module_targets: args.module_targets,
         local_module_namespaces: args.local_modules,
         module_target_gone_grace: args.module_target_gone_grace,
+        module_target_concurrency: args.module_target_concurrency,
         maintenance_windows: windows,
     })
 }

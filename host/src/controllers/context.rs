@@ -69,6 +69,8 @@ pub struct OperatorConfig {
     /// How long a ModuleSet being deleted waits for its gone target Secret before its
     /// finalizer is released.
     pub module_target_gone_grace: Duration,
+    /// ModuleSet passes running against one target cluster at once (0: no limit).
+    pub module_target_concurrency: usize,
     /// When module upgrades that need downtime may run.
     pub maintenance_windows: crate::modules::windows::MaintenanceWindows,
 }
@@ -88,6 +90,7 @@ impl Default for OperatorConfig {
             module_targets: Vec::new(),
             local_module_namespaces: Vec::new(),
             module_target_gone_grace: Duration::from_secs(600),
+            module_target_concurrency: 16,
             maintenance_windows: Default::default(),
         }
     }

@@ -5,7 +5,7 @@ mod server;
 pub(crate) use server::{Health, serve};
 
 use prometheus::{
-    HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
 
 use crate::controllers::runtime::GardenerFailure;
@@ -44,6 +44,8 @@ pub struct Metrics {
     pub(crate) moduleset_state: IntGaugeVec,
     /// Changes to managed objects on targets made by someone else, by kind.
     pub(crate) module_drift: IntCounterVec,
+    /// ModuleSet passes put off because their target's turns were taken.
+    pub(crate) module_turn_waits: IntCounter,
     /// 1 while a dependency (Gardener, a registry, a target cluster) answers.
     pub(crate) dependency_up: IntGaugeVec,
     /// What is down and why, for `/readyz`.
@@ -196,6 +198,10 @@ const MODULE_DRIFT: Doc = (
     "tessera_module_object_events_total",
     "Changes to module-managed objects on targets not made by the host (edits, deletions, status updates), by kind",
 );
+const MODULE_TURN_WAITS: Doc = (
+    "tessera_moduleset_turn_waits_total",
+    "ModuleSet passes put off because as many passes as --module-target-concurrency allows were running against their target cluster",
+);
 const DEPENDENCY_UP: Doc = (
     "tessera_dependency_up",
     "1 while a dependency answers (gardener: the Shoot API), 0 while it fails",
@@ -259,6 +265,10 @@ impl Metrics {
             plugin_channel_ready: gauges(r, PLUGIN_CHANNEL_READY, &["plugin", "channel"]),
             moduleset_state: gauges(r, MODULESET_STATE, &["namespace", "name", "state"]),
             module_drift: counters(r, MODULE_DRIFT, &["kind"]),
+            module_turn_waits: register(
+                r,
+                IntCounter::new(MODULE_TURN_WAITS.0, MODULE_TURN_WAITS.1).expect("metric"),
+            ),
             dependency_up: gauges(r, DEPENDENCY_UP, &["dependency"]),
             dependencies: std::sync::Arc::default(),
             registry,

@@ -61,7 +61,8 @@ pub(crate) struct Sim {
     pub consumed: std::sync::Mutex<std::collections::HashMap<(String, String), usize>>,
     /// Simulated outages: requests whose URI contains the key are answered with the HTTP
     /// status — Shoot API requests only when the flag is set (`/_sim/outage/<needle>/<code>`),
-    /// any request otherwise (`/_sim/outage-any/<needle>/<code>`).
+    /// any request otherwise (`/_sim/outage-any/<needle>/<code>`); code 999 holds them until
+    /// the outage ends.
     pub outages: std::sync::Mutex<std::collections::BTreeMap<String, (u16, bool)>>,
 }
 

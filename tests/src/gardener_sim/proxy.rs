@@ -70,8 +70,12 @@ fn set_outage(sim: &Sim, rest: &str, shoots_only: bool) -> Response {
     (StatusCode::OK, "ok").into_response()
 }
 
-/// The status a simulated outage answers `request` with.
-fn outage(sim: &Sim, request: &Request) -> Option<StatusCode> {
+/// An outage "code" that holds requests until the outage ends, then serves them (a cluster
+/// that hangs rather than fails).
+const HANG: u16 = 999;
+
+/// The status a simulated outage answers `request` with ([`HANG`]: hold it).
+fn outage(sim: &Sim, request: &Request) -> Option<u16> {
     let uri = request.uri().to_string();
     let shoots = uri.contains("/apis/core.gardener.cloud/");
     let outages = sim.outages.lock().expect("outages lock");
@@ -81,7 +85,7 @@ fn outage(sim: &Sim, request: &Request) -> Option<StatusCode> {
             uri.contains(needle.as_str()) && (shoots || !shoots_only)
         })?
         .1;
-    StatusCode::from_u16(*code).ok()
+    Some(*code)
 }
 
 async fn handle(State(sim): State<Arc<Sim>>, request: Request) -> Response {
@@ -104,7 +108,10 @@ async fn handle(State(sim): State<Arc<Sim>>, request: Request) -> Response {
     if let Some(rest) = path.strip_prefix("/_sim/outage-any/") {
         return set_outage(&sim, rest, false);
     }
-    if let Some(code) = outage(&sim, &request) {
+    while outage(&sim, &request) == Some(HANG) {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    if let Some(code) = outage(&sim, &request).and_then(|c| StatusCode::from_u16(c).ok()) {
         let (reason, message) = match code.as_u16() {
             404 => (
                 "NotFound",

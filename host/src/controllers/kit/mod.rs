@@ -130,6 +130,15 @@ pub(crate) fn retry_later(ctx: &Context, key: &str, message: &str) -> Duration {
     retry.delay
 }
 
+/// A wait that is no failure (another pass has the turn): the same backoff with jitter,
+/// logged at debug level only.
+pub(crate) fn quiet_retry(ctx: &Context, key: &str, message: &str) -> Duration {
+    let retry = ctx.retries.fail(key, message);
+    let delay_s = retry.delay.as_secs_f64();
+    tracing::debug!(object = %key, reason = %message, retry_in_s = delay_s, "waiting");
+    retry.delay
+}
+
 fn log_retry(key: &str, message: &str, retry: &Retry) {
     let delay_s = retry.delay.as_secs_f64();
     match retry.log {

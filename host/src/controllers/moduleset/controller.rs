@@ -9,6 +9,7 @@ use kube::runtime::watcher;
 use super::drift::Drift;
 use super::reconcile::{ModuleContext, reconcile};
 use super::targets::{TargetRules, Targets};
+use super::turns::Turns;
 use crate::controllers::kit;
 use crate::controllers::{Context, ReconcileError};
 use crate::crd::ModuleSet;
@@ -38,6 +39,7 @@ pub(crate) async fn run(ctx: Arc<Context>) {
             },
         ),
         drift,
+        turns: Turns::new(ctx.config.module_target_concurrency),
         ctx,
     });
     let controller = Controller::new(sets, watcher::Config::default().any_semantic());

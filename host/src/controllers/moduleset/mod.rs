@@ -7,6 +7,7 @@
 //! - `reconcile.rs`: one pass — finalizer, target, `modules::set::reconcile_set`, then the
 //!   status write and Events `decide.rs` chose.
 //! - `targets.rs`: clients for target clusters from kubeconfig Secrets (or the local one).
+//! - `turns.rs`: at most so many passes per target cluster at once.
 //! - `drift.rs`: watches of managed objects on targets; a change by someone else
 //!   re-queues the owning ModuleSet.
 
@@ -15,5 +16,6 @@ mod decide;
 pub(crate) mod drift;
 mod reconcile;
 pub(crate) mod targets;
+mod turns;
 
 pub(crate) use controller::run;

@@ -12,6 +12,7 @@ use super::decide::Unreached;
 use super::decide::{self, Start};
 use super::drift::Drift;
 use super::targets::{Targets, Unreachable};
+use super::turns::Turns;
 use crate::controllers::kit::{self, Controller, Note, finalizer};
 use crate::controllers::labels::{self, is_true};
 use crate::controllers::{Context, ReconcileError};
@@ -35,6 +36,7 @@ pub(crate) struct ModuleContext {
     pub(crate) ctx: Arc<Context>,
     pub(crate) targets: Targets,
     pub(crate) drift: Arc<Drift>,
+    pub(crate) turns: Turns,
 }
 
 const STATES: [State; 5] = [
@@ -95,6 +97,15 @@ async fn reconcile_set_object(
     let target = match mctx.targets.get(&ns, set.spec.target.as_ref()).await {
         Ok(t) => t,
         Err(unreachable) => return unreached(ctx, &api, set, &old, &unreachable).await,
+    };
+    let Some(_turn) = mctx.turns.take(&target.server) else {
+        ctx.metrics.module_turn_waits.inc();
+        let message = format!("waiting for a turn on {}", target.server);
+        return Ok(Action::requeue(kit::quiet_retry(
+            ctx,
+            &kit::key(set),
+            &message,
+        )));
     };
     let version = target.facts.kubernetes_version.as_deref();
     let status = decide::target_reached(set, &old, version);
