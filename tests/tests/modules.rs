@@ -1739,10 +1739,10 @@ async fn shared_crd_handed_over(
 }
 
 /// A module writing the ConfigMap `${name}` into `mods-turns`.
-async fn board_plugin(f: &Fixture<'_>) -> Result {
+async fn board_plugin(f: &Fixture<'_>, plugin: &str) -> Result {
     let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: '${name}', namespace: mods-turns}\ndata: {board: up}\n";
     f.plugin(
-        "turn-board",
+        plugin,
         json!({
             "kind": "module-reconciler",
             "versions": [{"version": "1.0.0", "ref": f.reference("manifest", "1.0.0")}],
@@ -1758,6 +1758,8 @@ async fn board_plugin(f: &Fixture<'_>) -> Result {
 /// workers and one turn per target, its four sets hold one worker at most, and a set on
 /// another cluster still becomes Ready; once the cluster answers again, its sets do too.
 /// (With `--module-target-concurrency 0` both workers hang and `calm` never gets one.)
+/// Each hanging set's second module does not wait behind its first: independent modules
+/// of a set run at once.
 async fn a_hanging_target_cannot_starve(cp: &ControlPlane) -> Result {
     let f = Fixture::new(cp, "mods-turns").await?;
     let text = std::fs::read_to_string(&cp.kubeconfig).map_err(|e| e.to_string())?;
@@ -1770,7 +1772,8 @@ async fn a_hanging_target_cannot_starve(cp: &ControlPlane) -> Result {
         .await
         .map_err(|e| format!("Secret: {e}"))?;
     f.push("manifest", "manifest", "1.0.0")?;
-    board_plugin(&f).await?;
+    board_plugin(&f, "turn-board").await?;
+    board_plugin(&f, "turn-board-b").await?;
     // 999: the simulator holds requests naming a `hang-board-*` ConfigMap until lifted.
     cp.sim_outage_any("hang-board", Some(999));
     let extra = [
@@ -1784,8 +1787,9 @@ async fn a_hanging_target_cannot_starve(cp: &ControlPlane) -> Result {
     let host = f.host_with("a", &extra);
     let board = |name: &str| json!({"name": "turn-board", "config": {"values": {"name": name}}});
     for i in 1..=4 {
+        let side = json!({"name": "turn-board-b", "config": {"values": {"name": format!("side-board-{i}")}}});
         let spec = json!({"target": {"secretName": "kubeconfig-hang"},
-            "modules": [board(&format!("hang-board-{i}"))]});
+            "modules": [board(&format!("hang-board-{i}")), side]});
         f.apply_set(&format!("hang-{i}"), spec).await?;
     }
     // Not a measurement: room for both workers to take up the hanging sets first.
@@ -1797,8 +1801,15 @@ async fn a_hanging_target_cannot_starve(cp: &ControlPlane) -> Result {
             state_is(s, State::Ready)
         })
         .await;
+    let sides = kubectl_ok(
+        &cp.garden,
+        &["get", "configmaps", "-n", "mods-turns", "-o", "name"],
+    );
     cp.sim_outage_any("hang-board", None);
     waited?;
+    if !sides?.contains("configmap/side-board-") {
+        return Err("no set's second module ran while its first hung".into());
+    }
     for i in 1..=4 {
         f.wait_set(&format!("hang-{i}"), &host, "Ready once it answers", |s| {
             state_is(s, State::Ready)

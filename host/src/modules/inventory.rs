@@ -176,6 +176,27 @@ impl Inventory {
         }
     }
 
+    /// A copy for one module running next to others: it writes only what that module
+    /// stages (call after [`Inventory::flush`], so nothing else is staged).
+    pub(crate) fn fork(&self) -> Self {
+        Self {
+            set: self.set.clone(),
+            modules: self.modules.clone(),
+            unsaved: BTreeSet::new(),
+        }
+    }
+
+    /// Take `module`'s record back from `fork`, staged if the fork had not written it.
+    pub(crate) fn absorb(&mut self, module: &str, fork: Inventory) {
+        match fork.modules.get(module) {
+            Some(record) => self.modules.insert(module.to_string(), record.clone()),
+            None => self.modules.remove(module),
+        };
+        if fork.unsaved.contains(module) {
+            self.unsaved.insert(module.to_string());
+        }
+    }
+
     /// Write every staged record, in one request.
     pub(crate) async fn flush(&mut self, target: &Target) -> Result<(), ModuleError> {
         if self.unsaved.is_empty() {
@@ -216,7 +237,7 @@ impl Inventory {
             }
             Err(kube::Error::Api(e)) if e.code == 404 => {
                 ensure_namespace(target).await?;
-                let mut create = body;
+                let mut create = body.clone();
                 let data: BTreeMap<String, String> = self
                     .modules
                     .iter()
@@ -224,7 +245,15 @@ impl Inventory {
                     .collect();
                 create["data"] = serde_json::to_value(data).expect("data");
                 let cm: ConfigMap = serde_json::from_value(create).expect("a ConfigMap");
-                api.create(&Default::default(), &cm).await?;
+                match api.create(&Default::default(), &cm).await {
+                    Ok(_) => {}
+                    // Another module of the set (running at once) created it first.
+                    Err(kube::Error::Api(e)) if e.code == 409 => {
+                        api.patch(&name, &PatchParams::default(), &Patch::Merge(&body))
+                            .await?;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
                 self.unsaved.clear();
                 Ok(())
             }

@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
 use super::apply::Applied;
-use super::engine::{ModuleRun, prune_inventory};
+use super::engine::{ModuleRun, Reconciled, prune_inventory};
 use super::error::ModuleError;
 use super::inventory::{Inventory, ObjectKey};
 use super::ownership::Owner;
@@ -172,6 +172,9 @@ impl Offers for Catalog<'_> {
         self.0.version(module, version)
     }
 }
+
+/// How many modules of one set reconcile at once (within a wave of independent modules).
+const MODULES_AT_ONCE: usize = 4;
 
 /// A module that runs in this pass, with the modules its plugin says it requires.
 struct Planned {
@@ -351,35 +354,85 @@ impl<'a> Pass<'a> {
         planned
     }
 
-    /// Run the planned modules, dependencies first; a module whose dependencies are
-    /// missing, cyclic or not Ready yet waits.
+    /// Run the planned modules, dependencies first, independent ones at once; a module
+    /// whose dependencies are missing, cyclic or not Ready yet waits.
     async fn install(&mut self, planned: &BTreeMap<String, Planned>) -> Result<(), ModuleError> {
         let req = self.req;
         let in_set: HashSet<&str> = req.modules.iter().map(|m| m.name.as_str()).collect();
-        let (order, cyclic) = topological(&requirements(planned));
-        for name in order {
-            let plan = &planned[&name];
-            let report = match plan::gate(&name, &plan.deps, &in_set, &cyclic, &self.reports) {
-                Gate::Open => self.run(&name, &plan.run).await?,
-                Gate::Refused(message) => versioned(&name, &plan.run, State::Error, message, 0),
-                Gate::Waiting(message) => {
-                    let objects = self.installed_objects(&name);
-                    versioned(&name, &plan.run, State::Processing, message, objects)
-                }
-            };
-            self.reports.insert(name, report);
+        let (waves, cyclic) = waves(&requirements(planned));
+        for wave in waves {
+            let mut open = Vec::new();
+            for name in wave {
+                let plan = &planned[&name];
+                let report = match plan::gate(&name, &plan.deps, &in_set, &cyclic, &self.reports) {
+                    Gate::Open => {
+                        open.push(name);
+                        continue;
+                    }
+                    Gate::Refused(message) => versioned(&name, &plan.run, State::Error, message, 0),
+                    Gate::Waiting(message) => {
+                        let objects = self.installed_objects(&name);
+                        versioned(&name, &plan.run, State::Processing, message, objects)
+                    }
+                };
+                self.reports.insert(name, report);
+            }
+            self.run_wave(&open, planned).await?;
         }
         Ok(())
     }
 
-    /// Reconcile one module, render its shadow version next to it, and report.
-    async fn run(
+    /// Run `names` at once (at most [`MODULES_AT_ONCE`]), each on its own copy of the
+    /// inventory (a module writes only its own record), then take their records back.
+    async fn run_wave(
         &mut self,
+        names: &[String],
+        planned: &BTreeMap<String, Planned>,
+    ) -> Result<(), ModuleError> {
+        use futures::StreamExt;
+        // What earlier modules staged goes out first, so that no copy writes it again.
+        self.inventory.flush(self.target).await?;
+        let this = &*self;
+        // Collected first: a lazy `map` closure in the stream trips the compiler's
+        // higher-ranked lifetime check on the controller's future.
+        let mut runs = Vec::with_capacity(names.len());
+        for name in names {
+            let keep = this.held_by_others(name);
+            let mut inventory = this.inventory.fork();
+            runs.push(async move {
+                let done = this
+                    .reconcile_module(name, &planned[name].run, &mut inventory, &keep)
+                    .await;
+                (name, inventory, done)
+            });
+        }
+        let finished: Vec<_> = futures::stream::iter(runs)
+            .buffer_unordered(MODULES_AT_ONCE)
+            .collect()
+            .await;
+        let mut failed = None;
+        for (name, inventory, done) in finished {
+            let previous = self.inventory.modules.get(name).map(|r| r.version.clone());
+            self.inventory.absorb(name, inventory);
+            match done {
+                Ok(done) => {
+                    let report = self.conclude(name, &planned[name].run, previous, done);
+                    self.reports.insert(name.clone(), report);
+                }
+                Err(e) => failed = failed.or(Some(e)),
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Reconcile one module on `inventory`, and render its shadow version next to it.
+    async fn reconcile_module(
+        &self,
         name: &str,
         plan: &Run<Candidate>,
-    ) -> Result<ModuleReport, ModuleError> {
-        let keep = self.held_by_others(name);
-        let previous = self.inventory.modules.get(name).map(|r| r.version.clone());
+        inventory: &mut Inventory,
+        keep: &HashSet<ObjectKey>,
+    ) -> Result<(Reconciled, Option<ModuleShadow>), ModuleError> {
         let run = ModuleRun {
             target: self.target,
             wasm: self.wasm,
@@ -389,7 +442,7 @@ impl<'a> Pass<'a> {
             config: plan.config.clone(),
             adopt: plan.adopt,
         };
-        let done = run.reconcile(&mut self.inventory, &keep).await?;
+        let done = run.reconcile(inventory, keep).await?;
         let shadow = match &plan.candidate.shadow {
             Some(shadow) if done.state != State::Error => {
                 let run = ModuleRun {
@@ -401,6 +454,18 @@ impl<'a> Pass<'a> {
             }
             _ => None,
         };
+        Ok((done, shadow))
+    }
+
+    /// The report of a module that ran (installed at `previous` before), and what the pass
+    /// takes from it: its objects, requeue, applied objects and notices.
+    fn conclude(
+        &mut self,
+        name: &str,
+        plan: &Run<Candidate>,
+        previous: Option<String>,
+        (done, shadow): (Reconciled, Option<ModuleShadow>),
+    ) -> ModuleReport {
         if let Some(record) = self.inventory.modules.get(name) {
             self.objects_of
                 .insert(name.to_string(), record.keys().cloned().collect());
@@ -419,7 +484,7 @@ impl<'a> Pass<'a> {
         self.out.notices.extend(notice);
         let mut report = versioned(name, plan, ran.state, ran.message, ran.objects);
         report.shadow = shadow;
-        Ok(report)
+        report
     }
 
     /// Remove the modules that left the set; one that another module still requires waits
@@ -652,29 +717,29 @@ fn shortest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
     }
 }
 
-/// Modules in an order where dependencies come first, and the modules that are in (or
-/// depend on) a cycle.
-fn topological(deps: &BTreeMap<String, Vec<String>>) -> (Vec<String>, HashSet<String>) {
-    let mut done: Vec<String> = Vec::new();
+/// Modules in waves where each module's dependencies are in earlier waves (a wave's
+/// modules may run at once), and the modules that are in (or depend on) a cycle, in a last
+/// wave of their own.
+fn waves(deps: &BTreeMap<String, Vec<String>>) -> (Vec<Vec<String>>, HashSet<String>) {
+    let mut done: HashSet<&String> = HashSet::new();
+    let mut waves = Vec::new();
     let mut left: Vec<&String> = deps.keys().collect();
     while !left.is_empty() {
-        let before = left.len();
-        left.retain(|name| {
-            let ready = deps[*name]
+        let (wave, rest): (Vec<&String>, Vec<&String>) = left.iter().partition(|name| {
+            deps[**name]
                 .iter()
-                .all(|d| !deps.contains_key(d) || done.contains(d));
-            if ready {
-                done.push((*name).clone());
-            }
-            !ready
+                .all(|d| !deps.contains_key(d) || done.contains(d))
         });
-        if left.len() == before {
-            let cyclic: HashSet<String> = left.iter().map(|s| (*s).clone()).collect();
-            done.extend(left.iter().map(|s| (*s).clone()));
-            return (done, cyclic);
+        if wave.is_empty() {
+            let cyclic: HashSet<String> = rest.iter().map(|s| (*s).clone()).collect();
+            waves.push(rest.into_iter().cloned().collect());
+            return (waves, cyclic);
         }
+        done.extend(wave.iter().copied());
+        waves.push(wave.into_iter().cloned().collect());
+        left = rest;
     }
-    (done, HashSet::new())
+    (waves, HashSet::new())
 }
 
 #[cfg(test)]
@@ -723,17 +788,30 @@ mod tests {
     }
 
     #[test]
-    fn dependencies_first_and_cycles_found() {
+    fn dependencies_come_in_earlier_waves_and_cycles_are_found() {
         let deps = |pairs: &[(&str, &[&str])]| -> BTreeMap<String, Vec<String>> {
             pairs
                 .iter()
                 .map(|(n, d)| (n.to_string(), d.iter().map(|s| s.to_string()).collect()))
                 .collect()
         };
-        let (order, cyclic) = topological(&deps(&[("a", &["c"]), ("b", &[]), ("c", &["b"])]));
-        assert_eq!(order, ["b", "c", "a"]);
+        let (order, cyclic) = waves(&deps(&[("a", &["c"]), ("b", &[]), ("c", &["b"])]));
+        assert_eq!(order, [vec!["b"], vec!["c"], vec!["a"]]);
         assert!(cyclic.is_empty());
-        let (_, cyclic) = topological(&deps(&[("a", &["b"]), ("b", &["a"]), ("c", &[])]));
+        // Independent modules share a wave; a requirement outside the set does not hold
+        // one back (the gate refuses it).
+        let (order, _) = waves(&deps(&[
+            ("crds", &[]),
+            ("dashboard", &[]),
+            ("telemetry", &["crds"]),
+            ("agent", &["telemetry", "elsewhere"]),
+        ]));
+        assert_eq!(
+            order,
+            [vec!["crds", "dashboard"], vec!["telemetry"], vec!["agent"]]
+        );
+        let (order, cyclic) = waves(&deps(&[("a", &["b"]), ("b", &["a"]), ("c", &[])]));
         assert_eq!(cyclic, HashSet::from(["a".to_string(), "b".to_string()]));
+        assert_eq!(order, [vec!["c"], vec!["a", "b"]]);
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{Catalog, SetRequest, State, dependencies, plan, topological};
+use super::{Catalog, SetRequest, State, dependencies, plan, waves};
 use crate::modules::engine::ModuleRun;
 use crate::modules::error::ModuleError;
 use crate::modules::inventory::{Inventory, ObjectKey};
@@ -125,7 +125,7 @@ pub async fn preview_set(
             )),
         }
     }
-    for name in topological(&deps).0 {
+    for name in waves(&deps).0.into_iter().flatten() {
         let run = &plan.run[&name];
         let module = ModuleRun {
             target,
