@@ -1493,20 +1493,24 @@ async fn credentials_rotate(cp: &ControlPlane) -> Result {
 
 /// A target answering 500 for a while: the set reports the error, retries at growing
 /// intervals with jitter, logs it a bounded number of times, and recovers by itself.
-async fn target_answers_500(cp: &ControlPlane) -> Result {
-    use k8s_openapi::api::core::v1::Secret;
-    use kube::api::PostParams;
-    let f = Fixture::new(cp, "mods-flaky").await?;
-    // The target is reached through the simulator, which can fail its requests.
+/// A target Secret `name` in the fixture's namespace for the host's own cluster reached
+/// through the simulator, which can fail or hold its requests.
+async fn sim_target_secret(cp: &ControlPlane, f: &Fixture<'_>, name: &str) -> Result {
     let text = std::fs::read_to_string(&cp.kubeconfig).map_err(|e| e.to_string())?;
     let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "kubeconfig-flaky"}, "stringData": {"config": text},
+        "metadata": {"name": name}, "stringData": {"config": text},
     }))
     .unwrap();
     Api::<Secret>::namespaced(f.client.clone(), &f.ns)
         .create(&PostParams::default(), &secret)
         .await
-        .map_err(|e| format!("Secret: {e}"))?;
+        .map(drop)
+        .map_err(|e| format!("Secret: {e}"))
+}
+
+async fn target_answers_500(cp: &ControlPlane) -> Result {
+    let f = Fixture::new(cp, "mods-flaky").await?;
+    sim_target_secret(cp, &f, "kubeconfig-flaky").await?;
     f.push("manifest", "manifest", "1.0.0")?;
     page_plugin(&f, "flaky-page", "flaky500").await?;
     cp.sim_outage_any("flaky500", Some(500));
@@ -1762,15 +1766,7 @@ async fn board_plugin(f: &Fixture<'_>, plugin: &str) -> Result {
 /// of a set run at once.
 async fn a_hanging_target_cannot_starve(cp: &ControlPlane) -> Result {
     let f = Fixture::new(cp, "mods-turns").await?;
-    let text = std::fs::read_to_string(&cp.kubeconfig).map_err(|e| e.to_string())?;
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "kubeconfig-hang"}, "stringData": {"config": text},
-    }))
-    .unwrap();
-    Api::<Secret>::namespaced(f.client.clone(), &f.ns)
-        .create(&PostParams::default(), &secret)
-        .await
-        .map_err(|e| format!("Secret: {e}"))?;
+    sim_target_secret(cp, &f, "kubeconfig-hang").await?;
     f.push("manifest", "manifest", "1.0.0")?;
     board_plugin(&f, "turn-board").await?;
     board_plugin(&f, "turn-board-b").await?;

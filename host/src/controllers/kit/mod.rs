@@ -131,12 +131,19 @@ pub(crate) fn retry_later(ctx: &Context, key: &str, message: &str) -> Duration {
 }
 
 /// A wait that is no failure (another pass has the turn): the same backoff with jitter,
-/// logged at debug level only.
-pub(crate) fn quiet_retry(ctx: &Context, key: &str, message: &str) -> Duration {
+/// at most `cap` (then a random half to whole of it, so waiters do not return in
+/// lockstep), logged at debug level only.
+pub(crate) fn quiet_retry(ctx: &Context, key: &str, message: &str, cap: Duration) -> Duration {
     let retry = ctx.retries.fail(key, message);
-    let delay_s = retry.delay.as_secs_f64();
+    let delay = if retry.delay > cap {
+        let half = u64::try_from(cap.as_millis() / 2).unwrap_or(u64::MAX);
+        Duration::from_millis(half + fastrand_ms(half))
+    } else {
+        retry.delay
+    };
+    let delay_s = delay.as_secs_f64();
     tracing::debug!(object = %key, reason = %message, retry_in_s = delay_s, "waiting");
-    retry.delay
+    delay
 }
 
 fn log_retry(key: &str, message: &str, retry: &Retry) {

@@ -31,6 +31,10 @@ const STATUS_FIELDS: &[&str] = &[
     "conditions",
 ];
 
+/// The longest a set waits for a turn on its target before it asks again (each ask reads
+/// its target Secret).
+const TURN_WAIT_MAX: Duration = Duration::from_secs(10);
+
 /// What ModuleSet reconciles share.
 pub(crate) struct ModuleContext {
     pub(crate) ctx: Arc<Context>,
@@ -101,11 +105,8 @@ async fn reconcile_set_object(
     let Some(_turn) = mctx.turns.take(&target.server) else {
         ctx.metrics.module_turn_waits.inc();
         let message = format!("waiting for a turn on {}", target.server);
-        return Ok(Action::requeue(kit::quiet_retry(
-            ctx,
-            &kit::key(set),
-            &message,
-        )));
+        let wait = kit::quiet_retry(ctx, &kit::key(set), &message, TURN_WAIT_MAX);
+        return Ok(Action::requeue(wait));
     };
     let version = target.facts.kubernetes_version.as_deref();
     let status = decide::target_reached(set, &old, version);
