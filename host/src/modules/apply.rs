@@ -75,6 +75,9 @@ pub(crate) fn prepare(
         .or_insert_with(|| Value::Object(Default::default()));
     if let Some(annotations) = annotations.as_object_mut() {
         annotations.insert(labels::SET.into(), set.into());
+        // The host's own bookkeeping: a plugin that set these could erase the sharers.
+        annotations.remove(sharing::SHARED_BY);
+        annotations.remove(sharing::EARLIER_HOLDER);
     }
     Ok((key, object))
 }
@@ -192,11 +195,31 @@ fn planned(
     let json = serde_json::to_value(live).expect("an object serializes");
     let uid = live.metadata.uid.clone();
     match whose(&json, applier.owner, None) {
-        // Made by this module; the inventory lost its uid (a crash), or it is shared.
+        // Made by this module; the inventory lost its uid (a crash).
         Whose::Ours => Ok(Plan::update(uid, false)),
-        Whose::Sharing | Whose::Tessera { .. } if sharing::shareable(key) => Ok(Plan::SHARE),
         Whose::Foreign { .. } if applier.adopt => Ok(Plan::update(uid, true)),
-        other => Err(format!("{key}: {}", other.refusal())),
+        other if shares(key, &other, applier.owner) => Ok(Plan::SHARE),
+        other => Err(format!("{key}: {}", refusal(key, &other))),
+    }
+}
+
+/// Whether this module shares (or may join) an object `whose` says another module holds.
+fn shares(key: &ObjectKey, whose: &Whose, owner: Owner<'_>) -> bool {
+    match whose {
+        Whose::Sharing => true,
+        Whose::Tessera { set, .. } => sharing::shareable(key) && sharing::may_share(set, owner),
+        _ => false,
+    }
+}
+
+/// Why `key` is not written, saying why a shareable one is not shared either.
+fn refusal(key: &ObjectKey, whose: &Whose) -> String {
+    match whose {
+        Whose::Tessera { .. } if sharing::shareable(key) => format!(
+            "{}; CRDs and Namespaces are shared only between ModuleSets of one namespace",
+            whose.refusal()
+        ),
+        other => other.refusal(),
     }
 }
 
@@ -235,7 +258,7 @@ pub(crate) async fn apply(
         let kind = served(target, &key, &crds).await?;
         scope(&kind, &mut key, &mut object)?;
         let api = target.api(&kind, key.namespace.as_deref());
-        let result = write(&api, applier, &key, &object, plan).await?;
+        let result = write(target, &api, applier, &key, &object, plan).await?;
         applied.push(Applied {
             key,
             object: serde_json::to_value(&result).expect("an object serializes"),
@@ -368,6 +391,7 @@ enum Step {
 /// replaced, edited, shared or handed over meanwhile). A shareable object this module
 /// holds loses the fields earlier holders left on it.
 async fn write(
+    target: &Target,
     api: &Api<DynamicObject>,
     applier: Applier<'_>,
     key: &ObjectKey,
@@ -376,7 +400,7 @@ async fn write(
 ) -> Result<DynamicObject, ModuleError> {
     for _ in 0..ATTEMPTS {
         let step = if plan.share {
-            share(api, applier, key).await?
+            share(target, api, applier, key).await?
         } else {
             apply_one(api, applier, key, object, &plan).await?
         };
@@ -395,8 +419,10 @@ async fn write(
 }
 
 /// Be listed among the sharers of the object another module holds; when nobody holds it
-/// any more (gone, or handed to this module), write it instead.
+/// (gone, handed to this module, or its holder's set went without letting go), write it
+/// instead.
 async fn share(
+    target: &Target,
     api: &Api<DynamicObject>,
     applier: Applier<'_>,
     key: &ObjectKey,
@@ -404,41 +430,77 @@ async fn share(
     let Some(live) = api.get_opt(&key.name).await? else {
         return Ok(Step::Then(Plan::CREATE));
     };
+    if sharing::is_deleting(&live) {
+        return Err(ModuleError::object(
+            key,
+            "is being deleted by the module that held it; made again once it is gone",
+        ));
+    }
     let json = serde_json::to_value(&live).expect("an object serializes");
     let uid = live.metadata.uid.clone();
-    match whose(&json, applier.owner, None) {
-        Whose::Ours => Ok(Step::Then(Plan::update(uid, false))),
-        Whose::Sharing => Ok(Step::Done(Box::new(live))),
-        Whose::Tessera { set, module } => {
-            let joined = sharing::join(api, &live, applier.owner).await?;
-            if joined.is_some() {
-                tracing::info!(object = %key, set = applier.owner.set, module = applier.owner.module, holder_set = %set, holder_module = %module, "sharing an object another module holds");
-            }
-            Ok(joined.map_or(Step::Then(Plan::SHARE), |o| Step::Done(Box::new(o))))
+    let owner = applier.owner;
+    let whose = whose(&json, owner, None);
+    let joined = match &whose {
+        Whose::Ours => return Ok(Step::Then(Plan::update(uid, false))),
+        Whose::Foreign { .. } if applier.adopt => {
+            return Ok(Step::Then(Plan::update(uid, true)));
         }
-        Whose::Foreign { .. } if applier.adopt => Ok(Step::Then(Plan::update(uid, true))),
-        other => Err(ModuleError::object(key, other.refusal())),
+        w if !shares(key, w, owner) => {
+            return Err(ModuleError::object(key, refusal(key, w)));
+        }
+        // The holder's set went without letting go: this module takes the object over.
+        _ if !sharing::holder_wants(target, key, &json).await? => {
+            let me = format!("{}/{}", owner.set, owner.module);
+            let rest = sharing::wanting(target, key, &json, owner).await?;
+            let taken = sharing::hand_over(api, &live, &me, &rest).await?;
+            return Ok(Step::Then(match taken {
+                Some(_) => Plan::update(uid, false),
+                None => Plan::SHARE,
+            }));
+        }
+        Whose::Sharing => return Ok(Step::Done(Box::new(live))),
+        _ => sharing::join(api, &live, owner).await?,
+    };
+    if joined.is_some() {
+        tracing::info!(object = %key, set = owner.set, module = owner.module, "sharing an object another module holds");
     }
+    Ok(joined.map_or(Step::Then(Plan::SHARE), |o| Step::Done(Box::new(o))))
 }
 
-/// Give up, on behalf of earlier holders of a shared object this module now holds, the
-/// fields only they set (their managers apply the object's identity alone).
+/// Give up, on behalf of the module that held a shared object before this one, the fields
+/// only it set (its manager applies the object's identity alone). A refusal (say, a CRD
+/// version still stored) is logged and left: the object keeps those fields.
 async fn retire_earlier_holders(
     api: &Api<DynamicObject>,
     applier: Applier<'_>,
     key: &ObjectKey,
-    mut done: DynamicObject,
+    done: DynamicObject,
 ) -> Result<DynamicObject, ModuleError> {
-    for manager in sharing::stale_holders(&done, &field_manager(applier.owner.module)) {
+    let own = field_manager(applier.owner.module);
+    if done
+        .metadata
+        .annotations
+        .as_ref()
+        .is_none_or(|a| !a.contains_key(sharing::EARLIER_HOLDER))
+    {
+        return Ok(done);
+    }
+    if let Some(manager) = sharing::earlier_holder(&done, &own) {
         let params = PatchParams::apply(&manager);
         let body = sharing::withdrawal(key);
-        done = api
-            .patch(&key.name, &params, &Patch::Apply(&body))
-            .await
-            .map_err(|e| api_error(key, e))?;
-        tracing::info!(object = %key, earlier = %manager, module = applier.owner.module, "retired the fields an earlier holder of a shared object set");
+        match api.patch(&key.name, &params, &Patch::Apply(&body)).await {
+            Ok(_) => {
+                tracing::info!(object = %key, earlier = %manager, module = applier.owner.module, "retired the fields an earlier holder of a shared object set");
+            }
+            Err(e) => {
+                tracing::warn!(object = %key, earlier = %manager, error = %crate::report::kube_error(&e), "could not retire the fields an earlier holder of a shared object set; they stay");
+            }
+        }
     }
-    Ok(done)
+    let body = sharing::without_earlier_holder();
+    api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&body))
+        .await
+        .map_err(|e| api_error(key, e))
 }
 
 /// Apply one object as planned. When the object changed under the plan (deleted, replaced,
@@ -488,10 +550,8 @@ async fn apply_one(
             Ok(Step::Then(Plan::update(uid, true)))
         }
         Whose::Foreign { .. } if applier.adopt => Ok(Step::Then(Plan::update(uid, true))),
-        Whose::Sharing | Whose::Tessera { .. } if sharing::shareable(key) => {
-            Ok(Step::Then(Plan::SHARE))
-        }
-        other => Err(ModuleError::object(key, other.refusal())),
+        other if shares(key, &other, applier.owner) => Ok(Step::Then(Plan::SHARE)),
+        other => Err(ModuleError::object(key, refusal(key, &other))),
     }
 }
 
@@ -528,21 +588,28 @@ async fn served(
     }
 }
 
-/// Delete exactly the live object `live` (its uid is a precondition); `true` when it is
-/// still there afterwards (finalizers pending).
-async fn delete_exact(api: &Api<DynamicObject>, live: &DynamicObject) -> Result<bool, ModuleError> {
+/// Delete `live` with its uid (and, when `unchanged`, its resourceVersion) as a
+/// precondition: `Some(true)` when finalizers keep it for now, `Some(false)` when deleted
+/// or already gone, `None` when it changed since it was read (read it again).
+async fn delete_guarded(
+    api: &Api<DynamicObject>,
+    live: &DynamicObject,
+    unchanged: bool,
+) -> Result<Option<bool>, ModuleError> {
     let params = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Background),
         preconditions: Some(Preconditions {
             uid: live.metadata.uid.clone(),
-            resource_version: None,
+            resource_version: live.metadata.resource_version.clone().filter(|_| unchanged),
         }),
         ..Default::default()
     };
     let name = live.metadata.name.as_deref().unwrap_or_default();
     match api.delete(name, &params).await {
-        Ok(either) => Ok(either.is_left()),
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(false),
+        Ok(either) => Ok(Some(either.is_left())),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Some(false)),
+        Err(kube::Error::Api(e)) if e.code == 409 && unchanged => Ok(None),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(Some(false)),
         Err(e) => Err(e.into()),
     }
 }
@@ -560,19 +627,26 @@ pub(crate) enum LetGo {
     NotOurs(Whose),
 }
 
-/// What a module does with its own objects when it lets go of them.
+/// What a module does with its own objects when it lets go of them and no other module
+/// wants them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Last {
     /// Delete them (pruned, or the module is removed).
     Delete,
     /// Leave them as they are, without Tessera's labels (`managed: false`).
     Release,
+    /// Leave them as they are (a CRD under `customResourcePolicy: Ignore`).
+    Keep,
+    /// Not yet: look again on the next pass (a CRD that was shared when its custom
+    /// resources were checked).
+    NextPass,
 }
 
 /// Let go of the object `key` names (through `api`) for `owner`; `recorded` is the uid the
 /// inventory lists. A shared object is handed to the next module that still wants it, or
 /// this module leaves its sharers; only what this module made and nobody else wants is
-/// deleted or released. Others' objects are never touched.
+/// deleted or released, guarded by its resourceVersion when it is shareable (a module
+/// joining meanwhile is not lost). Others' objects are never touched.
 pub(crate) async fn let_go(
     target: &Target,
     api: &Api<DynamicObject>,
@@ -586,22 +660,28 @@ pub(crate) async fn let_go(
             return Ok(LetGo::Done);
         };
         let json = serde_json::to_value(&live).expect("an object serializes");
-        let shared = match whose(&json, owner, recorded) {
-            Whose::Sharing => sharing::leave(api, &live, owner).await?,
+        let settled = match whose(&json, owner, recorded) {
+            Whose::Sharing => sharing::leave(api, &live, owner)
+                .await?
+                .map(|_| LetGo::Kept),
+            // Going already: handed to no one; the next pass sees it gone.
+            Whose::Ours if sharing::is_deleting(&live) => Some(LetGo::Pending),
             Whose::Ours if sharing::shareable(key) => {
                 match sharing::wanting(target, key, &json, owner)
                     .await?
                     .split_first()
                 {
-                    Some((to, rest)) => sharing::hand_over(api, &live, to, rest).await?,
-                    None => return last_one(api, key, &live, last).await,
+                    Some((to, rest)) => sharing::hand_over(api, &live, to, rest)
+                        .await?
+                        .map(|_| LetGo::Kept),
+                    None => last_one(api, key, &live, last, true).await?,
                 }
             }
-            Whose::Ours => return last_one(api, key, &live, last).await,
-            other => return Ok(LetGo::NotOurs(other)),
+            Whose::Ours => last_one(api, key, &live, last, false).await?,
+            other => Some(LetGo::NotOurs(other)),
         };
-        if shared.is_some() {
-            return Ok(LetGo::Kept);
+        if let Some(settled) = settled {
+            return Ok(settled);
         }
     }
     Err(ModuleError::object(
@@ -610,21 +690,25 @@ pub(crate) async fn let_go(
     ))
 }
 
-/// Delete or release `live`, which no other module wants.
+/// Delete, release or keep `live`, which no other module wants; `None` when it changed
+/// since it was read (only checked when `unchanged`).
 async fn last_one(
     api: &Api<DynamicObject>,
     key: &ObjectKey,
     live: &DynamicObject,
     last: Last,
-) -> Result<LetGo, ModuleError> {
-    match last {
-        Last::Delete if delete_exact(api, live).await? => Ok(LetGo::Pending),
-        Last::Delete => Ok(LetGo::Done),
-        Last::Release => {
-            strip_labels(api, key, live).await?;
-            Ok(LetGo::Done)
-        }
-    }
+    unchanged: bool,
+) -> Result<Option<LetGo>, ModuleError> {
+    Ok(match last {
+        Last::Delete => delete_guarded(api, live, unchanged)
+            .await?
+            .map(|pending| if pending { LetGo::Pending } else { LetGo::Done }),
+        Last::Release => strip_labels(api, key, live, unchanged)
+            .await?
+            .then_some(LetGo::Done),
+        Last::Keep => Some(LetGo::Done),
+        Last::NextPass => Some(LetGo::Pending),
+    })
 }
 
 /// Delete the objects of `entries` (in reverse apply order) that `keep` does not list and
@@ -638,6 +722,7 @@ pub(crate) async fn prune(
     owner: Owner<'_>,
     entries: &[Entry],
     keep: &HashSet<ObjectKey>,
+    last: &(dyn Fn(&ObjectKey) -> Last + Sync),
 ) -> Result<Vec<ObjectKey>, ModuleError> {
     let mut entries: Vec<&Entry> = entries
         .iter()
@@ -651,7 +736,7 @@ pub(crate) async fn prune(
             continue;
         };
         let api = target.api(&kind, key.namespace.as_deref());
-        match let_go(target, &api, key, owner, entry.uid.as_deref(), Last::Delete).await? {
+        match let_go(target, &api, key, owner, entry.uid.as_deref(), last(key)).await? {
             LetGo::Pending => remaining.push(key.clone()),
             LetGo::Done | LetGo::Kept => {}
             // Handed over to another module earlier.
@@ -685,24 +770,30 @@ pub(crate) async fn release(
     Ok(())
 }
 
-/// Remove Tessera's labels and annotations from `live` (its uid is a precondition).
+/// Remove Tessera's labels and annotations from `live` (its uid, and when `unchanged` its
+/// resourceVersion, a precondition); `false` when it changed since it was read.
 async fn strip_labels(
     api: &Api<DynamicObject>,
     key: &ObjectKey,
     live: &DynamicObject,
-) -> Result<(), ModuleError> {
-    let body = serde_json::json!({"metadata": {
+    unchanged: bool,
+) -> Result<bool, ModuleError> {
+    let mut body = serde_json::json!({"metadata": {
         "uid": live.metadata.uid,
         "labels": {MANAGED_BY: null, labels::MODULE: null},
-        "annotations": {labels::SET: null, sharing::SHARED_BY: null},
+        "annotations": {labels::SET: null, sharing::SHARED_BY: null, sharing::EARLIER_HOLDER: null},
     }});
+    if unchanged {
+        body["metadata"]["resourceVersion"] = live.metadata.resource_version.clone().into();
+    }
     match api
         .patch(&key.name, &PatchParams::default(), &Patch::Merge(&body))
         .await
     {
-        Ok(_) => Ok(()),
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 409 && unchanged => Ok(false),
         // Gone or replaced meanwhile: nothing of this module's left to release.
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(true),
         Err(e) => Err(api_error(key, e)),
     }
 }
@@ -809,6 +900,18 @@ mod tests {
         let (_, first) = &prepared[0];
         assert_eq!(first["metadata"]["labels"][labels::MODULE], "m");
         assert_eq!(first["metadata"]["annotations"][labels::SET], "ns/set");
+    }
+
+    #[test]
+    fn a_plugin_cannot_write_the_sharing_bookkeeping() {
+        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "x", "annotations": {
+                sharing::SHARED_BY: "", sharing::EARLIER_HOLDER: "tessera-module-other", "kept": "yes"}}});
+        let (_, prepared) = prepare(crd, "ns/set", "m").unwrap();
+        let annotations = prepared["metadata"]["annotations"].as_object().unwrap();
+        assert!(!annotations.contains_key(sharing::SHARED_BY));
+        assert!(!annotations.contains_key(sharing::EARLIER_HOLDER));
+        assert_eq!(annotations["kept"], "yes");
     }
 
     #[test]

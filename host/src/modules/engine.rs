@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::apply::{self, Applied, Applier};
+use super::apply::{self, Applied, Applier, Last};
 use super::error::ModuleError;
 use super::inventory::{Entry, Inventory, ModuleRecord, ObjectKey};
 use super::observe::{Reads, Spent};
@@ -458,7 +458,7 @@ impl ModuleRun<'_> {
             .into_iter()
             .filter(|e| !new_keys.contains(&e.key))
             .collect();
-        apply::prune(self.target, self.owner(), &gone, keep).await?;
+        apply::prune(self.target, self.owner(), &gone, keep, &|_| Last::Delete).await?;
         let entries = applied
             .iter()
             .map(|a| Entry {
@@ -634,11 +634,14 @@ pub(crate) async fn prune_inventory(
         .get(owner.module)
         .cloned()
         .unwrap_or_default();
-    let mut entries = record.objects.clone();
+    // CRDs go only when their custom resources were checked this pass; a shared CRD is
+    // handed over (or left) instead.
+    let mut checked = HashSet::new();
     match policy {
-        CustomResourcePolicy::Ignore => entries.retain(|e| !e.key.is_crd()),
+        CustomResourcePolicy::Ignore => {}
         CustomResourcePolicy::CreateAndDelete => {
             let crds = own_crds(target, owner, &record).await?;
+            checked.extend(crds.iter().filter_map(ObjectKey::of));
             let foreign = apply::foreign_custom_resources(target, owner, &record, &crds).await?;
             if !foreign.is_empty() {
                 let message = format!(
@@ -653,7 +656,13 @@ pub(crate) async fn prune_inventory(
             }
         }
     }
-    let remaining = apply::prune(target, owner, &entries, keep).await?;
+    let last = |key: &ObjectKey| match (key.is_crd(), policy) {
+        (false, _) => Last::Delete,
+        (true, CustomResourcePolicy::Ignore) => Last::Keep,
+        (true, CustomResourcePolicy::CreateAndDelete) if checked.contains(key) => Last::Delete,
+        (true, CustomResourcePolicy::CreateAndDelete) => Last::NextPass,
+    };
+    let remaining = apply::prune(target, owner, &record.objects, keep, &last).await?;
     if let Some(first) = remaining.first() {
         let message = format!(
             "waiting for {} objects to go, e.g. {first}",

@@ -68,7 +68,9 @@ pub(crate) fn whose(object: &Value, owner: Owner<'_>, recorded: Option<&str>) ->
                 }
             }
         }
-        Some(_) if sharing::listed(object, owner) => Whose::Sharing,
+        Some(_) if sharing::shareable_object(object) && sharing::listed(object, owner) => {
+            Whose::Sharing
+        }
         Some(m) => Whose::Tessera {
             set: set.unwrap_or("?").to_string(),
             module: m.to_string(),
@@ -165,6 +167,13 @@ mod tests {
         let mut shared = other.clone();
         shared["metadata"]["annotations"][sharing::SHARED_BY] =
             "ns/b/telemetry,ns/main/dashboard".into();
+        // Listed on a kind modules do not share (a plugin wrote the annotation): not shared.
+        shared["apiVersion"] = "v1".into();
+        shared["kind"] = "ConfigMap".into();
+        shared["metadata"]["name"] = "c".into();
+        assert!(matches!(whose(&shared, OWNER, None), Whose::Tessera { .. }));
+        shared["apiVersion"] = "apiextensions.k8s.io/v1".into();
+        shared["kind"] = "CustomResourceDefinition".into();
         assert_eq!(whose(&shared, OWNER, Some("u9")), Whose::Sharing);
         let foreign = object(None, None, "u4");
         let w = whose(&foreign, OWNER, None);

@@ -8,11 +8,12 @@
 //! a CRD or a namespace is one cluster-wide thing whose deletion destroys what others keep
 //! in it.
 //!
-//! Every change of the list is a merge patch carrying the object's resourceVersion, so two
-//! sets (or two hosts) joining or leaving at once cannot lose an entry: the slower one is
-//! told the object changed and reads it again.
+//! Every change of the list, and the last holder's delete, carries the object's
+//! resourceVersion, so two sets (or two hosts) joining or leaving at once cannot lose an
+//! entry: the slower one is told the object changed and reads it again. Sharing stays
+//! within one namespace of the control plane (one tenant): a module of another namespace's
+//! set is refused as before, so no tenant keeps another's namespace alive or takes it over.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
@@ -25,12 +26,33 @@ use super::target::Target;
 /// `<set namespace>/<set name>/<module>` of each module sharing the object besides its
 /// holder, comma-separated.
 pub(crate) const SHARED_BY: &str = "modules.tessera.dev/shared-by";
+/// The field manager of the previous holder, written by a hand-over, so that the new
+/// holder retires exactly its fields ([`withdrawal`]).
+pub(crate) const EARLIER_HOLDER: &str = "modules.tessera.dev/earlier-holder";
 /// The field manager of the list and of hand-overs.
 const MANAGER: &str = "tessera-sharing";
 
 /// Whether modules may share objects of `key`'s kind.
 pub(crate) fn shareable(key: &ObjectKey) -> bool {
     key.is_crd() || (key.kind == "Namespace" && key.api_version == "v1")
+}
+
+/// Whether the object `object` (a manifest or a live object) is of a kind modules share.
+pub(crate) fn shareable_object(object: &Value) -> bool {
+    ObjectKey::of(object).is_some_and(|k| shareable(&k))
+}
+
+/// Whether a module of `owner`'s set may share an object held by a module of `holder_set`:
+/// both sets are in one namespace.
+pub(crate) fn may_share(holder_set: &str, owner: Owner<'_>) -> bool {
+    let namespace = |set: &str| set.split_once('/').map(|(ns, _)| ns.to_string());
+    namespace(holder_set).is_some() && namespace(holder_set) == namespace(owner.set)
+}
+
+/// Whether `live` is being deleted (a terminating Namespace, a CRD whose resources are
+/// being cleaned up): it can be neither shared nor handed over.
+pub(crate) fn is_deleting(live: &DynamicObject) -> bool {
+    live.metadata.deletion_timestamp.is_some()
 }
 
 /// How `owner` is listed.
@@ -109,6 +131,28 @@ pub(crate) async fn wanting(
     Ok(out)
 }
 
+/// Whether the module holding `object` (its labels and set annotation) still wants it: its
+/// set's inventory on the target lists it. A holder whose set went without letting go
+/// (its target Secret gone) no longer does; an unreadable inventory counts as wanting.
+pub(crate) async fn holder_wants(
+    target: &Target,
+    key: &ObjectKey,
+    object: &Value,
+) -> Result<bool, ModuleError> {
+    let meta = &object["metadata"];
+    let (Some(set), Some(module)) = (
+        meta["annotations"][labels::SET].as_str(),
+        meta["labels"][labels::MODULE].as_str(),
+    ) else {
+        return Ok(false);
+    };
+    match Inventory::load(target, set).await {
+        Ok(inventory) => Ok(inventory.modules.get(module).is_some_and(|r| r.lists(key))),
+        Err(ModuleError::Object { .. }) => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
 /// Merge `body` into `live`, provided it has not changed since it was read; `None` when it
 /// has (or is gone): read it again.
 async fn patch_unchanged(
@@ -162,8 +206,9 @@ pub(crate) async fn leave(
     patch_unchanged(api, live, body).await
 }
 
-/// Make `to` the holder of `live`, listing `rest` as its sharers. Its next pass applies its
-/// own content and retires the fields the previous holder set ([`stale_holders`]).
+/// Make `to` (`<set>/<module>`) the holder of `live`, listing `rest` as its sharers. Its
+/// next pass applies its own content and retires the fields of the previous holder, whose
+/// field manager the annotation [`EARLIER_HOLDER`] names.
 pub(crate) async fn hand_over(
     api: &Api<DynamicObject>,
     live: &DynamicObject,
@@ -173,26 +218,29 @@ pub(crate) async fn hand_over(
     let Some((set, module)) = owner_of(to) else {
         return Ok(None);
     };
+    let earlier = live
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::MODULE))
+        .map(|m| format!("{MODULE_MANAGER_PREFIX}{m}"));
     let body = json!({"metadata": {
         "labels": {labels::MODULE: module},
-        "annotations": {labels::SET: set, SHARED_BY: list_value(rest)},
+        "annotations": {labels::SET: set, SHARED_BY: list_value(rest), EARLIER_HOLDER: earlier},
     }});
     patch_unchanged(api, live, body).await
 }
 
-/// The field managers of earlier holders still owning fields of an object `manager` now
-/// holds: other modules' managers that applied it.
-pub(crate) fn stale_holders(object: &DynamicObject, manager: &str) -> Vec<String> {
-    let entries: &[ManagedFieldsEntry] = object.metadata.managed_fields.as_deref().unwrap_or(&[]);
-    let mut out: Vec<String> = entries
-        .iter()
-        .filter(|e| e.operation.as_deref() == Some("Apply"))
-        .filter_map(|e| e.manager.clone())
-        .filter(|m| m.starts_with(MODULE_MANAGER_PREFIX) && m != manager)
-        .collect();
-    out.sort();
-    out.dedup();
-    out
+/// The previous holder's field manager, when a hand-over named one other than `manager`.
+pub(crate) fn earlier_holder(object: &DynamicObject, manager: &str) -> Option<String> {
+    let annotations = object.metadata.annotations.as_ref()?;
+    let earlier = annotations.get(EARLIER_HOLDER)?;
+    (earlier.starts_with(MODULE_MANAGER_PREFIX) && earlier != manager).then(|| earlier.clone())
+}
+
+/// The hand-over's note taken off once the earlier holder's fields are retired.
+pub(crate) fn without_earlier_holder() -> Value {
+    json!({"metadata": {"annotations": {EARLIER_HOLDER: null}}})
 }
 
 /// What an earlier holder's manager applies to give up its fields: the object's identity
@@ -221,6 +269,20 @@ mod tests {
             namespace: None,
             name: "x".into(),
         }
+    }
+
+    #[test]
+    fn sharing_stays_within_a_namespace() {
+        assert!(may_share("team-a/other", OWNER));
+        assert!(!may_share("team-b/main", OWNER));
+        assert!(!may_share("?", OWNER));
+        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition", "metadata": {"name": "x"}});
+        assert!(shareable_object(&crd));
+        assert!(!shareable_object(
+            &json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "x"}})
+        ));
     }
 
     #[test]
@@ -263,22 +325,23 @@ mod tests {
     }
 
     #[test]
-    fn earlier_holders_are_found_by_their_apply_entries() {
-        let object: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": "x", "managedFields": [
-                {"manager": "tessera-module-telemetry", "operation": "Apply"},
-                {"manager": "tessera-module-dashboard", "operation": "Apply"},
-                {"manager": "tessera-module-old", "operation": "Update"},
-                {"manager": "kubectl-edit", "operation": "Apply"},
-                {"manager": "tessera-sharing", "operation": "Update"},
-            ]}
-        }))
-        .unwrap();
+    fn the_earlier_holder_is_the_one_a_hand_over_named() {
+        let object = |earlier: &str| -> DynamicObject {
+            serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": "x", "annotations": {EARLIER_HOLDER: earlier}}
+            }))
+            .unwrap()
+        };
+        let me = "tessera-module-telemetry";
         assert_eq!(
-            stale_holders(&object, "tessera-module-telemetry"),
-            ["tessera-module-dashboard"]
+            earlier_holder(&object("tessera-module-dashboard"), me).as_deref(),
+            Some("tessera-module-dashboard")
         );
+        // The same module of another set: the same manager, nothing to retire.
+        assert_eq!(earlier_holder(&object(me), me), None);
+        // Only module managers are ever retired.
+        assert_eq!(earlier_holder(&object("kubectl-edit"), me), None);
         let gone = withdrawal(&ObjectKey {
             api_version: "v1".into(),
             kind: "ConfigMap".into(),

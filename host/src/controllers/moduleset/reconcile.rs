@@ -102,12 +102,15 @@ async fn reconcile_set_object(
         Ok(t) => t,
         Err(unreachable) => return unreached(ctx, &api, set, &old, &unreachable).await,
     };
+    // Waiting for a turn is no failure: its backoff is kept apart from the set's own.
+    let turn_key = format!("{}#turn", kit::key(set));
     let Some(_turn) = mctx.turns.take(&target.server) else {
         ctx.metrics.module_turn_waits.inc();
         let message = format!("waiting for a turn on {}", target.server);
-        let wait = kit::quiet_retry(ctx, &kit::key(set), &message, TURN_WAIT_MAX);
+        let wait = kit::quiet_retry(ctx, &turn_key, &message, TURN_WAIT_MAX);
         return Ok(Action::requeue(wait));
     };
+    ctx.retries.succeeded(&turn_key, std::time::Instant::now());
     let version = target.facts.kubernetes_version.as_deref();
     let status = decide::target_reached(set, &old, version);
     let outcome = match modules_pass(ctx, set, &target).await {
