@@ -11,6 +11,7 @@ pub mod fence;
 pub mod gardener;
 pub mod grants;
 pub mod harness;
+pub mod history;
 pub mod input;
 pub mod kubeconfig;
 pub mod metrics;

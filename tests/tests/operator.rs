@@ -277,19 +277,7 @@ async fn patch_then_noop(cp: &ControlPlane) -> Result {
     s.create(&s.manifest("rt-patch", "patch")).await?;
     let rt = s.wait_state("rt-patch", RuntimeState::Ready, &host).await?;
     let gen1 = rt.metadata.generation.unwrap();
-    let patch = json!({ "spec": { "shoot": { "provider": { "workers": [
-        s.manifest("x", "x")["spec"]["shoot"]["provider"]["workers"][0].clone()
-            .as_object().cloned().map(|mut w| { w.insert("maximum".into(), 33.into()); Value::Object(w) }).unwrap()
-    ] } } } });
-    s.runtimes()
-        .patch("rt-patch", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| e.to_string())?;
-    let shoot = eventually("Shoot patched", LIMIT, || async {
-        let shoot = s.shoots().get("patch").await.ok()?;
-        (shoot.data["spec"]["provider"]["workers"][0]["maximum"] == 33).then_some(shoot)
-    })
-    .await?;
+    let shoot = patch_worker_maximum(&s, "rt-patch", "patch", 33).await?;
     let gen2 = shoot.annotations()["tessera.dev/runtime-generation"]
         .parse::<i64>()
         .unwrap();
@@ -319,7 +307,77 @@ async fn patch_then_noop(cp: &ControlPlane) -> Result {
         return Err(format!("a no-op resync wrote: {before:?} → {after:?}"));
     }
     let _ = rt;
-    recorded_step_replays(&s, "rt-patch", "patch").await
+    recorded_step_replays(&s, "rt-patch", "patch").await?;
+    render_history(&s, "rt-patch", "patch").await
+}
+
+/// Set the first worker's maximum of Runtime `id` and wait for its Shoot to have it.
+async fn patch_worker_maximum(
+    s: &Scenario<'_>,
+    id: &str,
+    shoot: &str,
+    maximum: i64,
+) -> Result<DynamicObject> {
+    let patch = json!({ "spec": { "shoot": { "provider": { "workers": [
+        s.manifest("x", "x")["spec"]["shoot"]["provider"]["workers"][0].clone()
+            .as_object().cloned().map(|mut w| { w.insert("maximum".into(), maximum.into()); Value::Object(w) }).unwrap()
+    ] } } } });
+    s.runtimes()
+        .patch(id, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| e.to_string())?;
+    eventually("Shoot patched", LIMIT, || async {
+        let shoot = s.shoots().get(shoot).await.ok()?;
+        (shoot.data["spec"]["provider"]["workers"][0]["maximum"] == maximum).then_some(shoot)
+    })
+    .await
+}
+
+/// `tessera history` on the Runtime's control plane: one revision per applied Shoot
+/// (create, patch, patch), the diff names the changed field and generation, and a retried
+/// resync adds none.
+async fn render_history(s: &Scenario<'_>, id: &str, shoot: &str) -> Result {
+    patch_worker_maximum(s, id, shoot, 34).await?;
+    let history = |args: &[&str]| {
+        let out = std::process::Command::new(tessera_tests::env::tessera_bin())
+            .args(["history", id, "-n", &s.ns, "--kubeconfig"])
+            .arg(&s.cp.garden.kubeconfig)
+            .args(args)
+            .output()
+            .map_err(|e| e.to_string())?;
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        if out.status.success() {
+            Ok(text)
+        } else {
+            Err(format!(
+                "history {args:?}: {}{text}",
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    };
+    let listed = eventually("three revisions", LIMIT, || async {
+        let text = history(&[]).ok()?;
+        (text.lines().count() == 4).then_some(text)
+    })
+    .await
+    .map_err(|e| format!("{e}: {:?}", history(&[])))?;
+    let rows: Vec<&str> = listed.lines().skip(1).collect();
+    let operations: Vec<&str> = rows
+        .iter()
+        .filter_map(|r| r.split_whitespace().nth(2))
+        .collect();
+    if operations != ["Create", "Patch", "Patch"] {
+        return Err(format!("revisions:\n{listed}"));
+    }
+    let diff = history(&["--diff", "2", "3"])?;
+    if !diff.contains("workers[0].maximum: 33 → 34") || !diff.contains("runtime generation") {
+        return Err(format!("the diff of revisions 2 and 3:\n{diff}"));
+    }
+    let unknown = history(&["--diff", "1", "9"]);
+    if !unknown.as_ref().is_err_and(|e| e.contains("no revision 9")) {
+        return Err(format!("an unknown revision: {unknown:?}"));
+    }
+    Ok(())
 }
 
 /// `tessera render --record provider` on the live Runtime and its Shoot, read back from

@@ -1,6 +1,7 @@
 //! Command-line interface. Library errors are typed; here they become `anyhow` reports.
 
 mod crds;
+mod history;
 mod modules;
 mod oci;
 mod plugin;
@@ -114,6 +115,9 @@ pub enum Command {
     Modules(modules::ModulesCommand),
     /// Show how shadow plugin versions would have changed a Runtime's Shoot.
     Shadow(shadow::ShadowArgs),
+    /// List the Shoots the host applied for a Runtime (its render history), or show what
+    /// changed between two of them.
+    History(history::HistoryArgs),
 }
 
 pub fn init_tracing(global: &Global) {
@@ -156,6 +160,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let command = match cli.command {
         Command::Crds(args) => return crds::run(args),
         Command::Shadow(args) => return shadow::run(args),
+        Command::History(args) => return history::run(args),
         other => other,
     };
     let rt = runtime(&cli.global)?;
@@ -164,7 +169,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plugin(command) => plugin::run(&rt, command),
         Command::Run(args) => run::run(rt, *args),
         Command::Modules(command) => modules::run(rt, command),
-        Command::Crds(_) | Command::Shadow(_) => unreachable!("handled above"),
+        Command::Crds(_) | Command::Shadow(_) | Command::History(_) => {
+            unreachable!("handled above")
+        }
     }
 }
 

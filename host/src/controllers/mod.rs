@@ -27,6 +27,18 @@ pub(crate) enum ReconcileError {
     /// The Gardener side failed: the Runtime waits with a condition, retrying with backoff.
     #[error("Gardener Shoot API: {}", crate::report::kube_error(.0))]
     Gardener(kube::Error),
+    /// The render history (ControllerRevisions) could not be read or written.
+    #[error("render history: {0}")]
+    History(String),
+}
+
+impl From<crate::history::HistoryError> for ReconcileError {
+    fn from(e: crate::history::HistoryError) -> Self {
+        match e {
+            crate::history::HistoryError::Kube(e) => Self::Kube(e),
+            other => Self::History(other.to_string()),
+        }
+    }
 }
 
 impl From<crate::gardener::ShootError> for ReconcileError {
@@ -71,6 +83,7 @@ impl ReconcileError {
             Self::Join(_) => "RenderTaskFailed",
             Self::ShootIdentity(_) => "ShootIdentity",
             Self::Gardener(_) => "GardenerUnavailable",
+            Self::History(_) => "HistoryUnreadable",
         }
     }
 }

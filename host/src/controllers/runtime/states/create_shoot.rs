@@ -2,10 +2,11 @@
 
 use super::super::machine::{Machine, Step, Transition};
 use super::super::shoot_doc;
-use super::render::{record_applied, render};
+use super::render::{history_record, record_applied, render};
 use crate::controllers::ReconcileError;
 use crate::crd::Reason;
 use crate::crd::{RuntimeState, ShootRef};
+use crate::history::{self, Operation};
 
 pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let (desired, output) = match render(m, None).await? {
@@ -30,6 +31,8 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     }
     let applied = m.ctx.shoots.apply(&identity, &desired).await?;
     tracing::info!(runtime = %m.id(), shoot = %name, namespace = %namespace, "Shoot created");
+    let record = history_record(m, Operation::Create, None, &desired, &output);
+    history::record(&m.ctx.client, &m.runtime, record).await?;
     record_applied(m, &desired, &output);
     m.status.shoot = Some(ShootRef {
         name: name.clone(),

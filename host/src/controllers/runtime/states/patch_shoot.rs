@@ -6,10 +6,11 @@ use serde_json::json;
 
 use super::super::machine::{Machine, Step, Transition};
 use super::super::shoot_doc;
-use super::render::{record_applied, render};
+use super::render::{history_record, record_applied, render};
 use crate::controllers::{ReconcileError, labels};
 use crate::crd::Reason;
 use crate::crd::RuntimeState;
+use crate::history::{self, Operation};
 
 pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let current = m.shoot.clone();
@@ -40,6 +41,8 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let applied = m.ctx.shoots.apply(&identity, &desired).await?;
     let name = applied.metadata.name.clone().unwrap_or_default();
     tracing::info!(runtime = %m.id(), shoot = %name, generation = m.generation(), "Shoot patched");
+    let record = history_record(m, Operation::Patch, current.as_ref(), &desired, &output);
+    history::record(&m.ctx.client, &m.runtime, record).await?;
     record_applied(m, &desired, &output);
     m.shoot = Some(applied);
     if m.annotated(labels::FORCE_PATCH) {

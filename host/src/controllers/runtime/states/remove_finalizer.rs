@@ -7,6 +7,8 @@ use crate::controllers::kit::finalizer;
 use crate::controllers::{ReconcileError, labels};
 
 pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+    // Its render history goes with it (also where no garbage collector follows owners).
+    crate::history::forget(&m.ctx.client, &m.runtime).await?;
     finalizer::remove(&m.runtimes(), m.runtime.as_ref(), labels::RUNTIME_FINALIZER).await?;
     tracing::info!(runtime = %m.id(), "Runtime deleted");
     m.finalizer_removed = true;

@@ -15,6 +15,7 @@ use crate::controllers::{ReconcileError, labels};
 use crate::crd::{ConditionStatus, ShadowOutcome, ShadowResult};
 use crate::crd::{ConditionType, Reason};
 use crate::crd::{EventReason, Runtime};
+use crate::history::{Operation, RenderRecord};
 use crate::plugins::{ChainOutput, ChannelChoice, ResolvedChain, Unavailable};
 use crate::wasm::{CallError, Failure, Fault};
 
@@ -307,6 +308,37 @@ pub(crate) fn record_applied(m: &mut Machine, desired: &Value, output: &ChainOut
         .and_then(|c| c.chain.steps.first())
         .map(|s| s.plugin.info.contract_version.clone());
     m.status.shoot_hash = Some(shoot_doc::hash(desired));
+}
+
+/// What the render history records of `desired`, applied by `operation` starting from
+/// `current`: the inputs exactly as the chain was given them (JSON text, parsed back).
+pub(crate) fn history_record(
+    m: &Machine,
+    operation: Operation,
+    current: Option<&DynamicObject>,
+    desired: &Value,
+    output: &ChainOutput,
+) -> RenderRecord {
+    let parsed = |text: String| serde_json::from_str(&text).unwrap_or(Value::Null);
+    let config_hashes = m
+        .chain
+        .iter()
+        .flat_map(|c| c.chain.steps.iter())
+        .map(|s| {
+            let hash = crate::oci::sha256_digest(s.config.as_bytes());
+            (s.plugin.info.name.clone(), hash)
+        })
+        .collect();
+    RenderRecord {
+        runtime_generation: m.generation(),
+        operation,
+        plugins: output.stamps.clone(),
+        config_hashes,
+        shoot_hash: shoot_doc::hash(desired),
+        runtime: parsed(shoot_doc::runtime_json(&m.runtime)),
+        current: current.map(|c| parsed(shoot_doc::current_json(c))),
+        shoot: desired.clone(),
+    }
 }
 
 #[cfg(test)]

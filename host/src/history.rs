@@ -1,0 +1,334 @@
+//! Render history: every Shoot the host applies for a Runtime is recorded as a
+//! `ControllerRevision` (Kubernetes' kind for exactly this) in the Runtime's namespace,
+//! owned by it and labelled with its name. Each holds what produced the Shoot: the
+//! Runtime's generation, each plugin's name, version, component digest and channel, a hash
+//! of each plugin's configuration, the render's inputs (the Runtime as the chain saw it, the
+//! current Shoot of a patch) and the Shoot itself with its hash. The last [`KEPT`] are kept;
+//! the Runtime's deletion removes them. `tessera history` lists them and shows what changed
+//! between two.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::{Client, Resource, ResourceExt};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::crd::labels::{MANAGED_BY, MANAGED_BY_VALUE, RUNTIME};
+use crate::crd::{PluginStamp, Runtime};
+
+/// Revisions kept per Runtime.
+pub const KEPT: usize = 10;
+
+/// What made the host apply the Shoot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Operation {
+    /// The Shoot was created.
+    Create,
+    /// An existing Shoot was patched.
+    Patch,
+}
+
+/// One applied render, as a revision holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenderRecord {
+    pub runtime_generation: i64,
+    pub operation: Operation,
+    /// The chain's steps in order: plugin, version, component digest, channel.
+    pub plugins: Vec<PluginStamp>,
+    /// `sha256:` of each plugin's configuration (the JSON text it was given), by plugin.
+    pub config_hashes: BTreeMap<String, String>,
+    /// `sha256:` of the Shoot (as `status.shootHash` shows it).
+    pub shoot_hash: String,
+    /// The Runtime as the chain was given it.
+    pub runtime: Value,
+    /// The Shoot a patch started from (absent for a create).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<Value>,
+    /// The Shoot applied.
+    pub shoot: Value,
+}
+
+/// A recorded revision: its number, when it was written, and the record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Revision {
+    pub number: i64,
+    pub name: String,
+    pub created: Option<String>,
+    pub record: RenderRecord,
+}
+
+/// Why the history could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    #[error("Kubernetes API: {}", crate::report::kube_error(.0))]
+    Kube(#[from] kube::Error),
+    #[error("ControllerRevision {name}: not a render record: {message}")]
+    Unreadable { name: String, message: String },
+}
+
+fn api(client: &Client, namespace: &str) -> Api<ControllerRevision> {
+    Api::namespaced(client.clone(), namespace)
+}
+
+fn selector(runtime: &str) -> ListParams {
+    ListParams::default().labels(&format!(
+        "{RUNTIME}={runtime},{MANAGED_BY}={MANAGED_BY_VALUE}"
+    ))
+}
+
+/// The revisions of Runtime `runtime` in `namespace`, oldest first.
+pub async fn list(
+    client: &Client,
+    namespace: &str,
+    runtime: &str,
+) -> Result<Vec<Revision>, HistoryError> {
+    let items = api(client, namespace).list(&selector(runtime)).await?.items;
+    let mut out = items
+        .into_iter()
+        .map(revision_of)
+        .collect::<Result<Vec<_>, _>>()?;
+    out.sort_by_key(|r| r.number);
+    Ok(out)
+}
+
+fn revision_of(cr: ControllerRevision) -> Result<Revision, HistoryError> {
+    let name = cr.name_any();
+    let data = cr.data.0;
+    let record = serde_json::from_value(data).map_err(|e| HistoryError::Unreadable {
+        name: name.clone(),
+        message: e.to_string(),
+    })?;
+    Ok(Revision {
+        number: cr.revision.unwrap_or_default(),
+        created: cr.metadata.creation_timestamp.map(|t| t.0.to_string()),
+        name,
+        record,
+    })
+}
+
+/// Whether `record` repeats the last revision (a retried apply): same Shoot, same plugins.
+fn repeats(last: Option<&Revision>, record: &RenderRecord) -> bool {
+    last.is_some_and(|l| {
+        l.record.shoot_hash == record.shoot_hash
+            && l.record.plugins == record.plugins
+            && l.record.config_hashes == record.config_hashes
+    })
+}
+
+/// The revisions beyond the newest [`KEPT`], oldest first (`revisions` sorted oldest first).
+fn beyond_kept(revisions: &[Revision]) -> &[Revision] {
+    &revisions[..revisions.len().saturating_sub(KEPT)]
+}
+
+/// Record `record` as the next revision of `runtime` (unless it repeats the last one), and
+/// let the oldest beyond [`KEPT`] go.
+pub async fn record(
+    client: &Client,
+    runtime: &Runtime,
+    record: RenderRecord,
+) -> Result<(), HistoryError> {
+    let namespace = runtime.namespace().unwrap_or_default();
+    let name = runtime.name_any();
+    let mut revisions = list(client, &namespace, &name).await?;
+    if repeats(revisions.last(), &record) {
+        return Ok(());
+    }
+    let number = revisions.last().map_or(1, |r| r.number + 1);
+    let revision = ControllerRevision {
+        metadata: ObjectMeta {
+            name: Some(format!("{name}-{number}")),
+            namespace: Some(namespace.clone()),
+            labels: Some(BTreeMap::from([
+                (RUNTIME.to_string(), name.clone()),
+                (MANAGED_BY.to_string(), MANAGED_BY_VALUE.to_string()),
+            ])),
+            owner_references: owner(runtime).map(|o| vec![o]),
+            ..Default::default()
+        },
+        revision: Some(number),
+        data: RawExtension(serde_json::to_value(&record).expect("a record serializes")),
+    };
+    api(client, &namespace)
+        .create(&PostParams::default(), &revision)
+        .await?;
+    revisions.push(revision_of(revision)?);
+    for old in beyond_kept(&revisions) {
+        delete(client, &namespace, &old.name).await?;
+    }
+    Ok(())
+}
+
+fn owner(runtime: &Runtime) -> Option<OwnerReference> {
+    let mut owner = runtime.controller_owner_ref(&())?;
+    // The Runtime's deletion removes its revisions itself ([`forget`]); nothing waits.
+    owner.block_owner_deletion = Some(false);
+    Some(owner)
+}
+
+async fn delete(client: &Client, namespace: &str, name: &str) -> Result<(), HistoryError> {
+    match api(client, namespace)
+        .delete(name, &DeleteParams::default())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Remove every revision of `runtime` (it is being deleted; a cluster's garbage collector
+/// would too, through the owner reference, where one runs).
+pub async fn forget(client: &Client, runtime: &Runtime) -> Result<(), HistoryError> {
+    let namespace = runtime.namespace().unwrap_or_default();
+    let items = api(client, &namespace)
+        .list(&selector(&runtime.name_any()))
+        .await?
+        .items;
+    for item in items {
+        delete(client, &namespace, &item.name_any()).await?;
+    }
+    Ok(())
+}
+
+/// What changed from revision `a` to revision `b`, in lines: the Runtime's generation, each
+/// plugin's version and digest, each configuration, then the Shoot's fields.
+pub fn changes(a: &RenderRecord, b: &RenderRecord) -> Vec<String> {
+    let mut out = Vec::new();
+    if a.runtime_generation != b.runtime_generation {
+        out.push(format!(
+            "runtime generation {} → {}",
+            a.runtime_generation, b.runtime_generation
+        ));
+    }
+    out.extend(plugin_changes(&a.plugins, &b.plugins));
+    let names: std::collections::BTreeSet<&String> = a
+        .config_hashes
+        .keys()
+        .chain(b.config_hashes.keys())
+        .collect();
+    for name in names {
+        let (x, y) = (a.config_hashes.get(name), b.config_hashes.get(name));
+        if x != y && x.is_some() && y.is_some() {
+            out.push(format!("configuration of {name} changed"));
+        }
+    }
+    out.extend(crate::plugins::shadow::diff(&a.shoot, &b.shoot));
+    out
+}
+
+/// How the plugins of `a` became those of `b`, one line per plugin that changed.
+pub fn plugin_changes(a: &[PluginStamp], b: &[PluginStamp]) -> Vec<String> {
+    let by_name = |s: &[PluginStamp]| -> BTreeMap<String, PluginStamp> {
+        s.iter().map(|p| (p.name.clone(), p.clone())).collect()
+    };
+    let (a, b) = (by_name(a), by_name(b));
+    let names: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    let label = |p: &PluginStamp| format!("{} ({})", p.version, short(&p.digest));
+    names
+        .into_iter()
+        .filter_map(|name| match (a.get(name), b.get(name)) {
+            (Some(x), Some(y)) if x.digest != y.digest || x.version != y.version => {
+                Some(format!("plugin {name}: {} → {}", label(x), label(y)))
+            }
+            (Some(x), None) => Some(format!("plugin {name}: {} → removed", label(x))),
+            (None, Some(y)) => Some(format!("plugin {name}: added {}", label(y))),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The first 12 hex digits of a `sha256:` digest.
+pub fn short(digest: &str) -> &str {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    &hex[..hex.len().min(12)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn stamp(name: &str, version: &str, digest: &str) -> PluginStamp {
+        PluginStamp {
+            name: name.into(),
+            version: version.into(),
+            digest: digest.into(),
+            channel: None,
+        }
+    }
+
+    fn record(generation: i64, plugins: Vec<PluginStamp>, shoot: Value) -> RenderRecord {
+        RenderRecord {
+            runtime_generation: generation,
+            operation: Operation::Patch,
+            plugins,
+            config_hashes: BTreeMap::from([("provider".into(), "sha256:1".into())]),
+            shoot_hash: crate::oci::sha256_digest(shoot.to_string().as_bytes()),
+            runtime: json!({}),
+            current: None,
+            shoot,
+        }
+    }
+
+    #[test]
+    fn changes_name_generation_plugins_and_fields() {
+        let a = record(
+            1,
+            vec![
+                stamp("provider", "1.0.0", "sha256:aaaa"),
+                stamp("dns", "1.0.0", "sha256:dd"),
+            ],
+            json!({"spec": {"provider": {"workers": [{"maximum": 3}]}}}),
+        );
+        let mut b = record(
+            3,
+            vec![
+                stamp("provider", "1.1.0", "sha256:bbbb"),
+                stamp("oidc", "1.0.0", "sha256:ee"),
+            ],
+            json!({"spec": {"provider": {"workers": [{"maximum": 5}]}}}),
+        );
+        b.config_hashes.insert("provider".into(), "sha256:2".into());
+        assert_eq!(
+            changes(&a, &b),
+            [
+                "runtime generation 1 → 3",
+                "plugin dns: 1.0.0 (dd) → removed",
+                "plugin oidc: added 1.0.0 (ee)",
+                "plugin provider: 1.0.0 (aaaa) → 1.1.0 (bbbb)",
+                "configuration of provider changed",
+                "~ spec.provider.workers[0].maximum: 3 → 5",
+            ]
+        );
+        assert!(changes(&a, &a).is_empty());
+    }
+
+    #[test]
+    fn a_retried_apply_is_not_a_new_revision_and_ten_are_kept() {
+        let r = record(
+            1,
+            vec![stamp("provider", "1.0.0", "sha256:a")],
+            json!({"a": 1}),
+        );
+        let revision = |number: i64, record: RenderRecord| Revision {
+            number,
+            name: format!("rt-{number}"),
+            created: None,
+            record,
+        };
+        assert!(repeats(Some(&revision(1, r.clone())), &r));
+        let mut moved = r.clone();
+        moved.plugins[0].digest = "sha256:b".into();
+        assert!(!repeats(Some(&revision(1, r.clone())), &moved));
+        assert!(!repeats(None, &r));
+        let twelve: Vec<Revision> = (1..=12).map(|n| revision(n, r.clone())).collect();
+        let gone: Vec<i64> = beyond_kept(&twelve).iter().map(|r| r.number).collect();
+        assert_eq!(gone, [1, 2]);
+        assert!(beyond_kept(&twelve[..10]).is_empty());
+    }
+}
