@@ -237,24 +237,35 @@ impl Inventory {
             }
             Err(kube::Error::Api(e)) if e.code == 404 => {
                 ensure_namespace(target).await?;
-                let mut create = body.clone();
-                let data: BTreeMap<String, String> = self
-                    .modules
-                    .iter()
-                    .map(|(k, v)| (k.clone(), serde_json::to_string(v).expect("a record")))
-                    .collect();
-                create["data"] = serde_json::to_value(data).expect("data");
-                let cm: ConfigMap = serde_json::from_value(create).expect("a ConfigMap");
-                match api.create(&Default::default(), &cm).await {
-                    Ok(_) => {}
-                    // Another module of the set (running at once) created it first.
-                    Err(kube::Error::Api(e)) if e.code == 409 => {
-                        api.patch(&name, &PatchParams::default(), &Patch::Merge(&body))
-                            .await?;
-                    }
-                    Err(e) => return Err(e.into()),
-                }
+                self.create(&api, body).await?;
                 self.unsaved.clear();
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Create the ConfigMap with every record; when another module of the set (running at
+    /// once) created it first, merge `body` (the staged records) into it instead.
+    async fn create(
+        &self,
+        api: &Api<ConfigMap>,
+        body: serde_json::Value,
+    ) -> Result<(), ModuleError> {
+        let mut create = body.clone();
+        let data: BTreeMap<String, String> = self
+            .modules
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::to_string(v).expect("a record")))
+            .collect();
+        create["data"] = serde_json::to_value(data).expect("data");
+        let cm: ConfigMap = serde_json::from_value(create).expect("a ConfigMap");
+        match api.create(&Default::default(), &cm).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                let name = name_of(&self.set);
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&body))
+                    .await?;
                 Ok(())
             }
             Err(e) => Err(e.into()),
