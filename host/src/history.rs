@@ -121,8 +121,33 @@ fn repeats(last: Option<&Revision>, record: &RenderRecord) -> bool {
 }
 
 /// The revisions beyond the newest [`KEPT`], oldest first (`revisions` sorted oldest first).
-fn beyond_kept(revisions: &[Revision]) -> &[Revision] {
+fn beyond_kept<T>(revisions: &[T]) -> &[T] {
     &revisions[..revisions.len().saturating_sub(KEPT)]
+}
+
+/// The revisions the host wrote for `runtime`, oldest first: labelled with it and owned by
+/// this very Runtime (its uid). Others in the namespace, whoever made them, are neither
+/// counted nor deleted, and one that does not read as a record stops nothing.
+async fn owned(
+    client: &Client,
+    runtime: &Runtime,
+) -> Result<Vec<ControllerRevision>, HistoryError> {
+    let namespace = runtime.namespace().unwrap_or_default();
+    let uid = runtime.metadata.uid.as_deref();
+    let items = api(client, &namespace)
+        .list(&selector(&runtime.name_any()))
+        .await?
+        .items;
+    let mut ours: Vec<ControllerRevision> = items
+        .into_iter()
+        .filter(|cr| {
+            cr.owner_references()
+                .iter()
+                .any(|o| Some(o.uid.as_str()) == uid)
+        })
+        .collect();
+    ours.sort_by_key(|cr| cr.revision.unwrap_or_default());
+    Ok(ours)
 }
 
 /// Record `record` as the next revision of `runtime` (unless it repeats the last one), and
@@ -134,14 +159,18 @@ pub async fn record(
 ) -> Result<(), HistoryError> {
     let namespace = runtime.namespace().unwrap_or_default();
     let name = runtime.name_any();
-    let mut revisions = list(client, &namespace, &name).await?;
-    if repeats(revisions.last(), &record) {
+    let ours = owned(client, runtime).await?;
+    let last = ours.last().and_then(|cr| revision_of(cr.clone()).ok());
+    if repeats(last.as_ref(), &record) {
         return Ok(());
     }
-    let number = revisions.last().map_or(1, |r| r.number + 1);
+    let number = ours
+        .last()
+        .map_or(1, |cr| cr.revision.unwrap_or_default() + 1);
     let revision = ControllerRevision {
         metadata: ObjectMeta {
-            name: Some(format!("{name}-{number}")),
+            // Generated: no object someone else named `<runtime>-<n>` can block it.
+            generate_name: Some(format!("{name}-")),
             namespace: Some(namespace.clone()),
             labels: Some(BTreeMap::from([
                 (RUNTIME.to_string(), name.clone()),
@@ -153,12 +182,13 @@ pub async fn record(
         revision: Some(number),
         data: RawExtension(serde_json::to_value(&record).expect("a record serializes")),
     };
-    api(client, &namespace)
+    let created = api(client, &namespace)
         .create(&PostParams::default(), &revision)
         .await?;
-    revisions.push(revision_of(revision)?);
-    for old in beyond_kept(&revisions) {
-        delete(client, &namespace, &old.name).await?;
+    let mut names: Vec<String> = ours.iter().map(|cr| cr.name_any()).collect();
+    names.push(created.name_any());
+    for old in beyond_kept(&names) {
+        delete(client, &namespace, old).await?;
     }
     Ok(())
 }
@@ -185,12 +215,8 @@ async fn delete(client: &Client, namespace: &str, name: &str) -> Result<(), Hist
 /// would too, through the owner reference, where one runs).
 pub async fn forget(client: &Client, runtime: &Runtime) -> Result<(), HistoryError> {
     let namespace = runtime.namespace().unwrap_or_default();
-    let items = api(client, &namespace)
-        .list(&selector(&runtime.name_any()))
-        .await?
-        .items;
-    for item in items {
-        delete(client, &namespace, &item.name_any()).await?;
+    for cr in owned(client, runtime).await? {
+        delete(client, &namespace, &cr.name_any()).await?;
     }
     Ok(())
 }

@@ -520,7 +520,19 @@ async fn delete(cp: &ControlPlane) -> Result {
         }
     })
     .await?;
-    gone(&s, "rt-delete", "delete", &host).await
+    gone(&s, "rt-delete", "delete", &host).await?;
+    // Its render history went with it (no garbage collector runs here).
+    use k8s_openapi::api::apps::v1::ControllerRevision;
+    let revisions: Api<ControllerRevision> = Api::namespaced(s.client.clone(), &s.ns);
+    let left = revisions
+        .list(&ListParams::default().labels("tessera.dev/runtime=rt-delete"))
+        .await
+        .map_err(|e| e.to_string())?
+        .items;
+    if !left.is_empty() {
+        return Err(format!("{} revisions left after the Runtime", left.len()));
+    }
+    Ok(())
 }
 
 /// Runtime, Shoot, Secret and RuntimeKubeconfig all gone.
