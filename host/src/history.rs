@@ -42,6 +42,9 @@ pub struct RenderRecord {
     pub plugins: Vec<PluginStamp>,
     /// `sha256:` of each plugin's configuration (the JSON text it was given), by plugin.
     pub config_hashes: BTreeMap<String, String>,
+    /// The Shoot paths each plugin was granted (they decide what it sees), by plugin.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub grants: BTreeMap<String, Vec<String>>,
     /// `sha256:` of the Shoot (as `status.shootHash` shows it).
     pub shoot_hash: String,
     /// The Runtime as the chain was given it.
@@ -117,6 +120,7 @@ fn repeats(last: Option<&Revision>, record: &RenderRecord) -> bool {
         l.record.shoot_hash == record.shoot_hash
             && l.record.plugins == record.plugins
             && l.record.config_hashes == record.config_hashes
+            && l.record.grants == record.grants
     })
 }
 
@@ -243,6 +247,11 @@ pub fn changes(a: &RenderRecord, b: &RenderRecord) -> Vec<String> {
             out.push(format!("configuration of {name} changed"));
         }
     }
+    for (name, paths) in &b.grants {
+        if a.grants.get(name).is_some_and(|before| before != paths) {
+            out.push(format!("grants of {name} changed"));
+        }
+    }
     out.extend(crate::plugins::shadow::diff(&a.shoot, &b.shoot));
     out
 }
@@ -294,6 +303,7 @@ mod tests {
             operation: Operation::Patch,
             plugins,
             config_hashes: BTreeMap::from([("provider".into(), "sha256:1".into())]),
+            grants: BTreeMap::from([("provider".into(), vec!["spec.provider".into()])]),
             shoot_hash: crate::oci::sha256_digest(shoot.to_string().as_bytes()),
             runtime: json!({}),
             current: None,
@@ -320,6 +330,8 @@ mod tests {
             json!({"spec": {"provider": {"workers": [{"maximum": 5}]}}}),
         );
         b.config_hashes.insert("provider".into(), "sha256:2".into());
+        b.grants
+            .insert("provider".into(), vec!["spec.provider.**".into()]);
         assert_eq!(
             changes(&a, &b),
             [
@@ -328,6 +340,7 @@ mod tests {
                 "plugin oidc: added 1.0.0 (ee)",
                 "plugin provider: 1.0.0 (aaaa) → 1.1.0 (bbbb)",
                 "configuration of provider changed",
+                "grants of provider changed",
                 "~ spec.provider.workers[0].maximum: 3 → 5",
             ]
         );

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
@@ -377,7 +378,63 @@ async fn render_history(s: &Scenario<'_>, id: &str, shoot: &str) -> Result {
     if !unknown.as_ref().is_err_and(|e| e.contains("no revision 9")) {
         return Err(format!("an unknown revision: {unknown:?}"));
     }
-    Ok(())
+    replays(s, id).await
+}
+
+/// `tessera render --revision`: revision 1 replayed from its recorded inputs and digests
+/// reproduces its Shoot hash; a revision whose provider digest was swapped for another
+/// plugin's is refused as altered.
+async fn replays(s: &Scenario<'_>, id: &str) -> Result {
+    let replay = |number: &str| {
+        let out = std::process::Command::new(tessera_tests::env::tessera_bin())
+            .args(["render", "--revision", number, "--of", id, "-n", &s.ns])
+            .arg("--kubeconfig")
+            .arg(&s.cp.garden.kubeconfig)
+            .arg("--plugins")
+            .arg(tessera_tests::plugin_dir())
+            .output()
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>((out.status.success(), String::from_utf8_lossy(&out.stderr).to_string()))
+    };
+    let revisions: Api<ControllerRevision> = Api::namespaced(s.client.clone(), &s.ns);
+    let listed = revisions
+        .list(&ListParams::default().labels(&format!("tessera.dev/runtime={id}")))
+        .await
+        .map_err(|e| e.to_string())?;
+    let first = listed
+        .items
+        .iter()
+        .find(|r| r.revision == Some(1))
+        .ok_or("no revision 1")?;
+    let hash = first.data.0["shootHash"].as_str().unwrap_or_default().to_string();
+    let (ok, said) = replay("1")?;
+    if !ok || !said.contains(&format!("reproduced: {hash}")) {
+        return Err(format!("replay of revision 1 (recorded {hash}): {said}"));
+    }
+    let mut forged = first.data.0.clone();
+    let other = forged["plugins"][1]["digest"].clone();
+    forged["plugins"][0]["digest"] = other;
+    let fake = ControllerRevision {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("{id}-forged")),
+            labels: first.metadata.labels.clone(),
+            ..Default::default()
+        },
+        revision: Some(99),
+        data: k8s_openapi::apimachinery::pkg::runtime::RawExtension(forged),
+    };
+    revisions
+        .create(&PostParams::default(), &fake)
+        .await
+        .map_err(|e| e.to_string())?;
+    let tampered = replay("99");
+    let _ = revisions
+        .delete(&format!("{id}-forged"), &DeleteParams::default())
+        .await;
+    match tampered? {
+        (false, said) if said.contains("the record was altered") => Ok(()),
+        other => Err(format!("replay of a forged revision: {other:?}")),
+    }
 }
 
 /// `tessera render --record provider` on the live Runtime and its Shoot, read back from

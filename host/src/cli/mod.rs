@@ -9,6 +9,7 @@ mod preview;
 mod record;
 mod registry;
 mod render;
+mod replay;
 mod run;
 mod run_case;
 mod scaffold;

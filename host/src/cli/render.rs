@@ -12,21 +12,21 @@ use super::DocFormat;
 #[derive(Debug, Args)]
 pub struct RenderArgs {
     /// The Runtime manifest (YAML or JSON).
-    #[arg(long)]
-    runtime: PathBuf,
+    #[arg(long, required_unless_present = "revision", conflicts_with = "revision")]
+    runtime: Option<PathBuf>,
     /// The Shoot as it exists on the Gardener side; renders a patch instead of a create.
     #[arg(long)]
     current_shoot: Option<PathBuf>,
     /// Chain configuration: plugin order, per-plugin configuration and limits.
     #[arg(long)]
-    config: Option<PathBuf>,
+    pub(super) config: Option<PathBuf>,
     /// Directory with `<plugin>.wasm` components [default: $TESSERA_PLUGIN_DIR, or
     /// `plugins/` next to the binary].
     #[arg(long)]
-    plugins: Option<PathBuf>,
+    pub(super) plugins: Option<PathBuf>,
     /// Output format.
     #[arg(long, short, value_enum, default_value_t)]
-    output: DocFormat,
+    pub(super) output: DocFormat,
     /// Instead of the Shoot, write what step STEP is given in this render (its view of
     /// the draft the steps before it made, and of the current Shoot) and what it answers,
     /// as a golden case that `tessera plugin test` replays.
@@ -35,6 +35,26 @@ pub struct RenderArgs {
     /// With `--record`: the case file to write [default: standard output].
     #[arg(long, requires = "record")]
     case: Option<PathBuf>,
+    /// Replay revision N of the render history of Runtime `--of` (see `tessera history`):
+    /// its components by digest (from the content store or `--plugins`), its recorded
+    /// inputs, grants and configurations (kept in the content store by the host, or given
+    /// with `--config`). Prints the Shoot and says whether its hash is the recorded one;
+    /// exits 1 when it is not.
+    #[arg(long, value_name = "N", requires = "of", conflicts_with_all = ["current_shoot", "record"])]
+    revision: Option<i64>,
+    /// With `--revision`: the Runtime (its name is the runtime id).
+    #[arg(long, value_name = "RUNTIME", requires = "revision")]
+    pub(super) of: Option<String>,
+    /// With `--revision`: namespace of the Runtime.
+    #[arg(long, short, default_value = "default", requires = "revision")]
+    pub(super) namespace: String,
+    /// With `--revision`: control-plane kubeconfig [default: in-cluster, else
+    /// $KUBECONFIG, else ~/.kube/config].
+    #[arg(long, requires = "revision")]
+    pub(super) kubeconfig: Option<PathBuf>,
+    /// With `--revision`: the host's content store [default: ~/.cache/tessera/plugins].
+    #[arg(long, requires = "revision")]
+    pub(super) plugin_store: Option<PathBuf>,
 }
 
 fn read(path: &PathBuf) -> anyhow::Result<String> {
@@ -42,7 +62,11 @@ fn read(path: &PathBuf) -> anyhow::Result<String> {
 }
 
 pub fn run(rt: &WasmRuntime, args: RenderArgs) -> anyhow::Result<ExitCode> {
-    let runtime = parse_runtime(&read(&args.runtime)?, &args.runtime.display().to_string())?;
+    if let Some(number) = args.revision {
+        return super::replay::run(rt, number, &args);
+    }
+    let path = args.runtime.clone().context("--runtime is required")?;
+    let runtime = parse_runtime(&read(&path)?, &path.display().to_string())?;
     let current = match &args.current_shoot {
         Some(path) => Some(parse_current_shoot(
             &read(path)?,

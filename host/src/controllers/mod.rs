@@ -12,6 +12,8 @@ pub(crate) mod runtime_cluster;
 
 pub(crate) use context::{Clients, Context};
 pub use context::{OperatorConfig, Renderer, Requeue};
+/// Replaying a recorded render (`tessera render --revision`).
+pub use runtime::replay;
 
 /// Why a reconcile stopped early. Conflicts are expected and retried quietly.
 #[derive(Debug, thiserror::Error)]

@@ -5,6 +5,7 @@
 
 mod controller;
 mod machine;
+pub mod replay;
 mod shoot_doc;
 pub(crate) mod states;
 

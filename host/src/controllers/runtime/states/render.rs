@@ -1,6 +1,7 @@
 //! Rendering shared by create, patch and shadow renders: resolve the Runtime's chain, run
 //! it, run the shadow versions next to it, turn plugin errors into `Failed`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kube::api::DynamicObject;
@@ -16,7 +17,7 @@ use crate::crd::{ConditionStatus, ShadowOutcome, ShadowResult};
 use crate::crd::{ConditionType, Reason};
 use crate::crd::{EventReason, Runtime};
 use crate::history::{Operation, RenderRecord};
-use crate::plugins::{ChainOutput, ChannelChoice, ResolvedChain, Unavailable};
+use crate::plugins::{ChainOutput, ChainStep, ChannelChoice, ResolvedChain, Unavailable};
 use crate::wasm::{CallError, Failure, Fault};
 
 /// Most diff lines kept per shadow result.
@@ -311,7 +312,9 @@ pub(crate) fn record_applied(m: &mut Machine, desired: &Value, output: &ChainOut
 }
 
 /// What the render history records of `desired`, applied by `operation` starting from
-/// `current`: the inputs exactly as the chain was given them (JSON text, parsed back).
+/// `current`: the inputs exactly as the chain was given them (JSON text, parsed back). Each
+/// configuration goes to the host's content store under its hash, where `tessera render
+/// --revision` finds it; the revision itself holds only the hash.
 pub(crate) fn history_record(
     m: &Machine,
     operation: Operation,
@@ -320,24 +323,39 @@ pub(crate) fn history_record(
     output: &ChainOutput,
 ) -> RenderRecord {
     let parsed = |text: String| serde_json::from_str(&text).unwrap_or(Value::Null);
-    let config_hashes = m
-        .chain
-        .iter()
-        .flat_map(|c| c.chain.steps.iter())
-        .map(|s| {
-            let hash = crate::oci::sha256_digest(s.config.as_bytes());
-            (s.plugin.info.name.clone(), hash)
-        })
-        .collect();
+    let steps: Vec<&ChainStep> = m.chain.iter().flat_map(|c| c.chain.steps.iter()).collect();
+    let mut config_hashes = BTreeMap::new();
+    let mut grants = BTreeMap::new();
+    for step in steps {
+        let name = step.plugin.info.name.clone();
+        config_hashes.insert(name.clone(), keep_config(m, &step.config));
+        grants.insert(name, step.paths.iter().map(|p| p.to_string()).collect());
+    }
     RenderRecord {
         runtime_generation: m.generation(),
         operation,
         plugins: output.stamps.clone(),
         config_hashes,
+        grants,
         shoot_hash: shoot_doc::hash(desired),
         runtime: parsed(shoot_doc::runtime_json(&m.runtime)),
         current: current.map(|c| parsed(shoot_doc::current_json(c))),
         shoot: desired.clone(),
+    }
+}
+
+/// `sha256:` of a step's configuration, kept in the content store (best effort: a replay
+/// can be given the configuration instead).
+fn keep_config(m: &Machine, config: &str) -> String {
+    let Some(fetcher) = &m.ctx.fetcher else {
+        return crate::oci::sha256_digest(config.as_bytes());
+    };
+    match fetcher.store.put(config.as_bytes()) {
+        Ok(digest) => digest,
+        Err(error) => {
+            tracing::warn!(runtime = %m.id(), %error, "cannot keep a plugin configuration for replays");
+            crate::oci::sha256_digest(config.as_bytes())
+        }
     }
 }
 
