@@ -11,6 +11,7 @@ use kube::config::Kubeconfig;
 use kube_lease_manager::{LeaseCreateMode, LeaseManagerBuilder};
 
 use crate::controllers::{
+    access,
     Clients, Context, OperatorConfig, Renderer, kubeconfig, moduleset, plugin, runtime,
 };
 use crate::crd::Plugin;
@@ -299,6 +300,7 @@ async fn run_controllers(ctx: Arc<Context>) {
     tokio::join!(
         runtime::run(ctx.clone()),
         kubeconfig::run(ctx.clone()),
+        access::run(ctx.clone()),
         plugins,
         moduleset::run(ctx.clone())
     );

@@ -16,3 +16,11 @@ pub fn format_rfc3339(ts: jiff::Timestamp) -> String {
 pub fn parse_rfc3339(text: Option<&str>) -> Option<jiff::Timestamp> {
     text?.parse().ok()
 }
+
+/// A duration like `30s`, `5m`, `12h` or `1h30m`.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let d: jiff::SignedDuration = text
+        .parse()
+        .map_err(|e| format!("{text:?} is not a duration like 30s, 5m or 1h: {e}"))?;
+    std::time::Duration::try_from(d).map_err(|_| format!("{text:?} must not be negative"))
+}

@@ -89,6 +89,7 @@ fn start_clusters(
     for crd in [
         "runtimes.tessera.dev",
         "runtimekubeconfigs.tessera.dev",
+        "runtimeaccesses.tessera.dev",
         "plugins.tessera.dev",
         "shoots.core.gardener.cloud",
     ] {

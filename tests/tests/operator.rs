@@ -19,6 +19,10 @@ use tessera_tests::env::{ControlPlane, Host};
 use tessera_tests::gardener_sim::{Failure, Script, ShootScript};
 use tessera_tests::probe::{client_for, eventually, http_get, tail};
 
+#[path = "operator/access.rs"]
+mod access;
+use access::runtime_access;
+
 type Result<T = ()> = std::result::Result<T, String>;
 
 const LIMIT: Duration = Duration::from_secs(60);
@@ -1186,6 +1190,7 @@ fn main() {
         trial!(oidc_objects),
         trial!(gardener_outage),
         trial!(gardener_rejects_shoot),
+        trial!(runtime_access),
     ];
     let conclusion = libtest_mimic::run(&args, trials);
     drop(cp);

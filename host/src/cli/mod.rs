@@ -50,10 +50,7 @@ pub(crate) enum ReportFormat {
 
 /// A duration flag, written the same way everywhere: `30s`, `5m`, `1h30m`, `500ms`.
 pub(crate) fn duration(text: &str) -> Result<Duration, String> {
-    let d: jiff::SignedDuration = text
-        .parse()
-        .map_err(|e| format!("{text:?} is not a duration like 30s, 5m or 1h: {e}"))?;
-    Duration::try_from(d).map_err(|_| format!("{text:?} must not be negative"))
+    tessera::time::parse_duration(text)
 }
 
 /// Tessera: Kubernetes control-plane reconciler whose cluster-shaping logic runs as

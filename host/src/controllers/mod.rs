@@ -1,6 +1,7 @@
 //! The reconcilers. Each kind has its own folder; the Runtime state machine keeps one file
 //! per state in `runtime/states/`.
 
+pub(crate) mod access;
 pub mod context;
 pub(crate) mod kit;
 pub(crate) mod kubeconfig;

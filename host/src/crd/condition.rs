@@ -127,6 +127,10 @@ words! {
         NotBound,
         SecretNotOwned,
         FetchFailed,
+        // RuntimeAccess
+        TokenIssued,
+        ObjectNotOwned,
+        NamespaceMissing,
         // ModuleSet
         Connected,
         TargetUnreachable,
@@ -165,6 +169,9 @@ words! {
         Deleted,
         TargetGone,
         DeletionBlocked,
+        // RuntimeAccess
+        TokenIssued,
+        AccessNotReady,
     }
 }
 

@@ -29,6 +29,10 @@ pub const FORCE_ROTATION: &str = "tessera.dev/force-rotation";
 
 pub const RUNTIME_FINALIZER: &str = "tessera.dev/runtime";
 pub const KUBECONFIG_FINALIZER: &str = "tessera.dev/kubeconfig";
+pub const ACCESS_FINALIZER: &str = "tessera.dev/access";
+/// The uid of the RuntimeAccess an object (in a runtime cluster, or its kubeconfig Secret)
+/// was made for; only objects with it are ever changed or deleted for it.
+pub const ACCESS_UID: &str = "tessera.dev/access-uid";
 pub const PLUGIN_FINALIZER: &str = "tessera.dev/plugin";
 pub const MODULESET_FINALIZER: &str = "tessera.dev/moduleset";
 /// Plugin annotation prefix: `approve.tessera.dev/<version>: <digest>` lets a version whose

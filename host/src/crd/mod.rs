@@ -1,6 +1,7 @@
 //! The custom resources Tessera serves, generated from these Rust types
 //! (`tessera crds --dir charts/tessera/crds`).
 
+mod access;
 mod condition;
 mod kubeconfig;
 pub mod labels;
@@ -16,6 +17,10 @@ use std::path::Path;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
+pub use access::{
+    AccessGrant, AccessRule, AccessState, RuntimeAccess, RuntimeAccessSpec, RuntimeAccessStatus,
+    ServiceAccountRef,
+};
 pub use condition::{
     Condition, ConditionStatus, ConditionType, EventReason, Reason, Word, find_condition,
     set_condition,
@@ -58,6 +63,7 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
         ),
         ("plugins.tessera.dev.yaml", Plugin::crd()),
         ("modulesets.tessera.dev.yaml", ModuleSet::crd()),
+        ("runtimeaccesses.tessera.dev.yaml", RuntimeAccess::crd()),
     ]
 }
 

@@ -29,6 +29,7 @@ pub(crate) enum Controller {
     Plugin,
     Kubeconfig,
     ModuleSet,
+    Access,
 }
 
 impl Controller {
@@ -38,6 +39,7 @@ impl Controller {
             Self::Plugin => "plugin",
             Self::Kubeconfig => "kubeconfig",
             Self::ModuleSet => "moduleset",
+            Self::Access => "access",
         }
     }
 }

@@ -13,7 +13,7 @@ use kube::api::Api;
 use kube::{Client, ResourceExt};
 
 use crate::controllers::labels;
-use crate::crd::RuntimeKubeconfig;
+use crate::crd::{RuntimeAccess, RuntimeKubeconfig};
 use crate::crd::moduleset::Target as TargetSpec;
 use crate::fence::Fence;
 use crate::kubeconfig::{ClientCache, KubeconfigPolicy};
@@ -74,6 +74,9 @@ impl Targets {
             .owner_references()
             .iter()
             .find(|o| o.controller == Some(true) && o.kind == "RuntimeKubeconfig");
+        if self.access_secret(namespace, secret).await? {
+            return Ok(None);
+        }
         if let (true, Some(owner)) = (labelled, owner) {
             let rkcs: Api<RuntimeKubeconfig> = Api::namespaced(self.control.clone(), namespace);
             let rkc = rkcs
@@ -87,8 +90,32 @@ impl Targets {
             }
         }
         Ok(Some(format!(
-            "Secret {key} is neither a kubeconfig Secret Tessera wrote for a Runtime of this namespace nor one the operator allows as a module target (--module-target)"
+            "Secret {key} is neither a kubeconfig Secret Tessera wrote for a Runtime or a RuntimeAccess of this namespace nor one the operator allows as a module target (--module-target)"
         )))
+    }
+
+    /// Whether `secret` is the kubeconfig Secret of a RuntimeAccess of `namespace` (its
+    /// controller, uid label and `status.secretName` agree).
+    async fn access_secret(&self, namespace: &str, secret: &Secret) -> Result<bool, String> {
+        let Some(owner) = secret
+            .owner_references()
+            .iter()
+            .find(|o| o.controller == Some(true) && o.kind == "RuntimeAccess")
+        else {
+            return Ok(false);
+        };
+        if secret.labels().get(labels::ACCESS_UID) != Some(&owner.uid) {
+            return Ok(false);
+        }
+        let accesses: Api<RuntimeAccess> = Api::namespaced(self.control.clone(), namespace);
+        let access = accesses
+            .get_opt(&owner.name)
+            .await
+            .map_err(|e| format!("RuntimeAccess {namespace}/{}: {e}", owner.name))?;
+        Ok(access.is_some_and(|a| {
+            a.uid().as_deref() == Some(owner.uid.as_str())
+                && a.status.and_then(|s| s.secret_name) == secret.metadata.name
+        }))
     }
 
     /// The host's own cluster, connected once.
