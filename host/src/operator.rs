@@ -11,8 +11,7 @@ use kube::config::Kubeconfig;
 use kube_lease_manager::{LeaseCreateMode, LeaseManagerBuilder};
 
 use crate::controllers::{
-    access,
-    Clients, Context, OperatorConfig, Renderer, kubeconfig, moduleset, plugin, runtime,
+    Clients, Context, OperatorConfig, Renderer, access, kubeconfig, moduleset, plugin, runtime,
 };
 use crate::crd::Plugin;
 use crate::fence::Fence;

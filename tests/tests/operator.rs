@@ -398,7 +398,10 @@ async fn replays(s: &Scenario<'_>, id: &str) -> Result {
             .arg(tessera_tests::plugin_dir())
             .output()
             .map_err(|e| e.to_string())?;
-        Ok::<_, String>((out.status.success(), String::from_utf8_lossy(&out.stderr).to_string()))
+        Ok::<_, String>((
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        ))
     };
     let revisions: Api<ControllerRevision> = Api::namespaced(s.client.clone(), &s.ns);
     let listed = revisions
@@ -410,7 +413,10 @@ async fn replays(s: &Scenario<'_>, id: &str) -> Result {
         .iter()
         .find(|r| r.revision == Some(1))
         .ok_or("no revision 1")?;
-    let hash = first.data.0["shootHash"].as_str().unwrap_or_default().to_string();
+    let hash = first.data.0["shootHash"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let (ok, said) = replay("1")?;
     if !ok || !said.contains(&format!("reproduced: {hash}")) {
         return Err(format!("replay of revision 1 (recorded {hash}): {said}"));

@@ -12,7 +12,11 @@ use super::DocFormat;
 #[derive(Debug, Args)]
 pub struct RenderArgs {
     /// The Runtime manifest (YAML or JSON).
-    #[arg(long, required_unless_present = "revision", conflicts_with = "revision")]
+    #[arg(
+        long,
+        required_unless_present = "revision",
+        conflicts_with = "revision"
+    )]
     runtime: Option<PathBuf>,
     /// The Shoot as it exists on the Gardener side; renders a patch instead of a create.
     #[arg(long)]

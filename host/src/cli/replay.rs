@@ -14,7 +14,10 @@ use super::registry::default_store_dir;
 use super::render::RenderArgs;
 
 pub fn run(rt: &WasmRuntime, number: i64, args: &RenderArgs) -> anyhow::Result<ExitCode> {
-    let name = args.of.clone().context("--of RUNTIME is required with --revision")?;
+    let name = args
+        .of
+        .clone()
+        .context("--of RUNTIME is required with --revision")?;
     let record = recorded(args, &name, number)?;
     let config = match &args.config {
         Some(path) => Some(ChainConfig::from_file(path)?),

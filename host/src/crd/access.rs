@@ -134,6 +134,10 @@ pub struct RuntimeAccessStatus {
     pub issued: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expiry: Option<String>,
+    /// The generation of the spec the current token was issued for (a new one is issued
+    /// when the spec changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_generation: Option<i64>,
     /// The objects the host made in the runtime cluster (`Kind namespace/name`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub objects: Vec<String>,

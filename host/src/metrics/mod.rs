@@ -20,6 +20,8 @@ pub struct Metrics {
     pub(crate) runtime_state: IntGaugeVec,
     /// Expiry of each Runtime's kubeconfig, in Unix seconds.
     pub(crate) kubeconfig_expiry: IntGaugeVec,
+    /// Expiry of each RuntimeAccess's token, in Unix seconds.
+    pub(crate) access_expiry: IntGaugeVec,
     /// Reconciles that ended with an error instead of a planned transition.
     pub(crate) unexpected_stops: IntCounterVec,
     /// Reconciles by controller and outcome.
@@ -146,6 +148,10 @@ const KUBECONFIG_EXPIRY: Doc = (
     "tessera_kubeconfig_expiration_timestamp_seconds",
     "When the kubeconfig of each Runtime expires (Unix seconds)",
 );
+const ACCESS_EXPIRY: Doc = (
+    "tessera_access_expiration_timestamp_seconds",
+    "When the token of each RuntimeAccess's kubeconfig expires (Unix seconds)",
+);
 const UNEXPECTED_STOPS: Doc = (
     "tessera_state_machine_unexpected_stops_total",
     "Reconciles that stopped on an error instead of a planned transition",
@@ -247,6 +253,7 @@ impl Metrics {
         Self {
             runtime_state: gauges(r, RUNTIME_STATE, &["namespace", "runtime", "state"]),
             kubeconfig_expiry: gauges(r, KUBECONFIG_EXPIRY, &["namespace", "runtime"]),
+            access_expiry: gauges(r, ACCESS_EXPIRY, &["namespace", "access"]),
             unexpected_stops: counters(r, UNEXPECTED_STOPS, &["controller", "step", "reason"]),
             reconciles: counters(r, RECONCILES, &["controller", "result"]),
             catalog_wakes: counters(r, CATALOG_WAKES, &["controller"]),

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tessera_tests::probe::{eventually, tail};
 
@@ -103,13 +103,32 @@ pub(super) async fn runtime_access(cp: &ControlPlane) -> Result {
     let s = Scenario::new(cp, "t-access").await;
     let mut host = s.host("a", &[]);
     s.create(&s.manifest("rt-access", "access")).await?;
-    s.wait_state("rt-access", RuntimeState::Ready, &host).await?;
+    s.wait_state("rt-access", RuntimeState::Ready, &host)
+        .await?;
     let apps = format!("{}-apps", s.ns);
     let by_hand_role = format!("{}-namespace-reader", s.ns);
     prepare_runtime_cluster(&s, &apps, &by_hand_role).await?;
-    create(&s, access_doc(&s, "reader", &apps, json!([{ "namespace": apps,
-        "rules": [{ "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"] }] }]))).await?;
-    create(&s, access_doc(&s, "viewer", &apps, json!([{ "clusterRole": by_hand_role }]))).await?;
+    create(
+        &s,
+        access_doc(
+            &s,
+            "reader",
+            &apps,
+            json!([{ "namespace": apps,
+        "rules": [{ "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"] }] }]),
+        ),
+    )
+    .await?;
+    create(
+        &s,
+        access_doc(
+            &s,
+            "viewer",
+            &apps,
+            json!([{ "clusterRole": by_hand_role }]),
+        ),
+    )
+    .await?;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let reader = ready_kubeconfig(&s, "reader", dir.path(), &host).await?;
     let viewer = ready_kubeconfig(&s, "viewer", dir.path(), &host).await?;
@@ -132,7 +151,13 @@ pub(super) async fn runtime_access(cp: &ControlPlane) -> Result {
             .map_err(|e| e.to_string())?;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    if accesses(&s).get_opt("reader").await.ok().flatten().is_none() {
+    if accesses(&s)
+        .get_opt("reader")
+        .await
+        .ok()
+        .flatten()
+        .is_none()
+    {
         return Err("the RuntimeAccess went without a host to clean up".into());
     }
     let host = s.host("b", &[]);
@@ -236,7 +261,12 @@ async fn removed(s: &Scenario<'_>, apps: &str, host: &Host) -> Result {
     .map_err(|e| format!("{e}\n{}", tail(&host.logs(), 20)))?;
     let secrets: Api<Secret> = Api::namespaced(s.client.clone(), &s.ns);
     for name in ["reader-kubeconfig", "viewer-kubeconfig"] {
-        if secrets.get_opt(name).await.map_err(|e| e.to_string())?.is_some() {
+        if secrets
+            .get_opt(name)
+            .await
+            .map_err(|e| e.to_string())?
+            .is_some()
+        {
             return Err(format!("Secret {name} is still there"));
         }
     }
@@ -253,9 +283,8 @@ async fn made_in_runtime_cluster(s: &Scenario<'_>, apps: &str) -> Result<Vec<Str
     let params = ListParams::default().labels("tessera.dev/access-uid");
     let client = &s.runtime_client;
     let list = |kind: &str, group: &str, namespaced: bool| {
-        let resource = kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
-            group, "v1", kind,
-        ));
+        let resource =
+            kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(group, "v1", kind));
         if namespaced {
             Api::<DynamicObject>::namespaced_with(client.clone(), apps, &resource)
         } else {
@@ -274,7 +303,12 @@ async fn made_in_runtime_cluster(s: &Scenario<'_>, apps: &str) -> Result<Vec<Str
             .list(&params)
             .await
             .map_err(|e| e.to_string())?;
-        left.extend(items.items.iter().map(|o| format!("{kind} {}", o.name_any())));
+        left.extend(
+            items
+                .items
+                .iter()
+                .map(|o| format!("{kind} {}", o.name_any())),
+        );
     }
     Ok(left)
 }
@@ -282,7 +316,10 @@ async fn made_in_runtime_cluster(s: &Scenario<'_>, apps: &str) -> Result<Vec<Str
 /// The hand-made binding and ClusterRole are as they were.
 async fn untouched(s: &Scenario<'_>, apps: &str, role: &str, version: &str) -> Result {
     let bindings: Api<RoleBinding> = Api::namespaced(s.runtime_client.clone(), apps);
-    let binding = bindings.get_opt("by-hand").await.map_err(|e| e.to_string())?;
+    let binding = bindings
+        .get_opt("by-hand")
+        .await
+        .map_err(|e| e.to_string())?;
     if binding.and_then(|b| b.resource_version()).as_deref() != Some(version) {
         return Err("the RoleBinding made by hand was changed or deleted".into());
     }

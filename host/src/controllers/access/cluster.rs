@@ -56,7 +56,11 @@ pub(crate) async fn apply(
         match api.patch(&w.name, &params, &Patch::Apply(&w.doc)).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => {
-                return Ok(Err(Blocked::NoNamespace(format!("{}: {}", w.label(), e.message))));
+                return Ok(Err(Blocked::NoNamespace(format!(
+                    "{}: {}",
+                    w.label(),
+                    e.message
+                ))));
             }
             Err(e) => return Err(e),
         }
@@ -182,7 +186,10 @@ pub(crate) async fn revoke_others(
     let secrets: Api<Secret> = Api::all(client.clone());
     let selector = format!("{},{PART}={ANCHOR}", selector(access));
     let mut revoked = 0;
-    for anchor in secrets.list(&ListParams::default().labels(&selector)).await? {
+    for anchor in secrets
+        .list(&ListParams::default().labels(&selector))
+        .await?
+    {
         if Some(anchor.name_any().as_str()) == current || !decide::ours(access, anchor.labels()) {
             continue;
         }

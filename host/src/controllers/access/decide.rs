@@ -8,7 +8,10 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use crate::controllers::labels;
-use crate::crd::{AccessGrant, RuntimeAccess, RuntimeAccessSpec};
+use crate::crd::{
+    AccessGrant, AccessState, ConditionStatus, ConditionType, Reason, RuntimeAccess,
+    RuntimeAccessSpec, RuntimeAccessStatus, set_condition,
+};
 
 pub(crate) use crate::crd::labels::ACCESS_UID;
 /// The label telling the token anchors (Secrets a token is bound to) from the rest.
@@ -105,12 +108,13 @@ pub(crate) fn lifetime(spec: &RuntimeAccessSpec) -> Result<Duration, Invalid> {
     let Some(text) = &spec.lifetime else {
         return Ok(DEFAULT_LIFETIME);
     };
-    let parsed = crate::time::parse_duration(text)
-        .map_err(|e| invalid("spec.lifetime", e))?;
+    let parsed = crate::time::parse_duration(text).map_err(|e| invalid("spec.lifetime", e))?;
     if !(MIN_LIFETIME..=MAX_LIFETIME).contains(&parsed) {
         return Err(invalid(
             "spec.lifetime",
-            format!("{text:?} is outside 10m to 48h (the TokenRequest API needs at least 10 minutes)"),
+            format!(
+                "{text:?} is outside 10m to 48h (the TokenRequest API needs at least 10 minutes)"
+            ),
         ));
     }
     Ok(parsed)
@@ -141,10 +145,16 @@ pub(crate) fn validate(spec: &RuntimeAccessSpec) -> Result<(), Invalid> {
         }
         for (j, rule) in grant.rules.iter().enumerate() {
             if rule.verbs.is_empty() {
-                return Err(invalid(format!("{field}.rules[{j}].verbs"), "name at least one verb"));
+                return Err(invalid(
+                    format!("{field}.rules[{j}].verbs"),
+                    "name at least one verb",
+                ));
             }
             if rule.resources.is_empty() {
-                return Err(invalid(format!("{field}.rules[{j}].resources"), "name at least one resource"));
+                return Err(invalid(
+                    format!("{field}.rules[{j}].resources"),
+                    "name at least one resource",
+                ));
             }
         }
     }
@@ -194,7 +204,11 @@ fn for_grant(access: &RuntimeAccess, index: usize, grant: &AccessGrant) -> Vec<W
     let ns = grant.namespace.as_deref();
     let mut out = Vec::new();
     let role_ref = if !grant.rules.is_empty() {
-        let kind = if ns.is_some() { Kind::Role } else { Kind::ClusterRole };
+        let kind = if ns.is_some() {
+            Kind::Role
+        } else {
+            Kind::ClusterRole
+        };
         let mut doc = object(access, kind, ns, &name);
         doc["rules"] = serde_json::to_value(&grant.rules).unwrap_or_default();
         out.push(Wanted {
@@ -207,9 +221,16 @@ fn for_grant(access: &RuntimeAccess, index: usize, grant: &AccessGrant) -> Vec<W
     } else if let Some(role) = &grant.role {
         (Kind::Role, role.clone())
     } else {
-        (Kind::ClusterRole, grant.cluster_role.clone().unwrap_or_default())
+        (
+            Kind::ClusterRole,
+            grant.cluster_role.clone().unwrap_or_default(),
+        )
     };
-    let kind = if ns.is_some() { Kind::RoleBinding } else { Kind::ClusterRoleBinding };
+    let kind = if ns.is_some() {
+        Kind::RoleBinding
+    } else {
+        Kind::ClusterRoleBinding
+    };
     let sa = &access.spec.service_account;
     let mut doc = object(access, kind, ns, &name);
     doc["roleRef"] = json!({
@@ -229,7 +250,10 @@ fn for_grant(access: &RuntimeAccess, index: usize, grant: &AccessGrant) -> Vec<W
 }
 
 /// Whether an object of the runtime cluster was made for `access` (its uid label).
-pub(crate) fn ours(access: &RuntimeAccess, labels: &std::collections::BTreeMap<String, String>) -> bool {
+pub(crate) fn ours(
+    access: &RuntimeAccess,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> bool {
     access
         .uid()
         .is_some_and(|uid| labels.get(ACCESS_UID) == Some(&uid))
@@ -250,7 +274,7 @@ pub(crate) fn token_due(
         return Ok(());
     };
     let forced = access.annotations().contains_key(labels::FORCE_ROTATION);
-    if !secret_present || forced || status.observed_generation != access.metadata.generation {
+    if !secret_present || forced || status.token_generation != access.metadata.generation {
         return Ok(());
     }
     let life = expiry.duration_since(issued).as_secs_f64().max(0.0);
@@ -260,6 +284,50 @@ pub(crate) fn token_due(
         return Ok(());
     }
     Err(Duration::from_secs_f64(wait))
+}
+
+/// One status outcome: state, the Ready condition's reason and message.
+pub(crate) struct Outcome {
+    pub(crate) state: AccessState,
+    pub(crate) reason: Reason,
+    pub(crate) message: String,
+}
+
+/// The status after a pass that ended in `outcome`, having issued a token at `issued`
+/// (time, expiry) or not. The objects listed are those made, as of the last Ready pass.
+pub(crate) fn status_after(
+    access: &RuntimeAccess,
+    outcome: &Outcome,
+    issued: Option<(String, String)>,
+) -> RuntimeAccessStatus {
+    let before = access.status.clone().unwrap_or_default();
+    let mut status = RuntimeAccessStatus {
+        state: Some(outcome.state),
+        observed_generation: access.metadata.generation,
+        ..before
+    };
+    if outcome.state == AccessState::Ready {
+        status.objects = wanted(access).iter().map(Wanted::label).collect();
+    }
+    if let Some((at, expiry)) = issued {
+        status.issued = Some(at);
+        status.expiry = Some(expiry);
+        status.token_generation = access.metadata.generation;
+        status.secret_name = Some(secret_name(access));
+    }
+    let ready = match outcome.state {
+        AccessState::Ready => ConditionStatus::True,
+        _ => ConditionStatus::False,
+    };
+    set_condition(
+        &mut status.conditions,
+        ConditionType::Ready,
+        ready,
+        outcome.reason,
+        &outcome.message,
+        access.metadata.generation,
+    );
+    status
 }
 
 /// The cluster entry of the admin kubeconfig a consumer's kubeconfig may copy: server and
@@ -289,7 +357,10 @@ pub(crate) fn server_of(admin: &str) -> Result<Server, String> {
     .and_then(|c| c.cluster.as_ref())
     .ok_or("the admin kubeconfig names no cluster")?;
     Ok(Server {
-        url: cluster.server.clone().ok_or("the admin kubeconfig's cluster has no server")?,
+        url: cluster
+            .server
+            .clone()
+            .ok_or("the admin kubeconfig's cluster has no server")?,
         ca_data: cluster.certificate_authority_data.clone(),
         insecure: cluster.insecure_skip_tls_verify.unwrap_or(false),
         tls_server_name: cluster.tls_server_name.clone(),
@@ -348,4 +419,182 @@ pub(crate) fn secret_doc(access: &RuntimeAccess, kubeconfig: &str, expiry: &str)
         "type": "Opaque",
         "stringData": { "config": kubeconfig },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{AccessRule, RuntimeAccessSpec, RuntimeAccessStatus, ServiceAccountRef};
+
+    fn access(grants: Vec<AccessGrant>) -> RuntimeAccess {
+        let mut a = RuntimeAccess::new(
+            "monitor",
+            RuntimeAccessSpec {
+                runtime: "rt-1".into(),
+                service_account: ServiceAccountRef {
+                    name: "agent".into(),
+                    namespace: "kyma-system".into(),
+                },
+                grants,
+                lifetime: None,
+                secret_name: None,
+            },
+        );
+        a.metadata.namespace = Some("team-a".into());
+        a.metadata.uid = Some("u-1".into());
+        a.metadata.generation = Some(1);
+        a
+    }
+
+    fn rules(namespace: Option<&str>) -> AccessGrant {
+        AccessGrant {
+            namespace: namespace.map(String::from),
+            rules: vec![AccessRule {
+                api_groups: vec!["".into()],
+                resources: vec!["pods".into()],
+                resource_names: vec![],
+                verbs: vec!["get".into()],
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn grants_become_roles_and_bindings_of_the_service_account() {
+        let by_name = AccessGrant {
+            namespace: Some("apps".into()),
+            cluster_role: Some("view".into()),
+            ..Default::default()
+        };
+        let a = access(vec![rules(Some("apps")), rules(None), by_name]);
+        let labels: Vec<String> = wanted(&a).iter().map(Wanted::label).collect();
+        assert_eq!(
+            labels,
+            [
+                "ServiceAccount kyma-system/agent",
+                "Role apps/tessera-access-monitor-0",
+                "RoleBinding apps/tessera-access-monitor-0",
+                "ClusterRole tessera-access-monitor-1",
+                "ClusterRoleBinding tessera-access-monitor-1",
+                "RoleBinding apps/tessera-access-monitor-2",
+            ]
+        );
+        let all = wanted(&a);
+        assert_eq!(all[5].doc["roleRef"]["kind"], "ClusterRole");
+        assert_eq!(all[5].doc["roleRef"]["name"], "view");
+        assert_eq!(all[2].doc["subjects"][0]["namespace"], "kyma-system");
+        assert_eq!(all[1].doc["metadata"]["labels"][ACCESS_UID], "u-1");
+        let theirs = std::collections::BTreeMap::from([(ACCESS_UID.to_string(), "u-2".into())]);
+        assert!(!ours(&a, &theirs));
+        assert!(!ours(&a, &Default::default()));
+    }
+
+    #[test]
+    fn invalid_specs_name_the_field() {
+        let both = AccessGrant {
+            role: Some("r".into()),
+            cluster_role: Some("c".into()),
+            namespace: Some("apps".into()),
+            ..Default::default()
+        };
+        let role_without_namespace = AccessGrant {
+            role: Some("r".into()),
+            ..Default::default()
+        };
+        let mut no_verbs = rules(None);
+        no_verbs.rules[0].verbs.clear();
+        let field = |grants: Vec<AccessGrant>| validate(&access(grants).spec).unwrap_err().field;
+        assert_eq!(field(vec![rules(None), both]), "spec.grants[1]");
+        assert_eq!(field(vec![AccessGrant::default()]), "spec.grants[0]");
+        assert_eq!(
+            field(vec![role_without_namespace]),
+            "spec.grants[0].namespace"
+        );
+        assert_eq!(field(vec![no_verbs]), "spec.grants[0].rules[0].verbs");
+        let mut a = access(vec![]);
+        for (text, ok) in [
+            ("5m", false),
+            ("10m", true),
+            ("49h", false),
+            ("soon", false),
+        ] {
+            a.spec.lifetime = Some(text.into());
+            assert_eq!(validate(&a.spec).is_ok(), ok, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_token_is_renewed_when_due_asked_for_or_the_spec_changed() {
+        let mut a = access(vec![]);
+        let issued: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        a.status = Some(RuntimeAccessStatus {
+            issued: Some("2026-01-01T00:00:00Z".into()),
+            expiry: Some("2026-01-01T10:00:00Z".into()),
+            token_generation: Some(1),
+            ..Default::default()
+        });
+        let at = |hours: i64| issued + jiff::SignedDuration::from_hours(hours);
+        assert_eq!(
+            token_due(&a, true, at(1), 0.5),
+            Err(Duration::from_secs(4 * 3600))
+        );
+        assert_eq!(token_due(&a, true, at(6), 0.5), Ok(()));
+        assert_eq!(token_due(&a, false, at(1), 0.5), Ok(()), "Secret deleted");
+        a.metadata.generation = Some(2);
+        assert_eq!(token_due(&a, true, at(1), 0.5), Ok(()), "spec changed");
+        a.metadata.generation = Some(1);
+        a.metadata.annotations =
+            Some([(labels::FORCE_ROTATION.to_string(), "x".to_string())].into());
+        assert_eq!(token_due(&a, true, at(1), 0.5), Ok(()), "forced");
+    }
+
+    #[test]
+    fn status_lists_objects_when_ready_and_the_generation_a_token_was_issued_for() {
+        let mut a = access(vec![rules(Some("apps"))]);
+        let pending = Outcome {
+            state: AccessState::Pending,
+            reason: Reason::NamespaceMissing,
+            message: "namespace apps does not exist".into(),
+        };
+        let status = status_after(&a, &pending, None);
+        assert!(status.objects.is_empty() && status.token_generation.is_none());
+        assert_eq!(status.conditions[0].reason, "NamespaceMissing");
+        let ready = Outcome {
+            state: AccessState::Ready,
+            reason: Reason::TokenIssued,
+            message: "ok".into(),
+        };
+        let issued = Some(("t0".to_string(), "t1".to_string()));
+        a.status = Some(status_after(&a, &ready, issued));
+        let status = a.status.clone().unwrap();
+        assert_eq!(status.objects.len(), 3);
+        assert_eq!(status.token_generation, Some(1));
+        assert_eq!(status.secret_name.as_deref(), Some("monitor-kubeconfig"));
+        a.metadata.generation = Some(2);
+        let later = status_after(&a, &pending, None);
+        assert_eq!((later.token_generation, later.objects.len()), (Some(1), 3));
+    }
+
+    #[test]
+    fn the_kubeconfig_copies_only_server_and_ca_of_the_admin_one() {
+        let admin = r#"
+apiVersion: v1
+kind: Config
+current-context: c
+contexts: [{name: c, context: {cluster: k, user: admin}}]
+clusters:
+- {name: other, cluster: {server: "https://wrong"}}
+- {name: k, cluster: {server: "https://api.rt-1", certificate-authority-data: Q0E=, certificate-authority: /etc/ca.pem}}
+users: [{name: admin, user: {exec: {command: /bin/sh, apiVersion: client.authentication.k8s.io/v1}}}]
+"#;
+        let server = server_of(admin).unwrap();
+        assert_eq!(server.url, "https://api.rt-1");
+        let text = kubeconfig(&server, "system:serviceaccount:kyma-system:agent", "tok");
+        let doc: Value = serde_json::from_str(&text).unwrap();
+        let cluster = &doc["clusters"][0]["cluster"];
+        assert_eq!(cluster["certificate-authority-data"], "Q0E=");
+        assert!(cluster.get("certificate-authority").is_none());
+        assert_eq!(doc["users"][0]["user"], json!({"token": "tok"}));
+        assert!(!text.contains("exec"));
+    }
 }

@@ -2,19 +2,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::{Resource, ResourceExt};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use super::cluster::{self, Blocked};
-use super::decide;
+use super::decide::{self, Outcome};
 use crate::controllers::kit::{self, Controller, Note, finalizer};
 use crate::controllers::{Context, ReconcileError, labels, runtime_cluster};
-use crate::crd::{
-    AccessState, ConditionStatus, ConditionType, EventReason, FIELD_MANAGER, Reason,
-    RuntimeAccess, RuntimeAccessStatus, set_condition,
-};
+use crate::crd::{AccessState, EventReason, FIELD_MANAGER, Reason, RuntimeAccess};
 use crate::time::now_rfc3339;
 
 pub(crate) async fn reconcile(
@@ -30,22 +27,9 @@ pub(crate) async fn reconcile(
     .await
 }
 
-/// One status outcome: state, the Ready condition's status and reason, its message.
-struct Outcome {
-    state: AccessState,
-    ready: ConditionStatus,
-    reason: Reason,
-    message: String,
-}
-
 fn outcome(state: AccessState, reason: Reason, message: impl Into<String>) -> Outcome {
-    let ready = match state {
-        AccessState::Ready => ConditionStatus::True,
-        _ => ConditionStatus::False,
-    };
     Outcome {
         state,
-        ready,
         reason,
         message: message.into(),
     }
@@ -58,20 +42,9 @@ async fn reconcile_inner(access: &RuntimeAccess, ctx: &Context) -> Result<Action
         return release(access, ctx, &api).await;
     }
     finalizer::add(&api, access, labels::ACCESS_FINALIZER).await?;
-    if let Err(invalid) = decide::validate(&access.spec) {
-        let failed = outcome(AccessState::Failed, Reason::InvalidSpec, invalid.to_string());
-        write_status(ctx, &api, access, failed, None).await?;
-        return Ok(Action::await_change());
-    }
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-    let secret_name = decide::secret_name(access);
-    let secret = secrets.get_opt(&secret_name).await?;
-    if let Some(foreign) = secret.as_ref().filter(|s| !decide::ours(access, s.labels())) {
-        let message = format!(
-            "Secret {namespace}/{} exists and was not written for this RuntimeAccess; choose another spec.secretName",
-            foreign.name_any()
-        );
-        let failed = outcome(AccessState::Failed, Reason::SecretNotOwned, message);
+    let secret = secrets.get_opt(&decide::secret_name(access)).await?;
+    if let Some(failed) = refused(access, secret.as_ref()) {
         write_status(ctx, &api, access, failed, None).await?;
         return Ok(Action::await_change());
     }
@@ -88,7 +61,9 @@ async fn reconcile_inner(access: &RuntimeAccess, ctx: &Context) -> Result<Action
     match cluster::apply(access, &client, &wanted).await? {
         Ok(()) => {}
         Err(Blocked::NotOurs(what)) => {
-            let message = format!("{what} exists in the runtime cluster and was not made for this RuntimeAccess; the host does not take it over");
+            let message = format!(
+                "{what} exists in the runtime cluster and was not made for this RuntimeAccess; the host does not take it over"
+            );
             let failed = outcome(AccessState::Failed, Reason::ObjectNotOwned, message);
             write_status(ctx, &api, access, failed, None).await?;
             return Ok(Action::requeue(Duration::from_secs(300)));
@@ -101,12 +76,36 @@ async fn reconcile_inner(access: &RuntimeAccess, ctx: &Context) -> Result<Action
     let now = jiff::Timestamp::now();
     match decide::token_due(access, secret.is_some(), now, ctx.config.rotation_fraction) {
         Err(wait) => {
-            let ready = outcome(AccessState::Ready, Reason::TokenIssued, ready_message(access));
+            let ready = outcome(
+                AccessState::Ready,
+                Reason::TokenIssued,
+                ready_message(access),
+            );
             write_status(ctx, &api, access, ready, None).await?;
             Ok(Action::requeue(wait))
         }
         Ok(()) => rotate(access, ctx, &api, &client, &admin).await,
     }
+}
+
+/// Why `access` cannot be carried out as written: an invalid spec, or a Secret of its name
+/// that is someone else's.
+fn refused(access: &RuntimeAccess, secret: Option<&Secret>) -> Option<Outcome> {
+    if let Err(invalid) = decide::validate(&access.spec) {
+        let message = invalid.to_string();
+        return Some(outcome(AccessState::Failed, Reason::InvalidSpec, message));
+    }
+    let foreign = secret.filter(|s| !decide::ours(access, s.labels()))?;
+    let message = format!(
+        "Secret {}/{} exists and was not written for this RuntimeAccess; choose another spec.secretName",
+        access.namespace().unwrap_or_default(),
+        foreign.name_any()
+    );
+    Some(outcome(
+        AccessState::Failed,
+        Reason::SecretNotOwned,
+        message,
+    ))
 }
 
 fn ready_message(access: &RuntimeAccess) -> String {
@@ -151,30 +150,77 @@ async fn rotate(
     if issued.token.is_empty() {
         return Err(fail("the TokenRequest API answered without a token".into()));
     }
+    write_kubeconfig(access, ctx, &server, &issued).await?;
+    let revoked = cluster::revoke_others(access, client, Some(&issued.anchor)).await?;
+    delete_secrets(access, ctx, Some(&decide::secret_name(access))).await?;
+    tracing::info!(access = %access.name_any(), expiry = %issued.expiry, revoked, "access token issued");
+    after_issue(access, ctx, api, &issued.expiry).await?;
+    let ready = outcome(
+        AccessState::Ready,
+        Reason::TokenIssued,
+        ready_message(access),
+    );
+    let note = Note::normal(
+        EventReason::TokenIssued,
+        format!(
+            "{}; expires {}; {revoked} earlier token(s) revoked",
+            ready_message(access),
+            issued.expiry
+        ),
+    );
+    write_status(
+        ctx,
+        api,
+        access,
+        ready,
+        Some((now_rfc3339(), issued.expiry, note)),
+    )
+    .await?;
+    let renew = lifetime.mul_f64(ctx.config.rotation_fraction.clamp(0.1, 0.95));
+    Ok(Action::requeue(renew))
+}
+
+/// Write the kubeconfig of `issued` to the control-plane Secret.
+async fn write_kubeconfig(
+    access: &RuntimeAccess,
+    ctx: &Context,
+    server: &decide::Server,
+    issued: &cluster::Issued,
+) -> Result<(), ReconcileError> {
     let sa = &access.spec.service_account;
     let user = format!("system:serviceaccount:{}:{}", sa.namespace, sa.name);
-    let kubeconfig = decide::kubeconfig(&server, &user, &issued.token);
+    let kubeconfig = decide::kubeconfig(server, &user, &issued.token);
     let doc = decide::secret_doc(access, &kubeconfig, &issued.expiry);
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &access.namespace().unwrap_or_default());
+    let namespace = access.namespace().unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
     let params = PatchParams::apply(FIELD_MANAGER).force();
     secrets
         .patch(&decide::secret_name(access), &params, &Patch::Apply(&doc))
         .await?;
-    let revoked = cluster::revoke_others(access, client, Some(&issued.anchor)).await?;
-    tracing::info!(access = %access.name_any(), expiry = %issued.expiry, revoked, "access token issued");
+    Ok(())
+}
+
+/// A token was issued: publish its expiry, and clear a rotation request (done as asked).
+async fn after_issue(
+    access: &RuntimeAccess,
+    ctx: &Context,
+    api: &Api<RuntimeAccess>,
+    expiry: &str,
+) -> Result<(), ReconcileError> {
+    let namespace = access.namespace().unwrap_or_default();
+    if let Some(expiry) = crate::time::parse_rfc3339(Some(expiry)) {
+        ctx.metrics
+            .access_expiry
+            .with_label_values(&[namespace.as_str(), access.name_any().as_str()])
+            .set(expiry.as_second());
+    }
     if access.annotations().contains_key(labels::FORCE_ROTATION) {
         let patch = json!({ "metadata": { "annotations": { labels::FORCE_ROTATION: null } } });
-        api.patch(&access.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        let params = PatchParams::default();
+        api.patch(&access.name_any(), &params, &Patch::Merge(&patch))
             .await?;
     }
-    let ready = outcome(AccessState::Ready, Reason::TokenIssued, ready_message(access));
-    let note = Note::normal(
-        EventReason::TokenIssued,
-        format!("{}; expires {}; {revoked} earlier token(s) revoked", ready_message(access), issued.expiry),
-    );
-    write_status(ctx, api, access, ready, Some((now_rfc3339(), issued.expiry, note))).await?;
-    let renew = lifetime.mul_f64(ctx.config.rotation_fraction.clamp(0.1, 0.95));
-    Ok(Action::requeue(renew))
+    Ok(())
 }
 
 /// Not there yet (the Runtime's kubeconfig, a namespace): say so, come back with backoff.
@@ -186,7 +232,14 @@ async fn wait(
     message: String,
 ) -> Result<Action, ReconcileError> {
     let delay = kit::retry_later(ctx, &kit::key(access), &message);
-    write_status(ctx, api, access, outcome(AccessState::Pending, reason, message), None).await?;
+    write_status(
+        ctx,
+        api,
+        access,
+        outcome(AccessState::Pending, reason, message),
+        None,
+    )
+    .await?;
     Ok(Action::requeue(delay))
 }
 
@@ -201,7 +254,10 @@ async fn release(
         return Ok(Action::await_change());
     }
     let namespace = access.namespace().unwrap_or_default();
-    if admin_kubeconfig(ctx, &namespace, &access.spec.runtime).await?.is_some() {
+    if admin_kubeconfig(ctx, &namespace, &access.spec.runtime)
+        .await?
+        .is_some()
+    {
         let client = runtime_cluster::client(ctx, &namespace, &access.spec.runtime).await?;
         let removed = cluster::prune(access, &client, &[]).await?;
         let revoked = cluster::revoke_others(access, &client, None).await?;
@@ -209,35 +265,57 @@ async fn release(
     } else {
         tracing::info!(access = %access.name_any(), runtime = %access.spec.runtime, "the Runtime's cluster is gone: nothing to remove there");
     }
-    delete_own_secret(access, ctx).await?;
+    delete_secrets(access, ctx, None).await?;
     finalizer::remove(api, access, labels::ACCESS_FINALIZER).await?;
+    let _ = ctx
+        .metrics
+        .access_expiry
+        .remove_label_values(&[&namespace, &access.name_any()]);
     Ok(Action::await_change())
 }
 
-async fn delete_own_secret(access: &RuntimeAccess, ctx: &Context) -> Result<(), ReconcileError> {
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &access.namespace().unwrap_or_default());
-    let name = decide::secret_name(access);
-    let Some(secret) = secrets.get_opt(&name).await? else {
-        return Ok(());
-    };
-    if !decide::ours(access, secret.labels()) {
-        return Ok(());
+/// Delete the control-plane Secrets written for `access` (its uid label), but `keep`: the
+/// one a changed `spec.secretName` left behind, or all of them on deletion.
+async fn delete_secrets(
+    access: &RuntimeAccess,
+    ctx: &Context,
+    keep: Option<&str>,
+) -> Result<(), ReconcileError> {
+    let namespace = access.namespace().unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+    let selector = format!(
+        "{}={}",
+        labels::ACCESS_UID,
+        access.uid().unwrap_or_default()
+    );
+    let listed = secrets
+        .list(&ListParams::default().labels(&selector))
+        .await?;
+    for secret in listed {
+        let name = secret.name_any();
+        if Some(name.as_str()) == keep || !decide::ours(access, secret.labels()) {
+            continue;
+        }
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: secret.uid(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match secrets.delete(&name, &params).await {
+            Ok(_) => {
+                tracing::info!(access = %access.name_any(), secret = %name, "kubeconfig Secret deleted")
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
     }
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: secret.uid(),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match secrets.delete(&name, &params).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    Ok(())
 }
 
-/// Write the status `outcome` says (with a new token's times and its Event).
+/// Write the status `outcome` says (with a new token's times and its Event); a Warning
+/// when the Ready condition turns False for a new reason.
 async fn write_status(
     ctx: &Context,
     api: &Api<RuntimeAccess>,
@@ -246,37 +324,27 @@ async fn write_status(
     issued: Option<(String, String, Note)>,
 ) -> Result<(), ReconcileError> {
     let before = access.status.clone().unwrap_or_default();
-    let mut status = RuntimeAccessStatus {
-        state: Some(outcome.state),
-        observed_generation: access.metadata.generation,
-        secret_name: before.secret_name.clone(),
-        objects: decide::wanted(access).iter().map(decide::Wanted::label).collect(),
-        ..before.clone()
-    };
     let mut notes = Vec::new();
-    if let Some((at, expiry, note)) = issued {
-        status.issued = Some(at);
-        status.expiry = Some(expiry);
-        status.secret_name = Some(decide::secret_name(access));
+    let times = issued.map(|(at, expiry, note)| {
         notes.push(note);
-    }
-    if outcome.state != AccessState::Ready {
-        status.objects = before.objects.clone();
-    }
-    set_condition(
-        &mut status.conditions,
-        ConditionType::Ready,
-        outcome.ready,
-        outcome.reason,
-        &outcome.message,
-        access.metadata.generation,
-    );
-    let changed_reason = !before.conditions.iter().any(|c| c.because(outcome.reason));
-    if outcome.ready == ConditionStatus::False && changed_reason {
-        notes.push(Note::warning(EventReason::AccessNotReady, outcome.message.clone()));
+        (at, expiry)
+    });
+    let status = decide::status_after(access, &outcome, times);
+    let new_reason = !before.conditions.iter().any(|c| c.because(outcome.reason));
+    if outcome.state != AccessState::Ready && new_reason {
+        notes.push(Note::warning(EventReason::AccessNotReady, outcome.message));
     }
     if before != status {
-        let fields = ["state", "secretName", "issued", "expiry", "objects", "conditions", "observedGeneration"];
+        let fields = [
+            "state",
+            "secretName",
+            "issued",
+            "expiry",
+            "tokenGeneration",
+            "objects",
+            "conditions",
+            "observedGeneration",
+        ];
         crate::crd::patch_status(api, &access.name_any(), &status, &fields).await?;
     }
     if !notes.is_empty() {

@@ -13,8 +13,8 @@ use kube::api::Api;
 use kube::{Client, ResourceExt};
 
 use crate::controllers::labels;
-use crate::crd::{RuntimeAccess, RuntimeKubeconfig};
 use crate::crd::moduleset::Target as TargetSpec;
+use crate::crd::{RuntimeAccess, RuntimeKubeconfig};
 use crate::fence::Fence;
 use crate::kubeconfig::{ClientCache, KubeconfigPolicy};
 use crate::modules::Target;

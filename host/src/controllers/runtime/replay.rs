@@ -179,7 +179,11 @@ fn configuration(
     plugin: &str,
     sources: &Sources<'_>,
 ) -> Result<(String, Option<String>), ReplayError> {
-    let recorded = record.config_hashes.get(plugin).cloned().unwrap_or_default();
+    let recorded = record
+        .config_hashes
+        .get(plugin)
+        .cloned()
+        .unwrap_or_default();
     let given = sources
         .config
         .and_then(|c| c.plugins.get(plugin))
@@ -282,10 +286,16 @@ mod tests {
         let (text, note) = configuration(&record(kept.clone()), "dns", &sources).unwrap();
         assert_eq!((text.as_str(), note), (r#"{"zone":"a"}"#, None));
         let empty = sha256_digest(b"{}");
-        assert_eq!(configuration(&record(empty), "dns", &sources).unwrap().0, "{}");
+        assert_eq!(
+            configuration(&record(empty), "dns", &sources).unwrap().0,
+            "{}"
+        );
         let missing = sha256_digest(b"elsewhere");
         let err = configuration(&record(missing), "dns", &sources).unwrap_err();
-        assert!(err.to_string().contains("configuration of plugin dns"), "{err}");
+        assert!(
+            err.to_string().contains("configuration of plugin dns"),
+            "{err}"
+        );
 
         let given: ChainConfig =
             serde_json::from_value(json!({"plugins": {"dns": {"config": {"zone": "b"}}}})).unwrap();
