@@ -51,6 +51,63 @@ fn examples_render_to_their_expected_shoots() {
     }
 }
 
+/// KIM's newer Runtime options, as a KIM Runtime writes them, through the whole chain of
+/// components (their grants included), for create and for a patch of the result.
+#[test]
+fn kim_runtime_options_render_and_patch_stably() {
+    let options = serde_json::json!({"spec": {
+        "shoot": {
+            "credentialsBindingName": "aws-credentials",
+            "kubernetes": {"kubeAPIServer": {"acl": {"allowedCIDRs": ["10.0.0.0/8"]}}},
+            "networking": {"dualStack": true},
+        },
+        "security": {"networking": {"filter": {"egress": {"enabled": true}, "ingress": {"enabled": true}}}},
+        "imageRegistryCache": [{"name": "hub", "namespace": "kyma-system", "uid": "u1",
+            "config": {"upstream": "docker.io", "secretReferenceName": "hub-creds"}}],
+    }});
+    let shoot = render_file("examples/runtime-aws.yaml", options.clone()).unwrap();
+    let spec = &shoot["spec"];
+    assert_eq!(spec["credentialsBindingName"], "aws-credentials");
+    assert!(spec.get("secretBindingName").is_none());
+    assert_eq!(spec["networking"]["ipFamilies"], serde_json::json!(["IPv4", "IPv6"]));
+    let extension = |type_: &str| {
+        spec["extensions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["type"] == type_)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {type_} extension: {spec}"))
+    };
+    assert_eq!(
+        extension("acl")["providerConfig"]["rule"]["cidrs"],
+        serde_json::json!(["10.0.0.0/8"])
+    );
+    assert_eq!(
+        extension("registry-cache")["providerConfig"]["caches"][0]["upstream"],
+        "docker.io"
+    );
+    assert_eq!(
+        extension("shoot-networking-filter")["providerConfig"]["egressFilter"]["blackholingEnabled"],
+        true
+    );
+    assert!(
+        spec["resources"].as_array().unwrap().iter().any(|r| r["name"] == "hub-creds"),
+        "{}",
+        spec["resources"]
+    );
+    let mut doc = yaml(&workspace().join("examples/runtime-aws.yaml"));
+    tessera_sdk::util::merge_patch(&mut doc, &options);
+    let parsed = parse_runtime(&doc.to_string(), "kim.yaml").unwrap();
+    let current = parse_current_shoot(&shoot.to_string(), "shoot").unwrap();
+    let patched = render(runtime(), &chain(), &parsed, DEFAULT_PROJECT, Some(&current)).unwrap();
+    assert!(
+        patched.shoot == shoot,
+        "{}",
+        tessera_sdk::testing::yaml_diff(&shoot, &patched.shoot)
+    );
+}
+
 #[test]
 fn patch_of_the_rendered_shoot_is_stable() {
     // Rendering against the Shoot we produced ourselves changes nothing: no spurious writes.

@@ -5,7 +5,7 @@
 //! complete skeleton on its own (golden cases).
 
 use serde::Deserialize;
-use tessera_sdk::models::{Shoot, ShootNetworking};
+use tessera_sdk::models::{RuntimeShoot, Shoot, ShootNetworking};
 use tessera_sdk::util::Cidr;
 use tessera_sdk::{ExtendInput, ExtendOutput, PluginError, ShootExtension};
 
@@ -124,8 +124,47 @@ impl ShootExtension for Base {
         networking.nodes = Some(net.nodes.clone());
         networking.pods = Some(net.pods.clone());
         networking.services = Some(net.services.clone());
+        if let Some(families) = ip_families(rt, input.current.as_ref())? {
+            networking.ip_families = Some(families);
+        }
         Ok(ExtendOutput::new(shoot))
     }
+}
+
+/// Providers whose Gardener extension runs dual-stack (IPv4 and IPv6) Shoots.
+const DUAL_STACK_PROVIDERS: &[&str] = &["aws", "gcp"];
+
+/// `spec.networking.ipFamilies` for `networking.dualStack`. Gardener cannot take IPv6 away
+/// from a running Shoot, so turning it off is refused.
+fn ip_families(
+    rt: &RuntimeShoot,
+    current: Option<&Shoot>,
+) -> Result<Option<Vec<String>>, PluginError> {
+    let field = "spec.shoot.networking.dualStack";
+    let running_dual = current
+        .and_then(|s| s.spec.networking.as_ref())
+        .and_then(|n| n.ip_families.as_ref())
+        .is_some_and(|f| f.iter().any(|f| f == "IPv6"));
+    if rt.networking.dual_stack != Some(true) {
+        if running_dual {
+            return Err(PluginError::invalid_input(
+                field,
+                "the Shoot runs dual-stack; Gardener cannot turn IPv6 off",
+            ));
+        }
+        return Ok(None);
+    }
+    let provider = rt.provider.type_.as_str();
+    if !DUAL_STACK_PROVIDERS.contains(&provider) {
+        return Err(PluginError::invalid_input(
+            field,
+            format!(
+                "dual-stack networking is offered on {} only, not on {provider}",
+                DUAL_STACK_PROVIDERS.join(" and ")
+            ),
+        ));
+    }
+    Ok(Some(vec!["IPv4".into(), "IPv6".into()]))
 }
 
 tessera_sdk::export_shoot_extension!(Base);

@@ -1,10 +1,14 @@
 //! `extensions`: Gardener extensions Kyma clusters run — networking filter, certificates,
-//! DNS, OIDC and (optionally) the registry cache. Upserted by type; on patch every other
-//! extension on the Shoot stays untouched.
+//! DNS, OIDC, the API server ACL (`kubeAPIServer.acl`) and the registry cache (the
+//! operator's and the Runtime's `imageRegistryCache`). Upserted by type; the ACL and the
+//! registry cache are removed when nothing asks for them; on patch every other extension
+//! on the Shoot stays untouched.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tessera_sdk::models::Extension;
+use std::net::IpAddr;
+
+use tessera_sdk::models::{Acl, Extension, ImageRegistryCache, Shoot, ShootSpec};
 use tessera_sdk::{ExtendInput, ExtendOutput, Operation, PluginError, ShootExtension};
 
 pub struct Extensions;
@@ -107,10 +111,122 @@ impl ShootExtension for Extensions {
         if config.oidc_service {
             spec.upsert_extension(extension("shoot-oidc-service", None, Some(false)));
         }
-        if let Some(registry) = &config.registry_cache {
-            spec.upsert_extension(extension("registry-cache", Some(registry.clone()), None));
+        acl(spec, input.runtime.spec.shoot.kubernetes.kube_api_server.acl.as_ref())?;
+        let caches = input.runtime.spec.image_registry_cache.as_deref().unwrap_or_default();
+        match registry_config(config.registry_cache.as_ref(), caches)? {
+            Some(registry) => spec.upsert_extension(extension("registry-cache", Some(registry), None)),
+            None => remove_extension(spec, "registry-cache"),
         }
+        reference_secrets(&mut shoot, input.current.as_ref(), caches);
         Ok(ExtendOutput::new(shoot))
+    }
+}
+
+fn remove_extension(spec: &mut ShootSpec, type_: &str) {
+    if let Some(extensions) = spec.extensions.as_mut() {
+        extensions.retain(|e| e.type_ != type_);
+    }
+}
+
+/// Whether `text` is an IPv4 or IPv6 CIDR.
+fn is_cidr(text: &str) -> bool {
+    let Some((address, prefix)) = text.split_once('/') else {
+        return false;
+    };
+    let Ok(prefix) = prefix.parse::<u8>() else {
+        return false;
+    };
+    match address.parse::<IpAddr>() {
+        Ok(IpAddr::V4(_)) => prefix <= 32,
+        Ok(IpAddr::V6(_)) => prefix <= 128,
+        Err(_) => false,
+    }
+}
+
+/// `kubeAPIServer.acl`: Gardener's ACL extension letting only `allowedCIDRs` reach the API
+/// server; without it, no ACL extension.
+fn acl(spec: &mut ShootSpec, acl: Option<&Acl>) -> Result<(), PluginError> {
+    let field = "spec.shoot.kubernetes.kubeAPIServer.acl.allowedCIDRs";
+    let Some(acl) = acl else {
+        remove_extension(spec, "acl");
+        return Ok(());
+    };
+    if acl.allowed_cidrs.is_empty() {
+        return Err(PluginError::invalid_input(
+            field,
+            "no CIDR is allowed: the API server would be unreachable (remove acl to allow every address)",
+        ));
+    }
+    for (i, cidr) in acl.allowed_cidrs.iter().enumerate() {
+        if !is_cidr(cidr) {
+            return Err(PluginError::invalid_input(
+                format!("{field}[{i}]"),
+                format!("{cidr:?} is not a CIDR (like 10.0.0.0/8 or 2001:db8::/32)"),
+            ));
+        }
+    }
+    let rule = json!({ "action": "ALLOW", "cidrs": acl.allowed_cidrs, "type": "remote_ip" });
+    spec.upsert_extension(extension("acl", Some(json!({ "rule": rule })), None));
+    Ok(())
+}
+
+/// The registry cache's `RegistryConfig`: the operator's configuration with the Runtime's
+/// caches (a Runtime cache replaces the operator's for the same upstream); `None`: no cache.
+fn registry_config(
+    configured: Option<&Value>,
+    caches: &[ImageRegistryCache],
+) -> Result<Option<Value>, PluginError> {
+    if caches.is_empty() {
+        return Ok(configured.cloned());
+    }
+    let mut upstreams = Vec::new();
+    for (i, cache) in caches.iter().enumerate() {
+        let field = format!("spec.imageRegistryCache[{i}].config.upstream");
+        let upstream = cache.config.upstream.as_str();
+        if upstream.is_empty() || upstream.contains("://") || upstream.contains('/') {
+            return Err(PluginError::invalid_input(
+                field,
+                format!("{upstream:?} is not a registry host (like docker.io or registry.example.com:5000)"),
+            ));
+        }
+        if upstreams.contains(&upstream) {
+            return Err(PluginError::invalid_input(field, format!("{upstream} is cached twice")));
+        }
+        upstreams.push(upstream);
+    }
+    let mut registry = configured.cloned().unwrap_or_else(|| {
+        json!({ "apiVersion": "registry.extensions.gardener.cloud/v1alpha3", "kind": "RegistryConfig" })
+    });
+    let mut merged: Vec<Value> = registry["caches"].as_array().cloned().unwrap_or_default();
+    merged.retain(|c| !upstreams.iter().any(|u| c["upstream"] == *u));
+    merged.extend(caches.iter().map(|c| serde_json::to_value(&c.config).unwrap_or_default()));
+    registry["caches"] = Value::Array(merged);
+    Ok(Some(registry))
+}
+
+/// The Secret references the Runtime's caches name, in `spec.resources` (the Secrets live
+/// in the Shoot's project). On patch the current resources are carried over first.
+fn reference_secrets(shoot: &mut Shoot, current: Option<&Shoot>, caches: &[ImageRegistryCache]) {
+    let names: Vec<&str> = caches
+        .iter()
+        .filter_map(|c| c.config.secret_reference_name.as_deref())
+        .collect();
+    if names.is_empty() {
+        return;
+    }
+    if shoot.spec.resources.is_none() {
+        shoot.spec.resources = current.and_then(|s| s.spec.resources.clone());
+    }
+    let resources = shoot.spec.resources.get_or_insert_with(Vec::new);
+    for name in names {
+        let resource = json!({
+            "name": name,
+            "resourceRef": { "apiVersion": "v1", "kind": "Secret", "name": name },
+        });
+        match resources.iter_mut().find(|r| r["name"] == name) {
+            Some(slot) => *slot = resource,
+            None => resources.push(resource),
+        }
     }
 }
 

@@ -59,6 +59,47 @@ pub struct RuntimeSpec {
     /// Who asked for the cluster (KIM field, informational).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caller: Option<String>,
+    /// Pull-through caches of image registries (Gardener's `registry-cache` extension).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_registry_cache: Option<Vec<ImageRegistryCache>>,
+}
+
+/// One registry cache, as KIM's Runtime lists them (from the runtime cluster's
+/// `RegistryCache` resources).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ImageRegistryCache {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub uid: String,
+    /// The cache: `upstream` (required), `remoteURL`, `volume`, `garbageCollection`,
+    /// `secretReferenceName`, `proxy`, `http` (Gardener's `RegistryCache` fields).
+    #[serde(default)]
+    pub config: RegistryCacheConfig,
+}
+
+/// Gardener's `RegistryCache`; fields Tessera does not check are carried as they are.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schema",
+    schemars(extend("x-kubernetes-preserve-unknown-fields" = true))
+)]
+pub struct RegistryCacheConfig {
+    #[serde(default)]
+    pub upstream: String,
+    /// The name of a Secret reference (a `spec.resources` entry of the Shoot) with the
+    /// upstream's credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_reference_name: Option<String>,
+    #[serde(flatten)]
+    #[cfg_attr(feature = "schema", schemars(skip))]
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -104,6 +145,17 @@ pub struct RuntimeApiServer {
     pub oidc_config: OidcConfig,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub additional_oidc_config: Option<Vec<OidcConfig>>,
+    /// The API server is reachable only from these CIDRs (Gardener's ACL extension).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acl: Option<Acl>,
+}
+
+/// `kubeAPIServer.acl`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Acl {
+    #[serde(rename = "allowedCIDRs", default)]
+    pub allowed_cidrs: Vec<String>,
 }
 
 /// Gardener's `OIDCConfig`; every field optional, unset means "use the configured default".
@@ -158,6 +210,9 @@ pub struct RuntimeNetworking {
     pub nodes: String,
     pub pods: String,
     pub services: String,
+    /// IPv4 and IPv6 (aws and gcp).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dual_stack: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -98,6 +98,9 @@ pub struct ShootNetworking {
     pub pods: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub services: Option<String>,
+    /// `IPv4`, `IPv6`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_families: Option<Vec<String>>,
     #[serde(flatten)]
     pub extra: Extra,
 }
