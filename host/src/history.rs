@@ -84,14 +84,20 @@ fn selector(runtime: &str) -> ListParams {
     ))
 }
 
-/// The revisions of Runtime `runtime` in `namespace`, oldest first.
+/// The revisions of Runtime `runtime` in `namespace`, oldest first: those owned by it (its
+/// uid), so that a ControllerRevision someone else labelled with its name is not shown as
+/// its history. None when the Runtime does not exist.
 pub async fn list(
     client: &Client,
     namespace: &str,
     runtime: &str,
 ) -> Result<Vec<Revision>, HistoryError> {
-    let items = api(client, namespace).list(&selector(runtime)).await?.items;
-    let mut out = items
+    let runtimes: Api<Runtime> = Api::namespaced(client.clone(), namespace);
+    let Some(runtime) = runtimes.get_opt(runtime).await? else {
+        return Ok(Vec::new());
+    };
+    let mut out = owned(client, &runtime)
+        .await?
         .into_iter()
         .map(revision_of)
         .collect::<Result<Vec<_>, _>>()?;

@@ -428,6 +428,8 @@ async fn replays(s: &Scenario<'_>, id: &str) -> Result {
         metadata: kube::api::ObjectMeta {
             name: Some(format!("{id}-forged")),
             labels: first.metadata.labels.clone(),
+            // Owned by the Runtime like the real ones (a tenant can write that too).
+            owner_references: first.metadata.owner_references.clone(),
             ..Default::default()
         },
         revision: Some(99),

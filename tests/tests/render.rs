@@ -69,7 +69,10 @@ fn kim_runtime_options_render_and_patch_stably() {
     let spec = &shoot["spec"];
     assert_eq!(spec["credentialsBindingName"], "aws-credentials");
     assert!(spec.get("secretBindingName").is_none());
-    assert_eq!(spec["networking"]["ipFamilies"], serde_json::json!(["IPv4", "IPv6"]));
+    assert_eq!(
+        spec["networking"]["ipFamilies"],
+        serde_json::json!(["IPv4", "IPv6"])
+    );
     let extension = |type_: &str| {
         spec["extensions"]
             .as_array()
@@ -92,7 +95,11 @@ fn kim_runtime_options_render_and_patch_stably() {
         true
     );
     assert!(
-        spec["resources"].as_array().unwrap().iter().any(|r| r["name"] == "hub-creds"),
+        spec["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == "hub-creds"),
         "{}",
         spec["resources"]
     );
@@ -100,7 +107,14 @@ fn kim_runtime_options_render_and_patch_stably() {
     tessera_sdk::util::merge_patch(&mut doc, &options);
     let parsed = parse_runtime(&doc.to_string(), "kim.yaml").unwrap();
     let current = parse_current_shoot(&shoot.to_string(), "shoot").unwrap();
-    let patched = render(runtime(), &chain(), &parsed, DEFAULT_PROJECT, Some(&current)).unwrap();
+    let patched = render(
+        runtime(),
+        &chain(),
+        &parsed,
+        DEFAULT_PROJECT,
+        Some(&current),
+    )
+    .unwrap();
     assert!(
         patched.shoot == shoot,
         "{}",

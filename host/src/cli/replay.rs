@@ -63,9 +63,19 @@ fn recorded(args: &RenderArgs, name: &str, number: i64) -> anyhow::Result<histor
             .with_context(|| format!("history of Runtime {}/{name}", args.namespace))
     })?;
     let kept: Vec<String> = revisions.iter().map(|r| r.number.to_string()).collect();
-    revisions
+    let mut found: Vec<history::Revision> = revisions
         .into_iter()
-        .find(|r| r.number == number)
+        .filter(|r| r.number == number)
+        .collect();
+    if found.len() > 1 {
+        let names: Vec<String> = found.iter().map(|r| r.name.clone()).collect();
+        anyhow::bail!(
+            "revision {number} is recorded twice ({}): the history was altered",
+            names.join(", ")
+        );
+    }
+    found
+        .pop()
         .map(|r| r.record)
         .with_context(|| format!("no revision {number} (kept: {})", kept.join(", ")))
 }

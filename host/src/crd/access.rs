@@ -138,6 +138,9 @@ pub struct RuntimeAccessStatus {
     /// when the spec changes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_generation: Option<i64>,
+    /// The Runtime whose cluster holds the objects made (`spec.runtime` cannot move).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
     /// The objects the host made in the runtime cluster (`Kind namespace/name`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub objects: Vec<String>,

@@ -111,10 +111,27 @@ impl ShootExtension for Extensions {
         if config.oidc_service {
             spec.upsert_extension(extension("shoot-oidc-service", None, Some(false)));
         }
-        acl(spec, input.runtime.spec.shoot.kubernetes.kube_api_server.acl.as_ref())?;
-        let caches = input.runtime.spec.image_registry_cache.as_deref().unwrap_or_default();
+        acl(
+            spec,
+            input
+                .runtime
+                .spec
+                .shoot
+                .kubernetes
+                .kube_api_server
+                .acl
+                .as_ref(),
+        )?;
+        let caches = input
+            .runtime
+            .spec
+            .image_registry_cache
+            .as_deref()
+            .unwrap_or_default();
         match registry_config(config.registry_cache.as_ref(), caches)? {
-            Some(registry) => spec.upsert_extension(extension("registry-cache", Some(registry), None)),
+            Some(registry) => {
+                spec.upsert_extension(extension("registry-cache", Some(registry), None))
+            }
             None => remove_extension(spec, "registry-cache"),
         }
         reference_secrets(&mut shoot, input.current.as_ref(), caches);
@@ -186,11 +203,16 @@ fn registry_config(
         if upstream.is_empty() || upstream.contains("://") || upstream.contains('/') {
             return Err(PluginError::invalid_input(
                 field,
-                format!("{upstream:?} is not a registry host (like docker.io or registry.example.com:5000)"),
+                format!(
+                    "{upstream:?} is not a registry host (like docker.io or registry.example.com:5000)"
+                ),
             ));
         }
         if upstreams.contains(&upstream) {
-            return Err(PluginError::invalid_input(field, format!("{upstream} is cached twice")));
+            return Err(PluginError::invalid_input(
+                field,
+                format!("{upstream} is cached twice"),
+            ));
         }
         upstreams.push(upstream);
     }
@@ -199,7 +221,11 @@ fn registry_config(
     });
     let mut merged: Vec<Value> = registry["caches"].as_array().cloned().unwrap_or_default();
     merged.retain(|c| !upstreams.iter().any(|u| c["upstream"] == *u));
-    merged.extend(caches.iter().map(|c| serde_json::to_value(&c.config).unwrap_or_default()));
+    merged.extend(
+        caches
+            .iter()
+            .map(|c| serde_json::to_value(&c.config).unwrap_or_default()),
+    );
     registry["caches"] = Value::Array(merged);
     Ok(Some(registry))
 }

@@ -66,24 +66,23 @@ pub struct RuntimeSpec {
 
 /// One registry cache, as KIM's Runtime lists them (from the runtime cluster's
 /// `RegistryCache` resources).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ImageRegistryCache {
-    #[serde(default)]
-    pub name: String,
-    #[serde(default)]
-    pub namespace: String,
-    #[serde(default)]
-    pub uid: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
     /// The cache: `upstream` (required), `remoteURL`, `volume`, `garbageCollection`,
     /// `secretReferenceName`, `proxy`, `http` (Gardener's `RegistryCache` fields).
-    #[serde(default)]
     pub config: RegistryCacheConfig,
 }
 
 /// Gardener's `RegistryCache`; fields Tessera does not check are carried as they are.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[cfg_attr(
@@ -91,7 +90,6 @@ pub struct ImageRegistryCache {
     schemars(extend("x-kubernetes-preserve-unknown-fields" = true))
 )]
 pub struct RegistryCacheConfig {
-    #[serde(default)]
     pub upstream: String,
     /// The name of a Secret reference (a `spec.resources` entry of the Shoot) with the
     /// upstream's credentials.

@@ -102,9 +102,13 @@ fn forbidden(file: &Path, args: &[&str]) -> Result {
 pub(super) async fn runtime_access(cp: &ControlPlane) -> Result {
     let s = Scenario::new(cp, "t-access").await;
     let mut host = s.host("a", &[]);
-    s.create(&s.manifest("rt-access", "access")).await?;
+    // KIM's newer options ride along: the CRD keeps them and the Shoot carries them.
+    let mut manifest = s.manifest("rt-access", "access");
+    tessera_sdk::util::merge_patch(&mut manifest, &kim_options());
+    s.create(&manifest).await?;
     s.wait_state("rt-access", RuntimeState::Ready, &host)
         .await?;
+    shoot_has_kim_options(&s).await?;
     let apps = format!("{}-apps", s.ns);
     let by_hand_role = format!("{}-namespace-reader", s.ns);
     prepare_runtime_cluster(&s, &apps, &by_hand_role).await?;
@@ -164,6 +168,37 @@ pub(super) async fn runtime_access(cp: &ControlPlane) -> Result {
     removed(&s, &apps, &host).await?;
     untouched(&s, &apps, &by_hand_role, &hand_binding).await?;
     cleanup(&s, &apps, &by_hand_role).await
+}
+
+fn kim_options() -> Value {
+    json!({"spec": {
+        "shoot": {
+            "kubernetes": {"kubeAPIServer": {"acl": {"allowedCIDRs": ["10.0.0.0/8"]}}},
+            "networking": {"dualStack": true},
+        },
+        "imageRegistryCache": [{"name": "hub", "namespace": "kyma-system", "uid": "u1",
+            "config": {"upstream": "docker.io", "volume": {"size": "10Gi"}}}],
+    }})
+}
+
+/// The applied Shoot has the ACL, the registry cache and both IP families.
+async fn shoot_has_kim_options(s: &Scenario<'_>) -> Result {
+    let shoot = s.shoots().get("access").await.map_err(|e| e.to_string())?;
+    let spec = &shoot.data["spec"];
+    let extensions = spec["extensions"].as_array().cloned().unwrap_or_default();
+    let has_acl = extensions.iter().any(|e| e["type"] == "acl");
+    let cache = extensions
+        .iter()
+        .find(|e| e["type"] == "registry-cache")
+        .map(|e| e["providerConfig"]["caches"][0].clone());
+    let ok = has_acl
+        && cache == Some(json!({"upstream": "docker.io", "volume": {"size": "10Gi"}}))
+        && spec["networking"]["ipFamilies"] == json!(["IPv4", "IPv6"]);
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("the Shoot lacks KIM's options: {spec}"))
+    }
 }
 
 fn access_doc(s: &Scenario<'_>, name: &str, apps: &str, grants: Value) -> Value {

@@ -25,6 +25,8 @@ pub(crate) enum Blocked {
     NotOurs(String),
     /// A namespace named in the spec does not exist there.
     NoNamespace(String),
+    /// The API server refused the object as invalid (a role name it does not take, say).
+    Refused(String),
 }
 
 fn api(client: &Client, kind: Kind, namespace: Option<&str>) -> Api<DynamicObject> {
@@ -56,11 +58,16 @@ pub(crate) async fn apply(
         match api.patch(&w.name, &params, &Patch::Apply(&w.doc)).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => {
-                return Ok(Err(Blocked::NoNamespace(format!(
-                    "{}: {}",
+                let why = format!("{}: {}", w.label(), e.message);
+                return Ok(Err(Blocked::NoNamespace(why)));
+            }
+            Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 => {
+                let why = format!(
+                    "{}: the runtime cluster refused it: {}",
                     w.label(),
                     e.message
-                ))));
+                );
+                return Ok(Err(Blocked::Refused(why)));
             }
             Err(e) => return Err(e),
         }
@@ -124,6 +131,18 @@ pub(crate) struct Issued {
     pub(crate) expiry: String,
     /// The Secret it is bound to: deleting it revokes the token.
     pub(crate) anchor: String,
+    anchor_uid: Option<String>,
+}
+
+/// Revoke `issued` (a token that will not be handed out).
+pub(crate) async fn revoke(
+    access: &RuntimeAccess,
+    client: &Client,
+    issued: &Issued,
+) -> Result<(), kube::Error> {
+    let namespace = &access.spec.service_account.namespace;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    delete_exactly(&secrets, &issued.anchor, issued.anchor_uid.clone()).await
 }
 
 /// Issue a token for `access`'s ServiceAccount living `seconds`, bound to a new anchor
@@ -162,9 +181,17 @@ pub(crate) async fn issue(
         ..Default::default()
     };
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &sa.namespace);
-    let answer = accounts
+    let answer = match accounts
         .create_token_request(&sa.name, &PostParams::default(), &request)
-        .await?;
+        .await
+    {
+        Ok(answer) => answer,
+        Err(e) => {
+            // No token is bound to it: it would only pile up with every retry.
+            let _ = delete_exactly(&secrets, &anchor.name_any(), anchor.uid()).await;
+            return Err(e);
+        }
+    };
     let status = answer.status.unwrap_or_default();
     Ok(Issued {
         token: status.token.unwrap_or_default(),
@@ -173,26 +200,32 @@ pub(crate) async fn issue(
             .map(|t| crate::time::format_rfc3339(t.0))
             .unwrap_or_default(),
         anchor: anchor.name_any(),
+        anchor_uid: anchor.uid(),
     })
 }
 
-/// Delete the anchors of earlier tokens (revoking them), keeping `current` (all when
-/// `None`).
+/// Delete the anchors of earlier tokens (revoking them) but `current` and the `grace`
+/// newest others (a consumer still reading the previous kubeconfig keeps working until the
+/// next rotation; a forced rotation keeps none; deletion passes no `current`).
 pub(crate) async fn revoke_others(
     access: &RuntimeAccess,
     client: &Client,
     current: Option<&str>,
+    grace: usize,
 ) -> Result<usize, kube::Error> {
     let secrets: Api<Secret> = Api::all(client.clone());
     let selector = format!("{},{PART}={ANCHOR}", selector(access));
-    let mut revoked = 0;
-    for anchor in secrets
+    let mut others: Vec<Secret> = secrets
         .list(&ListParams::default().labels(&selector))
         .await?
-    {
-        if Some(anchor.name_any().as_str()) == current || !decide::ours(access, anchor.labels()) {
-            continue;
-        }
+        .items
+        .into_iter()
+        .filter(|a| Some(a.name_any().as_str()) != current && decide::ours(access, a.labels()))
+        .collect();
+    // Newest first.
+    others.sort_by_key(|a| std::cmp::Reverse(a.creation_timestamp().map(|t| t.0)));
+    let mut revoked = 0;
+    for anchor in others.iter().skip(grace) {
         let ns = anchor.namespace().unwrap_or_default();
         let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
         delete_exactly(&api, &anchor.name_any(), anchor.uid()).await?;

@@ -122,49 +122,101 @@ pub(crate) fn lifetime(spec: &RuntimeAccessSpec) -> Result<Duration, Invalid> {
 
 /// Check what 1.20's API server cannot (no CEL): one kind of grant per entry, a Role needs
 /// a namespace, rules need verbs.
-pub(crate) fn validate(spec: &RuntimeAccessSpec) -> Result<(), Invalid> {
+pub(crate) fn validate(access: &RuntimeAccess) -> Result<(), Invalid> {
+    let spec = &access.spec;
     lifetime(spec)?;
+    if access.name_any().len() > MAX_NAME {
+        return Err(invalid(
+            "metadata.name",
+            format!("longer than {MAX_NAME} characters: the names made from it would not fit"),
+        ));
+    }
+    if let Some(status) = &access.status
+        && let Some(made_in) = &status.runtime
+        && *made_in != spec.runtime
+    {
+        return Err(invalid(
+            "spec.runtime",
+            format!(
+                "its objects are in the cluster of Runtime {made_in}; it cannot move (delete it and create another)"
+            ),
+        ));
+    }
     for (i, grant) in spec.grants.iter().enumerate() {
-        let field = format!("spec.grants[{i}]");
-        let given = [
-            !grant.rules.is_empty(),
-            grant.role.is_some(),
-            grant.cluster_role.is_some(),
-        ];
-        if given.iter().filter(|g| **g).count() != 1 {
+        validate_grant(&format!("spec.grants[{i}]"), grant)?;
+    }
+    Ok(())
+}
+
+/// One grant: exactly one kind, names Kubernetes takes, a Role with its namespace, rules
+/// with verbs and resources.
+fn validate_grant(field: &str, grant: &AccessGrant) -> Result<(), Invalid> {
+    let given = [
+        !grant.rules.is_empty(),
+        grant.role.is_some(),
+        grant.cluster_role.is_some(),
+    ];
+    if given.iter().filter(|g| **g).count() != 1 {
+        return Err(invalid(
+            field,
+            "give exactly one of rules, role, clusterRole",
+        ));
+    }
+    for (key, name) in [("role", &grant.role), ("clusterRole", &grant.cluster_role)] {
+        if let Some(name) = name
+            && !is_role_name(name)
+        {
             return Err(invalid(
-                field,
-                "give exactly one of rules, role, clusterRole",
+                format!("{field}.{key}"),
+                format!("{name:?} is not a role name (1 to 253 characters, no '/' or '%')"),
             ));
         }
-        if grant.role.is_some() && grant.namespace.is_none() {
+    }
+    if grant.role.is_some() && grant.namespace.is_none() {
+        return Err(invalid(
+            format!("{field}.namespace"),
+            "a Role is bound in its namespace: name it",
+        ));
+    }
+    for (j, rule) in grant.rules.iter().enumerate() {
+        if rule.verbs.is_empty() {
             return Err(invalid(
-                format!("{field}.namespace"),
-                "a Role is bound in its namespace: name it",
+                format!("{field}.rules[{j}].verbs"),
+                "name at least one verb",
             ));
         }
-        for (j, rule) in grant.rules.iter().enumerate() {
-            if rule.verbs.is_empty() {
-                return Err(invalid(
-                    format!("{field}.rules[{j}].verbs"),
-                    "name at least one verb",
-                ));
-            }
-            if rule.resources.is_empty() {
-                return Err(invalid(
-                    format!("{field}.rules[{j}].resources"),
-                    "name at least one resource",
-                ));
-            }
+        if rule.resources.is_empty() {
+            return Err(invalid(
+                format!("{field}.rules[{j}].resources"),
+                "name at least one resource",
+            ));
         }
     }
     Ok(())
 }
 
-/// The name of what the host makes for grant `index` (a role and its binding share it).
-fn grant_name(access: &RuntimeAccess, index: usize) -> String {
+/// What Kubernetes accepts as the name of a role (a path segment).
+fn is_role_name(name: &str) -> bool {
+    (1..=253).contains(&name.len()) && !name.contains(['/', '%']) && name != "." && name != ".."
+}
+
+/// The name of the role the host makes for the rules of grant `index` (rules can change in
+/// place).
+fn role_name(access: &RuntimeAccess, index: usize) -> String {
     format!("tessera-access-{}-{index}", access.name_any())
 }
+
+/// The name of a binding: from what it binds (where, which role), because a binding's
+/// `roleRef` cannot change — another role is another binding, and the old one is pruned.
+fn binding_name(access: &RuntimeAccess, namespace: Option<&str>, kind: Kind, role: &str) -> String {
+    let key = format!("{}/{}/{role}", namespace.unwrap_or(""), kind.as_str());
+    let digest = crate::oci::sha256_digest(key.as_bytes());
+    let hex = digest.trim_start_matches("sha256:");
+    format!("tessera-access-{}-{}", access.name_any(), &hex[..10])
+}
+
+/// Longest RuntimeAccess name: the names made from it stay within 253 characters.
+const MAX_NAME: usize = 200;
 
 /// Labels of every object made for `access`.
 pub(crate) fn owned_labels(access: &RuntimeAccess) -> Value {
@@ -200,7 +252,7 @@ pub(crate) fn wanted(access: &RuntimeAccess) -> Vec<Wanted> {
 
 /// The role (for rules) and binding of one grant.
 fn for_grant(access: &RuntimeAccess, index: usize, grant: &AccessGrant) -> Vec<Wanted> {
-    let name = grant_name(access, index);
+    let name = role_name(access, index);
     let ns = grant.namespace.as_deref();
     let mut out = Vec::new();
     let role_ref = if !grant.rules.is_empty() {
@@ -232,6 +284,7 @@ fn for_grant(access: &RuntimeAccess, index: usize, grant: &AccessGrant) -> Vec<W
         Kind::ClusterRoleBinding
     };
     let sa = &access.spec.service_account;
+    let name = binding_name(access, ns, role_ref.0, &role_ref.1);
     let mut doc = object(access, kind, ns, &name);
     doc["roleRef"] = json!({
         "apiGroup": "rbac.authorization.k8s.io",
@@ -247,6 +300,20 @@ fn for_grant(access: &RuntimeAccess, index: usize, grant: &AccessGrant) -> Vec<W
         doc,
     });
     out
+}
+
+/// Whether a control-plane Secret was written for `access`: its uid label, and controlled
+/// by it (a labelled copy made by someone else is not).
+pub(crate) fn owns_secret(
+    access: &RuntimeAccess,
+    secret: &k8s_openapi::api::core::v1::Secret,
+) -> bool {
+    let controlled = secret.owner_references().iter().any(|o| {
+        o.controller == Some(true)
+            && o.kind == "RuntimeAccess"
+            && access.uid().as_deref() == Some(o.uid.as_str())
+    });
+    controlled && ours(access, secret.labels())
 }
 
 /// Whether an object of the runtime cluster was made for `access` (its uid label).
@@ -308,6 +375,7 @@ pub(crate) fn status_after(
     };
     if outcome.state == AccessState::Ready {
         status.objects = wanted(access).iter().map(Wanted::label).collect();
+        status.runtime = Some(access.spec.runtime.clone());
     }
     if let Some((at, expiry)) = issued {
         status.issued = Some(at);
@@ -342,8 +410,9 @@ pub(crate) struct Server {
 
 /// The server of the admin kubeconfig text `admin` (its current context's cluster).
 pub(crate) fn server_of(admin: &str) -> Result<Server, String> {
-    let config: kube::config::Kubeconfig =
-        crate::input::from_yaml(admin, "").map_err(|e| e.message)?;
+    // Not the parser's message: it may quote the kubeconfig, credentials included.
+    let config: kube::config::Kubeconfig = crate::input::from_yaml(admin, "")
+        .map_err(|_| "the admin kubeconfig does not parse".to_string())?;
     let context = config
         .current_context
         .as_deref()
@@ -467,18 +536,40 @@ mod tests {
             ..Default::default()
         };
         let a = access(vec![rules(Some("apps")), rules(None), by_name]);
-        let labels: Vec<String> = wanted(&a).iter().map(Wanted::label).collect();
+        let kinds: Vec<(Kind, String)> = wanted(&a)
+            .iter()
+            .map(|w| {
+                (
+                    w.kind,
+                    w.label().split_whitespace().nth(1).unwrap().to_string(),
+                )
+            })
+            .collect();
+        let names: Vec<&str> = kinds.iter().map(|(_, n)| n.as_str()).collect();
         assert_eq!(
-            labels,
+            kinds.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
             [
-                "ServiceAccount kyma-system/agent",
-                "Role apps/tessera-access-monitor-0",
-                "RoleBinding apps/tessera-access-monitor-0",
-                "ClusterRole tessera-access-monitor-1",
-                "ClusterRoleBinding tessera-access-monitor-1",
-                "RoleBinding apps/tessera-access-monitor-2",
+                Kind::ServiceAccount,
+                Kind::Role,
+                Kind::RoleBinding,
+                Kind::ClusterRole,
+                Kind::ClusterRoleBinding,
+                Kind::RoleBinding,
             ]
         );
+        assert_eq!(
+            names[..2],
+            ["kyma-system/agent", "apps/tessera-access-monitor-0"]
+        );
+        assert_eq!(names[3], "tessera-access-monitor-1");
+        // A binding is named by what it binds: another role is another binding (roleRef
+        // cannot change), the same role keeps its binding when grants move.
+        let mut narrowed = a.clone();
+        narrowed.spec.grants[2].cluster_role = Some("edit".into());
+        assert_ne!(wanted(&narrowed)[5].name, wanted(&a)[5].name);
+        let mut moved = a.clone();
+        moved.spec.grants.remove(0);
+        assert_eq!(wanted(&moved)[3].name, wanted(&a)[5].name);
         let all = wanted(&a);
         assert_eq!(all[5].doc["roleRef"]["kind"], "ClusterRole");
         assert_eq!(all[5].doc["roleRef"]["name"], "view");
@@ -503,7 +594,7 @@ mod tests {
         };
         let mut no_verbs = rules(None);
         no_verbs.rules[0].verbs.clear();
-        let field = |grants: Vec<AccessGrant>| validate(&access(grants).spec).unwrap_err().field;
+        let field = |grants: Vec<AccessGrant>| validate(&access(grants)).unwrap_err().field;
         assert_eq!(field(vec![rules(None), both]), "spec.grants[1]");
         assert_eq!(field(vec![AccessGrant::default()]), "spec.grants[0]");
         assert_eq!(
@@ -511,6 +602,17 @@ mod tests {
             "spec.grants[0].namespace"
         );
         assert_eq!(field(vec![no_verbs]), "spec.grants[0].rules[0].verbs");
+        let slash = AccessGrant {
+            cluster_role: Some("a/b".into()),
+            ..Default::default()
+        };
+        assert_eq!(field(vec![slash]), "spec.grants[0].clusterRole");
+        let mut moved = access(vec![]);
+        moved.status = Some(RuntimeAccessStatus {
+            runtime: Some("rt-0".into()),
+            ..Default::default()
+        });
+        assert_eq!(validate(&moved).unwrap_err().field, "spec.runtime");
         let mut a = access(vec![]);
         for (text, ok) in [
             ("5m", false),
@@ -519,7 +621,7 @@ mod tests {
             ("soon", false),
         ] {
             a.spec.lifetime = Some(text.into());
-            assert_eq!(validate(&a.spec).is_ok(), ok, "{text}");
+            assert_eq!(validate(&a).is_ok(), ok, "{text}");
         }
     }
 

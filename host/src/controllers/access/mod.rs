@@ -6,6 +6,7 @@
 mod cluster;
 mod controller;
 mod decide;
+mod reach;
 mod reconcile;
 
 pub(crate) use controller::run;

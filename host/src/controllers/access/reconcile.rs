@@ -9,8 +9,9 @@ use serde_json::json;
 
 use super::cluster::{self, Blocked};
 use super::decide::{self, Outcome};
+use super::reach::{Reach, reach, runtime_of};
 use crate::controllers::kit::{self, Controller, Note, finalizer};
-use crate::controllers::{Context, ReconcileError, labels, runtime_cluster};
+use crate::controllers::{Context, ReconcileError, labels};
 use crate::crd::{AccessState, EventReason, FIELD_MANAGER, Reason, RuntimeAccess};
 use crate::time::now_rfc3339;
 
@@ -35,9 +36,15 @@ fn outcome(state: AccessState, reason: Reason, message: impl Into<String>) -> Ou
     }
 }
 
-async fn reconcile_inner(access: &RuntimeAccess, ctx: &Context) -> Result<Action, ReconcileError> {
-    let namespace = access.namespace().unwrap_or_default();
+async fn reconcile_inner(cached: &RuntimeAccess, ctx: &Context) -> Result<Action, ReconcileError> {
+    let namespace = cached.namespace().unwrap_or_default();
     let api: Api<RuntimeAccess> = Api::namespaced(ctx.client.clone(), &namespace);
+    // Decide from the object as stored: the cache may not show the status the pass before
+    // this one wrote, and a token is never issued twice for one need.
+    let Some(access) = api.get_opt(&cached.name_any()).await? else {
+        return Ok(Action::await_change());
+    };
+    let access = &access;
     if access.metadata.deletion_timestamp.is_some() {
         return release(access, ctx, &api).await;
     }
@@ -48,34 +55,24 @@ async fn reconcile_inner(access: &RuntimeAccess, ctx: &Context) -> Result<Action
         write_status(ctx, &api, access, failed, None).await?;
         return Ok(Action::await_change());
     }
-    let Some(admin) = admin_kubeconfig(ctx, &namespace, &access.spec.runtime).await? else {
-        let message = format!(
-            "waiting for the kubeconfig of Runtime {namespace}/{} (Secret {})",
-            access.spec.runtime,
-            labels::kubeconfig_secret(&access.spec.runtime)
-        );
-        return wait(ctx, &api, access, Reason::KubeconfigPending, message).await;
+    let (client, admin) = match reach(ctx, &namespace, &access.spec.runtime).await? {
+        Reach::Cluster { client, admin } => (client, admin),
+        Reach::Wait(reason, why) => return wait(ctx, &api, access, reason, why).await,
+        Reach::Gone(why) => return wait(ctx, &api, access, Reason::KubeconfigPending, why).await,
     };
-    let client = runtime_cluster::client(ctx, &namespace, &access.spec.runtime).await?;
     let wanted = decide::wanted(access);
-    match cluster::apply(access, &client, &wanted).await? {
-        Ok(()) => {}
-        Err(Blocked::NotOurs(what)) => {
-            let message = format!(
-                "{what} exists in the runtime cluster and was not made for this RuntimeAccess; the host does not take it over"
-            );
-            let failed = outcome(AccessState::Failed, Reason::ObjectNotOwned, message);
-            write_status(ctx, &api, access, failed, None).await?;
-            return Ok(Action::requeue(Duration::from_secs(300)));
-        }
-        Err(Blocked::NoNamespace(what)) => {
-            return wait(ctx, &api, access, Reason::NamespaceMissing, what).await;
-        }
+    if let Err(blocked) = cluster::apply(access, &client, &wanted).await? {
+        return blocked_by(ctx, &api, access, blocked).await;
     }
     cluster::prune(access, &client, &wanted).await?;
     let now = jiff::Timestamp::now();
     match decide::token_due(access, secret.is_some(), now, ctx.config.rotation_fraction) {
         Err(wait) => {
+            publish_expiry(
+                ctx,
+                access,
+                access.status.as_ref().and_then(|s| s.expiry.as_deref()),
+            );
             let ready = outcome(
                 AccessState::Ready,
                 Reason::TokenIssued,
@@ -88,14 +85,44 @@ async fn reconcile_inner(access: &RuntimeAccess, ctx: &Context) -> Result<Action
     }
 }
 
+/// The runtime cluster would not take the objects as wanted: say why.
+async fn blocked_by(
+    ctx: &Context,
+    api: &Api<RuntimeAccess>,
+    access: &RuntimeAccess,
+    blocked: Blocked,
+) -> Result<Action, ReconcileError> {
+    let (reason, message) = match blocked {
+        Blocked::NoNamespace(what) => {
+            return wait(ctx, api, access, Reason::NamespaceMissing, what).await;
+        }
+        Blocked::NotOurs(what) => (
+            Reason::ObjectNotOwned,
+            format!(
+                "{what} exists in the runtime cluster and was not made for this RuntimeAccess; the host does not take it over"
+            ),
+        ),
+        Blocked::Refused(what) => (Reason::InvalidSpec, what),
+    };
+    write_status(
+        ctx,
+        api,
+        access,
+        outcome(AccessState::Failed, reason, message),
+        None,
+    )
+    .await?;
+    Ok(Action::requeue(Duration::from_secs(300)))
+}
+
 /// Why `access` cannot be carried out as written: an invalid spec, or a Secret of its name
 /// that is someone else's.
 fn refused(access: &RuntimeAccess, secret: Option<&Secret>) -> Option<Outcome> {
-    if let Err(invalid) = decide::validate(&access.spec) {
+    if let Err(invalid) = decide::validate(access) {
         let message = invalid.to_string();
         return Some(outcome(AccessState::Failed, Reason::InvalidSpec, message));
     }
-    let foreign = secret.filter(|s| !decide::ours(access, s.labels()))?;
+    let foreign = secret.filter(|s| !decide::owns_secret(access, s))?;
     let message = format!(
         "Secret {}/{} exists and was not written for this RuntimeAccess; choose another spec.secretName",
         access.namespace().unwrap_or_default(),
@@ -118,20 +145,6 @@ fn ready_message(access: &RuntimeAccess) -> String {
     )
 }
 
-/// The admin kubeconfig text of the Runtime's cluster, if its Secret is there.
-async fn admin_kubeconfig(
-    ctx: &Context,
-    namespace: &str,
-    runtime: &str,
-) -> Result<Option<String>, ReconcileError> {
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
-    let Some(secret) = secrets.get_opt(&labels::kubeconfig_secret(runtime)).await? else {
-        return Ok(None);
-    };
-    let bytes = secret.data.unwrap_or_default().remove("config");
-    Ok(bytes.and_then(|b| String::from_utf8(b.0).ok()))
-}
-
 /// Issue a new token, write the kubeconfig Secret, then revoke the tokens before it.
 async fn rotate(
     access: &RuntimeAccess,
@@ -147,11 +160,16 @@ async fn rotate(
     let server = decide::server_of(admin).map_err(fail)?;
     let lifetime = decide::lifetime(&access.spec).unwrap_or(decide::DEFAULT_LIFETIME);
     let issued = cluster::issue(access, client, lifetime.as_secs() as i64).await?;
-    if issued.token.is_empty() {
-        return Err(fail("the TokenRequest API answered without a token".into()));
+    if let Some(why) = unusable(&issued) {
+        cluster::revoke(access, client, &issued).await?;
+        return Err(fail(why));
     }
     write_kubeconfig(access, ctx, &server, &issued).await?;
-    let revoked = cluster::revoke_others(access, client, Some(&issued.anchor)).await?;
+    // A forced rotation (a leaked kubeconfig) revokes every earlier token; a routine one
+    // leaves the previous working until the next, for consumers still reading it.
+    let forced = access.annotations().contains_key(labels::FORCE_ROTATION);
+    let grace = if forced { 0 } else { 1 };
+    let revoked = cluster::revoke_others(access, client, Some(&issued.anchor), grace).await?;
     delete_secrets(access, ctx, Some(&decide::secret_name(access))).await?;
     tracing::info!(access = %access.name_any(), expiry = %issued.expiry, revoked, "access token issued");
     after_issue(access, ctx, api, &issued.expiry).await?;
@@ -178,6 +196,22 @@ async fn rotate(
     .await?;
     let renew = lifetime.mul_f64(ctx.config.rotation_fraction.clamp(0.1, 0.95));
     Ok(Action::requeue(renew))
+}
+
+/// Why an issued token cannot be handed out: none, or one that expires within a minute
+/// (renewing it would loop).
+fn unusable(issued: &cluster::Issued) -> Option<String> {
+    if issued.token.is_empty() {
+        return Some("the TokenRequest API answered without a token".into());
+    }
+    let soon = jiff::Timestamp::now() + Duration::from_secs(60);
+    match crate::time::parse_rfc3339(Some(&issued.expiry)) {
+        Some(expiry) if expiry > soon => None,
+        _ => Some(format!(
+            "the TokenRequest API issued a token expiring at {:?}",
+            issued.expiry
+        )),
+    }
 }
 
 /// Write the kubeconfig of `issued` to the control-plane Secret.
@@ -207,13 +241,7 @@ async fn after_issue(
     api: &Api<RuntimeAccess>,
     expiry: &str,
 ) -> Result<(), ReconcileError> {
-    let namespace = access.namespace().unwrap_or_default();
-    if let Some(expiry) = crate::time::parse_rfc3339(Some(expiry)) {
-        ctx.metrics
-            .access_expiry
-            .with_label_values(&[namespace.as_str(), access.name_any().as_str()])
-            .set(expiry.as_second());
-    }
+    publish_expiry(ctx, access, Some(expiry));
     if access.annotations().contains_key(labels::FORCE_ROTATION) {
         let patch = json!({ "metadata": { "annotations": { labels::FORCE_ROTATION: null } } });
         let params = PatchParams::default();
@@ -221,6 +249,18 @@ async fn after_issue(
             .await?;
     }
     Ok(())
+}
+
+/// The token's expiry as a metric (also after a restart, from status).
+fn publish_expiry(ctx: &Context, access: &RuntimeAccess, expiry: Option<&str>) {
+    let Some(expiry) = crate::time::parse_rfc3339(expiry) else {
+        return;
+    };
+    let namespace = access.namespace().unwrap_or_default();
+    ctx.metrics
+        .access_expiry
+        .with_label_values(&[namespace.as_str(), access.name_any().as_str()])
+        .set(expiry.as_second());
 }
 
 /// Not there yet (the Runtime's kubeconfig, a namespace): say so, come back with backoff.
@@ -243,8 +283,9 @@ async fn wait(
     Ok(Action::requeue(delay))
 }
 
-/// Being deleted: remove what was made in the runtime cluster (when it is still there) and
-/// the kubeconfig Secret, then let go.
+/// Being deleted: remove what was made in the runtime cluster and the kubeconfig Secret,
+/// then let go. An unreachable cluster is retried (an outage heals); a Runtime that is gone
+/// or being deleted takes its cluster with it, so there is nothing left to remove there.
 async fn release(
     access: &RuntimeAccess,
     ctx: &Context,
@@ -254,16 +295,19 @@ async fn release(
         return Ok(Action::await_change());
     }
     let namespace = access.namespace().unwrap_or_default();
-    if admin_kubeconfig(ctx, &namespace, &access.spec.runtime)
-        .await?
-        .is_some()
-    {
-        let client = runtime_cluster::client(ctx, &namespace, &access.spec.runtime).await?;
-        let removed = cluster::prune(access, &client, &[]).await?;
-        let revoked = cluster::revoke_others(access, &client, None).await?;
-        tracing::info!(access = %access.name_any(), removed = removed.len(), revoked, "runtime cluster access removed");
-    } else {
-        tracing::info!(access = %access.name_any(), runtime = %access.spec.runtime, "the Runtime's cluster is gone: nothing to remove there");
+    let runtime = runtime_of(access);
+    match reach(ctx, &namespace, &runtime).await? {
+        Reach::Cluster { client, .. } => {
+            let removed = cluster::prune(access, &client, &[]).await?;
+            let revoked = cluster::revoke_others(access, &client, None, 0).await?;
+            tracing::info!(access = %access.name_any(), removed = removed.len(), revoked, "runtime cluster access removed");
+        }
+        Reach::Wait(Reason::TargetUnreachable, message) => {
+            return Err(ReconcileError::RuntimeCluster { runtime, message });
+        }
+        Reach::Wait(_, why) | Reach::Gone(why) => {
+            tracing::info!(access = %access.name_any(), %runtime, reason = %why, "nothing to remove in the runtime cluster");
+        }
     }
     delete_secrets(access, ctx, None).await?;
     finalizer::remove(api, access, labels::ACCESS_FINALIZER).await?;
@@ -293,7 +337,7 @@ async fn delete_secrets(
         .await?;
     for secret in listed {
         let name = secret.name_any();
-        if Some(name.as_str()) == keep || !decide::ours(access, secret.labels()) {
+        if Some(name.as_str()) == keep || !decide::owns_secret(access, &secret) {
             continue;
         }
         let params = DeleteParams {

@@ -7,5 +7,6 @@ mod controller;
 mod decide;
 mod reconcile;
 
+pub(crate) use binding::{owns, unbound};
 pub(crate) use cleanup::remove_orphaned_secrets;
 pub(crate) use controller::run;

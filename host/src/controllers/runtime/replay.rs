@@ -107,7 +107,11 @@ pub fn replay(
 /// The Runtime as the chain saw it (the deletion time is text there, and not needed).
 fn recorded_runtime(value: &Value) -> Result<Runtime, ReplayError> {
     let mut value = value.clone();
-    if let Some(meta) = value["metadata"].as_object_mut() {
+    if let Some(meta) = value
+        .as_object_mut()
+        .and_then(|v| v.get_mut("metadata"))
+        .and_then(Value::as_object_mut)
+    {
         meta.remove("deletionTimestamp");
     }
     serde_json::from_value(value).map_err(|e| ReplayError::Unreadable {
@@ -154,6 +158,18 @@ fn component(
             plugin: stamp.name.clone(),
             digest: stamp.digest.clone(),
             found: plugin.name().to_string(),
+        });
+    }
+    let component_version = &plugin.info.version;
+    if stamp.channel.is_none() && *component_version != stamp.version {
+        return Err(ReplayError::Altered {
+            plugin: stamp.name.clone(),
+            digest: stamp.digest.clone(),
+            found: format!(
+                "{} {component_version}, not {}",
+                plugin.name(),
+                stamp.version
+            ),
         });
     }
     Ok(plugin)
