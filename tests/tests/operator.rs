@@ -22,6 +22,9 @@ use tessera_tests::probe::{client_for, eventually, http_get, tail};
 #[path = "operator/access.rs"]
 mod access;
 use access::runtime_access;
+#[path = "operator/structured_auth.rs"]
+mod structured_auth;
+use structured_auth::structured_authentication;
 
 type Result<T = ()> = std::result::Result<T, String>;
 
@@ -1199,6 +1202,7 @@ fn main() {
         trial!(gardener_outage),
         trial!(gardener_rejects_shoot),
         trial!(runtime_access),
+        trial!(structured_authentication),
     ];
     let conclusion = libtest_mimic::run(&args, trials);
     drop(cp);

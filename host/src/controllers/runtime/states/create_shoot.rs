@@ -3,6 +3,7 @@
 use super::super::machine::{Machine, Step, Transition};
 use super::super::shoot_doc;
 use super::render::{history_record, record_applied, render};
+use super::structured_auth;
 use crate::controllers::ReconcileError;
 use crate::crd::Reason;
 use crate::crd::{RuntimeState, ShootRef};
@@ -28,6 +29,9 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         }
         m.shoot = Some(existing);
         return Ok(Transition::Next(Step::SelectProcessing));
+    }
+    if let Some(refused) = structured_auth::write(m, &namespace, &desired).await? {
+        return Ok(refused);
     }
     let applied = m.ctx.shoots.apply(&identity, &desired).await?;
     tracing::info!(runtime = %m.id(), shoot = %name, namespace = %namespace, "Shoot created");

@@ -17,6 +17,7 @@ mod remove_finalizer;
 mod render;
 mod select_processing;
 mod shadow_render;
+mod structured_auth;
 mod wait_for_shoot;
 
 pub(crate) use render::channel_choice;

@@ -7,6 +7,7 @@ use serde_json::json;
 use super::super::machine::{Machine, Step, Transition};
 use super::super::shoot_doc;
 use super::render::{history_record, record_applied, render};
+use super::structured_auth;
 use crate::controllers::{ReconcileError, labels};
 use crate::crd::Reason;
 use crate::crd::RuntimeState;
@@ -38,8 +39,15 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         record_applied(m, &desired, &output);
         return Ok(Transition::Next(Step::WaitForShoot));
     }
+    if let Some(refused) = structured_auth::write(m, &identity.namespace, &desired).await? {
+        return Ok(refused);
+    }
     let applied = m.ctx.shoots.apply(&identity, &desired).await?;
     let name = applied.metadata.name.clone().unwrap_or_default();
+    if structured_auth::config_map_name(&desired).is_none() {
+        let config_map = structured_auth::default_name(&name);
+        structured_auth::remove(m, &identity.namespace, &config_map).await?;
+    }
     tracing::info!(runtime = %m.id(), shoot = %name, generation = m.generation(), "Shoot patched");
     let record = history_record(m, Operation::Patch, current.as_ref(), &desired, &output);
     history::record(&m.ctx.client, &m.runtime, record).await?;

@@ -1,0 +1,62 @@
+//! Structured authentication against the real API servers: with the `oidc` plugin set to
+//! structured authentication, the host writes the AuthenticationConfiguration ConfigMap into
+//! the Shoot's project before the Shoot names it, and deletes it with the Runtime.
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams};
+use serde_json::{Value, json};
+use tessera_tests::probe::eventually;
+
+use super::{ControlPlane, LIMIT, Result, RuntimeState, Scenario, gone};
+
+const CONFIG_MAP: &str = "structured-auth-config-sauth";
+
+pub(super) async fn structured_authentication(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "t-sauth").await;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let config = dir.path().join("tessera.yaml");
+    std::fs::write(&config, "plugins:\n  oidc:\n    config: {structuredAuthentication: true}\n")
+        .map_err(|e| e.to_string())?;
+    let host = s.host("a", &["--config", &config.display().to_string()]);
+    let mut doc = s.manifest("rt-sauth", "sauth");
+    doc["spec"]["shoot"]["kubernetes"]["kubeAPIServer"]["additionalOidcConfig"] = json!([{
+        "clientID": "extra-client",
+        "issuerURL": "https://extra.example.com",
+        "usernameClaim": "email",
+    }]);
+    s.create(&doc).await?;
+    s.wait_state("rt-sauth", RuntimeState::Ready, &host).await?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(s.client.clone(), "garden-kyma-dev");
+    let written = config_maps.get(CONFIG_MAP).await.map_err(|e| e.to_string())?;
+    let text = written
+        .data
+        .and_then(|mut d| d.remove("config.yaml"))
+        .unwrap_or_default();
+    let parsed: Value = serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))?;
+    let issuers: Vec<&str> = parsed["jwt"]
+        .as_array()
+        .map(|j| j.iter().filter_map(|a| a["issuer"]["url"].as_str()).collect())
+        .unwrap_or_default();
+    if parsed["kind"] != "AuthenticationConfiguration"
+        || issuers.len() != 2
+        || issuers[1] != "https://extra.example.com"
+    {
+        return Err(format!("the AuthenticationConfiguration: {text}"));
+    }
+    let shoot = s.shoots().get("sauth").await.map_err(|e| e.to_string())?;
+    let server = &shoot.data["spec"]["kubernetes"]["kubeAPIServer"];
+    if server["structuredAuthentication"]["configMapName"] != CONFIG_MAP
+        || server.get("oidcConfig").is_some()
+    {
+        return Err(format!("the Shoot's kubeAPIServer: {server}"));
+    }
+    s.runtimes()
+        .delete("rt-sauth", &DeleteParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    gone(&s, "rt-sauth", "sauth", &host).await?;
+    eventually("the ConfigMap to be deleted", LIMIT, || async {
+        config_maps.get_opt(CONFIG_MAP).await.ok()?.is_none().then_some(())
+    })
+    .await
+}
