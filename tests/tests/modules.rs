@@ -22,6 +22,9 @@ use tessera_tests::node::{Node, PAUSE_IMAGE};
 use tessera_tests::probe::{eventually, tail};
 use tessera_tests::scenarios;
 
+#[path = "modules/access.rs"]
+mod access;
+
 type Result<T = ()> = std::result::Result<T, String>;
 
 /// A Pipeline someone else made, next to the telemetry module's own.
@@ -1853,6 +1856,7 @@ fn main() {
             }),
             ("credentials_rotate", |cp| Box::pin(credentials_rotate(cp))),
             ("target_answers_500", |cp| Box::pin(target_answers_500(cp))),
+            ("access_target", |cp| Box::pin(access::access_target(cp))),
         ],
     )
 }

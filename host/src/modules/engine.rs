@@ -436,9 +436,10 @@ impl ModuleRun<'_> {
             inventory.flush(self.target)
         );
         saved?;
-        let plans = match plans? {
-            Ok(plans) => plans,
-            Err(why) => {
+        let plans = match plans.map_err(refused_by_target) {
+            Ok(Ok(plans)) => plans,
+            Err(Err(e)) => return Err(e),
+            Err(Ok(why)) | Ok(Err(why)) => {
                 inventory.save(self.target, self.module, recorded).await?;
                 let plugin = self.plugin();
                 return Ok(Err(format!(
@@ -451,7 +452,10 @@ impl ModuleRun<'_> {
             Err(ModuleError::Object { object, message }) => {
                 return Ok(Err(format!("{}: {object}: {message}", self.plugin())));
             }
-            Err(e) => return Err(e),
+            Err(e) => match refused_by_target(e) {
+                Ok(why) => return Ok(Err(format!("{}: {why}", self.plugin()))),
+                Err(e) => return Err(e),
+            },
         };
         let gone: Vec<Entry> = previous
             .objects
@@ -686,6 +690,20 @@ fn listed_with(previous: &ModuleRecord, keys: &[ObjectKey]) -> Vec<Entry> {
         uid: None,
     }));
     union
+}
+
+
+/// A target that refuses a module's object for lack of rights (403: a least-privilege
+/// kubeconfig, say) fails that module, not the whole pass: `Ok(message)`; anything else
+/// stays an error of the pass.
+fn refused_by_target(e: ModuleError) -> Result<String, ModuleError> {
+    match e {
+        ModuleError::Kube(kube::Error::Api(status)) if status.code == 403 => Ok(format!(
+            "the target refused it (its kubeconfig lacks the right): {}",
+            status.message
+        )),
+        other => Err(other),
+    }
 }
 
 #[cfg(test)]
