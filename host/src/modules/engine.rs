@@ -692,7 +692,6 @@ fn listed_with(previous: &ModuleRecord, keys: &[ObjectKey]) -> Vec<Entry> {
     union
 }
 
-
 /// A target that refuses a module's object for lack of rights (403: a least-privilege
 /// kubeconfig, say) fails that module, not the whole pass: `Ok(message)`; anything else
 /// stays an error of the pass.

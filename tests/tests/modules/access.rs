@@ -16,8 +16,9 @@ const PAGES: &str = "access-pages";
 
 /// A Runtime of the fixture's namespace, Ready with its kubeconfig.
 async fn ready_runtime(f: &Fixture<'_>, host: &tessera_tests::env::Host) -> Result {
-    let text = std::fs::read_to_string(tessera_tests::workspace().join("examples/runtime-aws.yaml"))
-        .map_err(|e| e.to_string())?;
+    let text =
+        std::fs::read_to_string(tessera_tests::workspace().join("examples/runtime-aws.yaml"))
+            .map_err(|e| e.to_string())?;
     let mut doc: Value = serde_saphyr::from_str(&text).map_err(|e| e.to_string())?;
     doc["metadata"] = json!({"name": "rt-mods", "namespace": NS});
     doc["spec"]["shoot"]["name"] = "mods-access".into();
@@ -98,17 +99,27 @@ pub(super) async fn access_target(cp: &ControlPlane) -> Result {
     )
     .await?;
     let set = f
-        .wait_set("via-access", &host, "page Ready, availability refused", |s| {
-            let page = module(s, "access-page").map(|m| m.state);
-            let refused = module(s, "access-availability").is_some_and(|m| {
-                m.state == State::Error
-                    && m.message.as_deref().is_some_and(|t| t.contains("forbidden"))
-            });
-            page == Some(State::Ready) && refused
-        })
+        .wait_set(
+            "via-access",
+            &host,
+            "page Ready, availability refused",
+            |s| {
+                let page = module(s, "access-page").map(|m| m.state);
+                let refused = module(s, "access-availability").is_some_and(|m| {
+                    m.state == State::Error
+                        && m.message
+                            .as_deref()
+                            .is_some_and(|t| t.contains("forbidden"))
+                });
+                page == Some(State::Ready) && refused
+            },
+        )
         .await?;
     if target_get(cp, &["configmap", "dashboard", "-n", PAGES]).is_none() {
-        return Err(format!("no dashboard ConfigMap on the target: {:?}", set.status));
+        return Err(format!(
+            "no dashboard ConfigMap on the target: {:?}",
+            set.status
+        ));
     }
     if target_get(cp, &["priorityclass", "access-availability-critical"]).is_some() {
         return Err("a PriorityClass was written past the RuntimeAccess".into());

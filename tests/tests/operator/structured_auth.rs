@@ -15,8 +15,11 @@ pub(super) async fn structured_authentication(cp: &ControlPlane) -> Result {
     let s = Scenario::new(cp, "t-sauth").await;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let config = dir.path().join("tessera.yaml");
-    std::fs::write(&config, "plugins:\n  oidc:\n    config: {structuredAuthentication: true}\n")
-        .map_err(|e| e.to_string())?;
+    std::fs::write(
+        &config,
+        "plugins:\n  oidc:\n    config: {structuredAuthentication: true}\n",
+    )
+    .map_err(|e| e.to_string())?;
     let host = s.host("a", &["--config", &config.display().to_string()]);
     let mut doc = s.manifest("rt-sauth", "sauth");
     doc["spec"]["shoot"]["kubernetes"]["kubeAPIServer"]["additionalOidcConfig"] = json!([{
@@ -27,7 +30,10 @@ pub(super) async fn structured_authentication(cp: &ControlPlane) -> Result {
     s.create(&doc).await?;
     s.wait_state("rt-sauth", RuntimeState::Ready, &host).await?;
     let config_maps: Api<ConfigMap> = Api::namespaced(s.client.clone(), "garden-kyma-dev");
-    let written = config_maps.get(CONFIG_MAP).await.map_err(|e| e.to_string())?;
+    let written = config_maps
+        .get(CONFIG_MAP)
+        .await
+        .map_err(|e| e.to_string())?;
     let text = written
         .data
         .and_then(|mut d| d.remove("config.yaml"))
@@ -35,7 +41,11 @@ pub(super) async fn structured_authentication(cp: &ControlPlane) -> Result {
     let parsed: Value = serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))?;
     let issuers: Vec<&str> = parsed["jwt"]
         .as_array()
-        .map(|j| j.iter().filter_map(|a| a["issuer"]["url"].as_str()).collect())
+        .map(|j| {
+            j.iter()
+                .filter_map(|a| a["issuer"]["url"].as_str())
+                .collect()
+        })
         .unwrap_or_default();
     if parsed["kind"] != "AuthenticationConfiguration"
         || issuers.len() != 2
@@ -56,7 +66,12 @@ pub(super) async fn structured_authentication(cp: &ControlPlane) -> Result {
         .map_err(|e| e.to_string())?;
     gone(&s, "rt-sauth", "sauth", &host).await?;
     eventually("the ConfigMap to be deleted", LIMIT, || async {
-        config_maps.get_opt(CONFIG_MAP).await.ok()?.is_none().then_some(())
+        config_maps
+            .get_opt(CONFIG_MAP)
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
     })
     .await
 }
