@@ -277,7 +277,8 @@ fn cli_reapply_and_bad_config(cli: &Cli) -> Result {
 /// (deleting the CRD would delete it too). Then delete removes everything.
 async fn cli_delete_waits_for_foreign_resources(cli: &Cli) -> Result {
     cli.foreign_pipeline()?;
-    let (ok, out) = cli.run("delete", "8s");
+    // Long enough for the dependent module's Namespace to terminate first, also under load.
+    let (ok, out) = cli.run("delete", "25s");
     if ok || !out.contains("Pipeline default/extra") || !out.contains("not created by it") {
         return Err(format!(
             "delete did not wait for the foreign Pipeline:\n{out}"

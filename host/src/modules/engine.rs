@@ -449,13 +449,9 @@ impl ModuleRun<'_> {
         };
         let applied = match apply::apply(self.target, applier, prepared, plans).await {
             Ok(applied) => applied,
-            Err(ModuleError::Object { object, message }) => {
-                return Ok(Err(format!("{}: {object}: {message}", self.plugin())));
+            Err(e) => {
+                return refused_by_target(e).map(|why| Err(format!("{}: {why}", self.plugin())));
             }
-            Err(e) => match refused_by_target(e) {
-                Ok(why) => return Ok(Err(format!("{}: {why}", self.plugin()))),
-                Err(e) => return Err(e),
-            },
         };
         let gone: Vec<Entry> = previous
             .objects
@@ -692,11 +688,12 @@ fn listed_with(previous: &ModuleRecord, keys: &[ObjectKey]) -> Vec<Entry> {
     union
 }
 
-/// A target that refuses a module's object for lack of rights (403: a least-privilege
-/// kubeconfig, say) fails that module, not the whole pass: `Ok(message)`; anything else
-/// stays an error of the pass.
+/// A refused object (by the host's checks, or by a target lacking the right: 403 through a
+/// least-privilege kubeconfig, say) fails that module, not the whole pass: `Ok(message)`;
+/// anything else stays an error of the pass.
 fn refused_by_target(e: ModuleError) -> Result<String, ModuleError> {
     match e {
+        ModuleError::Object { object, message } => Ok(format!("{object}: {message}")),
         ModuleError::Kube(kube::Error::Api(status)) if status.code == 403 => Ok(format!(
             "the target refused it (its kubeconfig lacks the right): {}",
             status.message
@@ -709,6 +706,28 @@ fn refused_by_target(e: ModuleError) -> Result<String, ModuleError> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_target_refusing_an_object_fails_the_module_and_an_outage_the_pass() {
+        let status = |code: u16| {
+            ModuleError::Kube(kube::Error::Api(
+                kube::core::Status::failure("nope", "Forbidden")
+                    .with_code(code)
+                    .boxed(),
+            ))
+        };
+        assert!(
+            refused_by_target(status(403))
+                .unwrap()
+                .contains("lacks the right")
+        );
+        assert!(refused_by_target(status(500)).is_err());
+        let object = ModuleError::object("ConfigMap a/b", "not granted");
+        assert_eq!(
+            refused_by_target(object).unwrap(),
+            "ConfigMap a/b: not granted"
+        );
+    }
 
     #[test]
     fn a_plugin_requeue_of_zero_is_raised_to_the_floor() {
