@@ -63,7 +63,7 @@ fn kim_runtime_options_render_and_patch_stably() {
         },
         "security": {"networking": {"filter": {"egress": {"enabled": true}, "ingress": {"enabled": true}}}},
         "imageRegistryCache": [{"name": "hub", "namespace": "kyma-system", "uid": "u1",
-            "config": {"upstream": "docker.io", "secretReferenceName": "hub-creds"}}],
+            "config": {"upstream": "docker.io", "secretReferenceName": "c-6f7d2b8-hub"}}],
     }});
     let shoot = render_file("examples/runtime-aws.yaml", options.clone()).unwrap();
     let spec = &shoot["spec"];
@@ -99,7 +99,7 @@ fn kim_runtime_options_render_and_patch_stably() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|r| r["name"] == "hub-creds"),
+            .any(|r| r["name"] == "c-6f7d2b8-hub"),
         "{}",
         spec["resources"]
     );

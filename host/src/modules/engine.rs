@@ -427,10 +427,8 @@ impl ModuleRun<'_> {
         let new_keys: Vec<ObjectKey> = prepared.iter().map(|(k, _)| k.clone()).collect();
         // Listed before they exist: a crash while applying leaves nothing unlisted. Written
         // while the objects are looked up; a refused answer takes the listing back.
-        inventory.stage(
-            self.module,
-            Some(self.record(listed_with(&previous, &new_keys))),
-        );
+        let listed = self.record(listed_with(&previous, &new_keys));
+        inventory.stage(self.module, Some(listed));
         let (plans, saved) = futures::join!(
             apply::plan(self.target, applier, &prepared, &previous),
             inventory.flush(self.target)
@@ -458,7 +456,11 @@ impl ModuleRun<'_> {
             .into_iter()
             .filter(|e| !new_keys.contains(&e.key))
             .collect();
-        apply::prune(self.target, self.owner(), &gone, keep, &|_| Last::Delete).await?;
+        if let Err(e) =
+            apply::prune(self.target, self.owner(), &gone, keep, &|_| Last::Delete).await
+        {
+            return refused_by_target(e).map(|why| Err(format!("{}: {why}", self.plugin())));
+        }
         let entries = applied
             .iter()
             .map(|a| Entry {

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use std::net::IpAddr;
 
-use tessera_sdk::models::{Acl, Extension, ImageRegistryCache, Shoot, ShootSpec};
+use tessera_sdk::models::{Acl, Extension, Filter, ImageRegistryCache, Shoot, ShootSpec};
 use tessera_sdk::{ExtendInput, ExtendOutput, Operation, PluginError, ShootExtension};
 
 pub struct Extensions;
@@ -54,88 +54,84 @@ impl ShootExtension for Extensions {
 
     fn extend(input: ExtendInput<Config>) -> Result<ExtendOutput, PluginError> {
         let config = &input.config;
-        let filter = &input.runtime.spec.security.networking.filter;
         let mut shoot = input.draft;
-        if input.operation == Operation::Patch
-            && let Some(current) = input
-                .current
-                .as_ref()
-                .and_then(|s| s.spec.extensions.clone())
-        {
-            // Start from what Gardener has, then upsert ours.
-            let mut merged = current;
-            for ext in shoot.spec.extensions.take().unwrap_or_default() {
-                match merged.iter_mut().find(|e| e.type_ == ext.type_) {
-                    Some(slot) => *slot = ext,
-                    None => merged.push(ext),
-                }
-            }
-            shoot.spec.extensions = Some(merged);
+        if input.operation == Operation::Patch {
+            start_from_current(&mut shoot, input.current.as_ref());
         }
         let spec = &mut shoot.spec;
-        if config.networking_filter {
-            let ingress = filter.ingress.as_ref().is_some_and(|i| i.enabled);
-            spec.upsert_extension(extension(
-                "shoot-networking-filter",
-                Some(json!({
-                    "apiVersion": "shoot-networking-filter.extensions.gardener.cloud/v1alpha1",
-                    "kind": "Configuration",
-                    "egressFilter": { "blackholingEnabled": ingress },
-                })),
-                Some(!filter.egress.enabled),
-            ));
-        }
-        if config.cert_service {
-            spec.upsert_extension(extension(
-                "shoot-cert-service",
-                Some(json!({
-                    "apiVersion": "service.cert.extensions.gardener.cloud/v1alpha1",
-                    "kind": "CertConfig",
-                    "shootIssuers": { "enabled": true },
-                })),
-                None,
-            ));
-        }
-        if config.dns_service {
-            spec.upsert_extension(extension(
-                "shoot-dns-service",
-                Some(json!({
-                    "apiVersion": "service.dns.extensions.gardener.cloud/v1alpha1",
-                    "kind": "DNSConfig",
-                    "dnsProviderReplication": { "enabled": true },
-                    "syncProvidersFromShootSpecDNS": true,
-                })),
-                None,
-            ));
-        }
-        if config.oidc_service {
-            spec.upsert_extension(extension("shoot-oidc-service", None, Some(false)));
-        }
-        acl(
-            spec,
-            input
-                .runtime
-                .spec
-                .shoot
-                .kubernetes
-                .kube_api_server
-                .acl
-                .as_ref(),
-        )?;
-        let caches = input
-            .runtime
-            .spec
-            .image_registry_cache
-            .as_deref()
-            .unwrap_or_default();
-        match registry_config(config.registry_cache.as_ref(), caches)? {
-            Some(registry) => {
-                spec.upsert_extension(extension("registry-cache", Some(registry), None))
-            }
+        kyma_defaults(spec, config, &input.runtime.spec.security.networking.filter);
+        let rt = &input.runtime.spec;
+        acl(spec, rt.shoot.kubernetes.kube_api_server.acl.as_ref())?;
+        let caches = rt.image_registry_cache.as_deref().unwrap_or_default();
+        own_secrets(caches, &rt.shoot.name)?;
+        let registry = registry_config(config.registry_cache.as_ref(), caches)?;
+        match &registry {
+            Some(r) => spec.upsert_extension(extension("registry-cache", Some(r.clone()), None)),
             None => remove_extension(spec, "registry-cache"),
         }
-        reference_secrets(&mut shoot, input.current.as_ref(), caches);
+        reference_secrets(
+            &mut shoot,
+            input.current.as_ref(),
+            caches,
+            registry.as_ref(),
+        );
         Ok(ExtendOutput::new(shoot))
+    }
+}
+
+/// On patch: start from the extensions Gardener has, then upsert ours.
+fn start_from_current(shoot: &mut Shoot, current: Option<&Shoot>) {
+    let Some(mut merged) = current.and_then(|s| s.spec.extensions.clone()) else {
+        return;
+    };
+    for ext in shoot.spec.extensions.take().unwrap_or_default() {
+        match merged.iter_mut().find(|e| e.type_ == ext.type_) {
+            Some(slot) => *slot = ext,
+            None => merged.push(ext),
+        }
+    }
+    shoot.spec.extensions = Some(merged);
+}
+
+/// The extensions every Kyma cluster runs, as configured.
+fn kyma_defaults(spec: &mut ShootSpec, config: &Config, filter: &Filter) {
+    if config.networking_filter {
+        let ingress = filter.ingress.as_ref().is_some_and(|i| i.enabled);
+        spec.upsert_extension(extension(
+            "shoot-networking-filter",
+            Some(json!({
+                "apiVersion": "shoot-networking-filter.extensions.gardener.cloud/v1alpha1",
+                "kind": "Configuration",
+                "egressFilter": { "blackholingEnabled": ingress },
+            })),
+            Some(!filter.egress.enabled),
+        ));
+    }
+    if config.cert_service {
+        spec.upsert_extension(extension(
+            "shoot-cert-service",
+            Some(json!({
+                "apiVersion": "service.cert.extensions.gardener.cloud/v1alpha1",
+                "kind": "CertConfig",
+                "shootIssuers": { "enabled": true },
+            })),
+            None,
+        ));
+    }
+    if config.dns_service {
+        spec.upsert_extension(extension(
+            "shoot-dns-service",
+            Some(json!({
+                "apiVersion": "service.dns.extensions.gardener.cloud/v1alpha1",
+                "kind": "DNSConfig",
+                "dnsProviderReplication": { "enabled": true },
+                "syncProvidersFromShootSpecDNS": true,
+            })),
+            None,
+        ));
+    }
+    if config.oidc_service {
+        spec.upsert_extension(extension("shoot-oidc-service", None, Some(false)));
     }
 }
 
@@ -230,20 +226,64 @@ fn registry_config(
     Ok(Some(registry))
 }
 
+/// A Runtime's caches may name only Secrets of their own Shoot (`<shoot>-…`): the project's
+/// Secrets are shared by every Runtime there, another tenant's credentials among them.
+fn own_secrets(caches: &[ImageRegistryCache], shoot: &str) -> Result<(), PluginError> {
+    for (i, cache) in caches.iter().enumerate() {
+        if let Some(name) = &cache.config.secret_reference_name
+            && !name.starts_with(&format!("{shoot}-"))
+        {
+            return Err(PluginError::invalid_input(
+                format!("spec.imageRegistryCache[{i}].config.secretReferenceName"),
+                format!(
+                    "{name:?} must begin with the Shoot's name ({shoot}-): the project's Secrets are shared by every Runtime there"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The Secret names the caches of a registry config refer to.
+fn secret_names(registry: Option<&Value>) -> Vec<String> {
+    registry
+        .and_then(|r| r["caches"].as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["secretReferenceName"].as_str().map(String::from))
+        .collect()
+}
+
 /// The Secret references the Runtime's caches name, in `spec.resources` (the Secrets live
-/// in the Shoot's project). On patch the current resources are carried over first.
-fn reference_secrets(shoot: &mut Shoot, current: Option<&Shoot>, caches: &[ImageRegistryCache]) {
+/// in the Shoot's project); references of caches that went are dropped. On patch the
+/// current resources are carried over first.
+fn reference_secrets(
+    shoot: &mut Shoot,
+    current: Option<&Shoot>,
+    caches: &[ImageRegistryCache],
+    registry: Option<&Value>,
+) {
     let names: Vec<&str> = caches
         .iter()
         .filter_map(|c| c.config.secret_reference_name.as_deref())
         .collect();
-    if names.is_empty() {
+    let wanted = secret_names(registry);
+    let had = current
+        .and_then(|s| s.spec.extensions.as_ref())
+        .and_then(|e| e.iter().find(|x| x.type_ == "registry-cache"))
+        .and_then(|x| x.provider_config.as_ref());
+    let stale: Vec<String> = secret_names(had)
+        .into_iter()
+        .filter(|n| !wanted.contains(n))
+        .collect();
+    if names.is_empty() && stale.is_empty() {
         return;
     }
     if shoot.spec.resources.is_none() {
         shoot.spec.resources = current.and_then(|s| s.spec.resources.clone());
     }
     let resources = shoot.spec.resources.get_or_insert_with(Vec::new);
+    resources.retain(|r| !stale.iter().any(|s| r["name"] == s.as_str()));
     for name in names {
         let resource = json!({
             "name": name,

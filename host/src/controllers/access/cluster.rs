@@ -204,28 +204,23 @@ pub(crate) async fn issue(
     })
 }
 
-/// Delete the anchors of earlier tokens (revoking them) but `current` and the `grace`
-/// newest others (a consumer still reading the previous kubeconfig keeps working until the
-/// next rotation; a forced rotation keeps none; deletion passes no `current`).
+/// Delete the anchors of tokens (revoking them) but those named in `keep` (the current one,
+/// and after a routine rotation the one before it; none on deletion).
 pub(crate) async fn revoke_others(
     access: &RuntimeAccess,
     client: &Client,
-    current: Option<&str>,
-    grace: usize,
+    keep: &[&str],
 ) -> Result<usize, kube::Error> {
     let secrets: Api<Secret> = Api::all(client.clone());
     let selector = format!("{},{PART}={ANCHOR}", selector(access));
-    let mut others: Vec<Secret> = secrets
+    let mut revoked = 0;
+    for anchor in secrets
         .list(&ListParams::default().labels(&selector))
         .await?
-        .items
-        .into_iter()
-        .filter(|a| Some(a.name_any().as_str()) != current && decide::ours(access, a.labels()))
-        .collect();
-    // Newest first.
-    others.sort_by_key(|a| std::cmp::Reverse(a.creation_timestamp().map(|t| t.0)));
-    let mut revoked = 0;
-    for anchor in others.iter().skip(grace) {
+    {
+        if keep.contains(&anchor.name_any().as_str()) || !decide::ours(access, anchor.labels()) {
+            continue;
+        }
         let ns = anchor.namespace().unwrap_or_default();
         let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
         delete_exactly(&api, &anchor.name_any(), anchor.uid()).await?;

@@ -398,6 +398,24 @@ pub(crate) fn status_after(
     status
 }
 
+/// When to renew a token expiring at `expiry` (as the API server granted it, which may be
+/// less than `lifetime`): after `fraction` of what is left, at least a minute.
+pub(crate) fn renew_after(
+    expiry: &str,
+    now: Timestamp,
+    lifetime: Duration,
+    fraction: f64,
+) -> Duration {
+    let left = crate::time::parse_rfc3339(Some(expiry))
+        .map(|e| e.duration_since(now).as_secs_f64())
+        .unwrap_or(lifetime.as_secs_f64());
+    Duration::from_secs_f64((left * fraction.clamp(0.1, 0.95)).max(60.0))
+}
+
+/// The annotation of the kubeconfig Secret naming the Secret its token is bound to (the
+/// previous token is kept until the next rotation).
+pub(crate) const ANCHOR_ANNOTATION: &str = "tessera.dev/token-anchor";
+
 /// The cluster entry of the admin kubeconfig a consumer's kubeconfig may copy: server and
 /// CA data only (never a file path, an exec or an auth provider).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -469,7 +487,12 @@ pub(crate) fn secret_name(access: &RuntimeAccess) -> String {
 }
 
 /// The control-plane Secret holding `kubeconfig`, controlled by `access`.
-pub(crate) fn secret_doc(access: &RuntimeAccess, kubeconfig: &str, expiry: &str) -> Value {
+pub(crate) fn secret_doc(
+    access: &RuntimeAccess,
+    kubeconfig: &str,
+    expiry: &str,
+    anchor: &str,
+) -> Value {
     let owner = access.controller_owner_ref(&());
     json!({
         "apiVersion": "v1",
@@ -482,7 +505,7 @@ pub(crate) fn secret_doc(access: &RuntimeAccess, kubeconfig: &str, expiry: &str)
                 labels::RUNTIME: access.spec.runtime,
                 ACCESS_UID: access.uid().unwrap_or_default(),
             },
-            "annotations": { "tessera.dev/expiry": expiry },
+            "annotations": { "tessera.dev/expiry": expiry, ANCHOR_ANNOTATION: anchor },
             "ownerReferences": owner.map(|o| vec![o]),
         },
         "type": "Opaque",
@@ -675,6 +698,22 @@ mod tests {
         a.metadata.generation = Some(2);
         let later = status_after(&a, &pending, None);
         assert_eq!((later.token_generation, later.objects.len()), (Some(1), 3));
+    }
+
+    #[test]
+    fn renewal_follows_the_expiry_granted() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let hour = Duration::from_secs(3600);
+        let capped = renew_after("2026-01-01T01:00:00Z", now, 12 * hour, 0.5);
+        assert_eq!(capped, Duration::from_secs(1800));
+        assert_eq!(
+            renew_after("garbage", now, hour, 0.5),
+            Duration::from_secs(1800)
+        );
+        assert_eq!(
+            renew_after("2025-01-01T00:00:00Z", now, hour, 0.5),
+            Duration::from_secs(60)
+        );
     }
 
     #[test]

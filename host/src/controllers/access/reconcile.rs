@@ -60,6 +60,8 @@ async fn reconcile_inner(cached: &RuntimeAccess, ctx: &Context) -> Result<Action
         Reach::Wait(reason, why) => return wait(ctx, &api, access, reason, why).await,
         Reach::Gone(why) => return wait(ctx, &api, access, Reason::KubeconfigPending, why).await,
     };
+    let pinned = pin_runtime(&api, access).await?;
+    let access = pinned.as_ref().unwrap_or(access);
     let wanted = decide::wanted(access);
     if let Err(blocked) = cluster::apply(access, &client, &wanted).await? {
         return blocked_by(ctx, &api, access, blocked).await;
@@ -81,7 +83,12 @@ async fn reconcile_inner(cached: &RuntimeAccess, ctx: &Context) -> Result<Action
             write_status(ctx, &api, access, ready, None).await?;
             Ok(Action::requeue(wait))
         }
-        Ok(()) => rotate(access, ctx, &api, &client, &admin).await,
+        Ok(()) => {
+            let previous = secret
+                .as_ref()
+                .and_then(|s| s.annotations().get(decide::ANCHOR_ANNOTATION).cloned());
+            rotate(access, ctx, &api, &client, &admin, previous).await
+        }
     }
 }
 
@@ -113,6 +120,23 @@ async fn blocked_by(
     )
     .await?;
     Ok(Action::requeue(Duration::from_secs(300)))
+}
+
+/// Record the Runtime whose cluster the objects go to before any is made there, so that
+/// `spec.runtime` cannot move them (and deletion knows where to look).
+async fn pin_runtime(
+    api: &Api<RuntimeAccess>,
+    access: &RuntimeAccess,
+) -> Result<Option<RuntimeAccess>, ReconcileError> {
+    if access.status.as_ref().is_some_and(|s| s.runtime.is_some()) {
+        return Ok(None);
+    }
+    let mut pinned = access.clone();
+    let status = pinned.status.get_or_insert_with(Default::default);
+    status.runtime = Some(access.spec.runtime.clone());
+    let status = status.clone();
+    crate::crd::patch_status(api, &access.name_any(), &status, &["runtime"]).await?;
+    Ok(Some(pinned))
 }
 
 /// Why `access` cannot be carried out as written: an invalid spec, or a Secret of its name
@@ -152,6 +176,7 @@ async fn rotate(
     api: &Api<RuntimeAccess>,
     client: &kube::Client,
     admin: &str,
+    previous_anchor: Option<String>,
 ) -> Result<Action, ReconcileError> {
     let fail = |message: String| ReconcileError::RuntimeCluster {
         runtime: access.spec.runtime.clone(),
@@ -164,15 +189,24 @@ async fn rotate(
         cluster::revoke(access, client, &issued).await?;
         return Err(fail(why));
     }
-    write_kubeconfig(access, ctx, &server, &issued).await?;
+    if let Err(e) = write_kubeconfig(access, ctx, &server, &issued).await {
+        cluster::revoke(access, client, &issued).await?;
+        return Err(e);
+    }
     // A forced rotation (a leaked kubeconfig) revokes every earlier token; a routine one
-    // leaves the previous working until the next, for consumers still reading it.
+    // keeps the one the Secret held until now, for consumers still reading it.
     let forced = access.annotations().contains_key(labels::FORCE_ROTATION);
-    let grace = if forced { 0 } else { 1 };
-    let revoked = cluster::revoke_others(access, client, Some(&issued.anchor), grace).await?;
+    let previous = previous_anchor.filter(|_| !forced);
+    let keep: Vec<&str> = [Some(issued.anchor.as_str()), previous.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect();
+    let revoked = cluster::revoke_others(access, client, &keep).await?;
     delete_secrets(access, ctx, Some(&decide::secret_name(access))).await?;
     tracing::info!(access = %access.name_any(), expiry = %issued.expiry, revoked, "access token issued");
     after_issue(access, ctx, api, &issued.expiry).await?;
+    let now = jiff::Timestamp::now();
+    let renew = decide::renew_after(&issued.expiry, now, lifetime, ctx.config.rotation_fraction);
     let ready = outcome(
         AccessState::Ready,
         Reason::TokenIssued,
@@ -194,7 +228,6 @@ async fn rotate(
         Some((now_rfc3339(), issued.expiry, note)),
     )
     .await?;
-    let renew = lifetime.mul_f64(ctx.config.rotation_fraction.clamp(0.1, 0.95));
     Ok(Action::requeue(renew))
 }
 
@@ -224,7 +257,7 @@ async fn write_kubeconfig(
     let sa = &access.spec.service_account;
     let user = format!("system:serviceaccount:{}:{}", sa.namespace, sa.name);
     let kubeconfig = decide::kubeconfig(server, &user, &issued.token);
-    let doc = decide::secret_doc(access, &kubeconfig, &issued.expiry);
+    let doc = decide::secret_doc(access, &kubeconfig, &issued.expiry, &issued.anchor);
     let namespace = access.namespace().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
     let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -299,13 +332,14 @@ async fn release(
     match reach(ctx, &namespace, &runtime).await? {
         Reach::Cluster { client, .. } => {
             let removed = cluster::prune(access, &client, &[]).await?;
-            let revoked = cluster::revoke_others(access, &client, None, 0).await?;
+            let revoked = cluster::revoke_others(access, &client, &[]).await?;
             tracing::info!(access = %access.name_any(), removed = removed.len(), revoked, "runtime cluster access removed");
         }
-        Reach::Wait(Reason::TargetUnreachable, message) => {
+        // The Runtime lives: its cluster does too, and what was made there must go first.
+        Reach::Wait(_, message) => {
             return Err(ReconcileError::RuntimeCluster { runtime, message });
         }
-        Reach::Wait(_, why) | Reach::Gone(why) => {
+        Reach::Gone(why) => {
             tracing::info!(access = %access.name_any(), %runtime, reason = %why, "nothing to remove in the runtime cluster");
         }
     }
@@ -385,6 +419,7 @@ async fn write_status(
             "issued",
             "expiry",
             "tokenGeneration",
+            "runtime",
             "objects",
             "conditions",
             "observedGeneration",

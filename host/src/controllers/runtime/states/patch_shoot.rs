@@ -44,8 +44,13 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     }
     let applied = m.ctx.shoots.apply(&identity, &desired).await?;
     let name = applied.metadata.name.clone().unwrap_or_default();
-    if structured_auth::config_map_name(&desired).is_none() {
-        let config_map = structured_auth::default_name(&name);
+    // The Shoot named a ConfigMap and no longer does: it goes.
+    let before = current
+        .as_ref()
+        .map(|c| serde_json::to_value(c).unwrap_or_default());
+    if let Some(config_map) = before.as_ref().and_then(structured_auth::config_map_name)
+        && structured_auth::config_map_name(&desired).is_none()
+    {
         structured_auth::remove(m, &identity.namespace, &config_map).await?;
     }
     tracing::info!(runtime = %m.id(), shoot = %name, generation = m.generation(), "Shoot patched");

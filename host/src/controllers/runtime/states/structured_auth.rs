@@ -126,21 +126,34 @@ pub(crate) async fn write(
 }
 
 /// Delete this Runtime's structured-authentication ConfigMap `name` of `namespace`, if it
-/// is there and ours.
+/// is there and ours. Without the right to read ConfigMaps there (a Gardener kubeconfig
+/// granted Shoots only) no ConfigMap was written either: nothing to do.
 pub(crate) async fn remove(m: &Machine, namespace: &str, name: &str) -> Result<(), ReconcileError> {
     let api = api(m, namespace);
-    let Some(existing) = api.get_opt(name).await? else {
+    let existing = match api.get_opt(name).await {
+        Ok(found) => found,
+        Err(kube::Error::Api(e)) if e.code == 403 => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    let Some(existing) = existing else {
         return Ok(());
     };
     if !ours(m, &existing) {
         return Ok(());
     }
-    match api.delete(name, &DeleteParams::default()).await {
+    let params = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: existing.uid(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(name, &params).await {
         Ok(_) => {
             tracing::info!(runtime = %m.id(), config_map = %name, "structured authentication ConfigMap deleted");
             Ok(())
         }
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
         Err(e) => Err(e.into()),
     }
 }
