@@ -182,6 +182,14 @@ async fn create_to_ready(cp: &ControlPlane) -> Result {
     let rt = s
         .wait_state("rt-create", RuntimeState::Ready, &host)
         .await?;
+    ready_status(&rt)?;
+    shoot_applied(&s, &rt).await?;
+    secret_reaches_runtime(&s).await?;
+    metrics_and_health(&host).await
+}
+
+/// Status of a Ready Runtime: its Shoot, the plugins and contract, the conditions.
+fn ready_status(rt: &Runtime) -> Result {
     let status = rt.status.clone().unwrap();
     if status.shoot.as_ref().map(|r| r.name.as_str()) != Some("create") {
         return Err(format!("status.shoot: {:?}", status.shoot));
@@ -196,12 +204,16 @@ async fn create_to_ready(cp: &ControlPlane) -> Result {
         return Err("observedGeneration".into());
     }
     for c in ["Provisioned", "KubeconfigReady", "Configured"] {
-        let cond = condition(&rt, c).ok_or(format!("condition {c} missing"))?;
+        let cond = condition(rt, c).ok_or(format!("condition {c} missing"))?;
         if cond.status != tessera::crd::ConditionStatus::True {
             return Err(format!("condition {c}: {cond:?}"));
         }
     }
-    // The Shoot: labelled, generation annotation, finalizer of (simulated) Gardener.
+    Ok(())
+}
+
+/// The Shoot: labelled, generation annotation, the provider.
+async fn shoot_applied(s: &Scenario<'_>, rt: &Runtime) -> Result {
     let shoots = s.shoots_of("rt-create").await;
     if shoots.len() != 1 {
         return Err(format!("{} Shoots", shoots.len()));
@@ -216,7 +228,12 @@ async fn create_to_ready(cp: &ControlPlane) -> Result {
     if shoots[0].data["spec"]["provider"]["type"] != "aws" {
         return Err("Shoot provider".into());
     }
-    // The Secret works against the runtime cluster, where the admin binding exists.
+    Ok(())
+}
+
+/// The Secret works against the runtime cluster, where the admin binding exists; the
+/// RuntimeKubeconfig has an expiry.
+async fn secret_reaches_runtime(s: &Scenario<'_>) -> Result {
     let secret = s
         .secrets()
         .get("kubeconfig-rt-create")
@@ -257,7 +274,11 @@ async fn create_to_ready(cp: &ControlPlane) -> Result {
     if rkc.status.and_then(|s| s.expiry).is_none() {
         return Err("RuntimeKubeconfig has no expiry".into());
     }
-    // Metrics and health.
+    Ok(())
+}
+
+/// Metrics of the Ready Runtime, and the health endpoints.
+async fn metrics_and_health(host: &Host) -> Result {
     let addr = host
         .metrics_addr(Duration::from_secs(5))
         .ok_or("no metrics address logged")?;

@@ -5,7 +5,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::Condition;
+use super::{Condition, KubeconfigState};
 
 /// A ServiceAccount in a Runtime's cluster with the roles asked for, and a kubeconfig for it
 /// (a token from the TokenRequest API, rotated before it expires) in a Secret of this
@@ -110,22 +110,15 @@ fn groups_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     })
 }
 
-/// Where a RuntimeAccess stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum AccessState {
-    Pending,
-    Ready,
-    Failed,
-    Terminating,
-}
-
 /// What the host made of a RuntimeAccess.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeAccessStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "state_schema")]
-    pub state: Option<AccessState>,
+    /// Pending, Ready, Failed (the states of a RuntimeKubeconfig: the same work, for
+    /// another consumer).
+    #[schemars(schema_with = "super::kubeconfig::state_schema")]
+    pub state: Option<KubeconfigState>,
     /// The Secret holding the kubeconfig.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_name: Option<String>,
@@ -148,12 +141,4 @@ pub struct RuntimeAccessStatus {
     pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-}
-
-/// A plain string enum (see `runtime.rs`).
-fn state_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({
-        "type": "string",
-        "enum": ["Pending", "Ready", "Failed", "Terminating"],
-    })
 }

@@ -70,7 +70,7 @@ pub struct RuntimeKubeconfigStatus {
 }
 
 /// A plain string enum (see `runtime.rs`).
-fn state_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+pub(super) fn state_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "string",
         "enum": ["Pending", "Ready", "Failed", "Terminating"],

@@ -18,7 +18,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 
 pub use access::{
-    AccessGrant, AccessRule, AccessState, RuntimeAccess, RuntimeAccessSpec, RuntimeAccessStatus,
+    AccessGrant, AccessRule, RuntimeAccess, RuntimeAccessSpec, RuntimeAccessStatus,
     ServiceAccountRef,
 };
 pub use condition::{

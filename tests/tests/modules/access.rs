@@ -56,7 +56,7 @@ async fn namespaces_and_config_maps(f: &Fixture<'_>, host: &tessera_tests::env::
         .map_err(|e| format!("RuntimeAccess: {e}"))?;
     eventually("RuntimeAccess modules Ready", LIMIT, || async {
         let a = accesses.get("modules").await.ok()?;
-        (a.status?.state == Some(tessera::crd::AccessState::Ready)).then_some(())
+        (a.status?.state == Some(tessera::crd::KubeconfigState::Ready)).then_some(())
     })
     .await
     .map_err(|e| format!("{e}\n{}", tail(&host.logs(), 20)))

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::controllers::labels;
 use crate::crd::{
-    AccessGrant, AccessState, ConditionStatus, ConditionType, Reason, RuntimeAccess,
+    AccessGrant, ConditionStatus, ConditionType, KubeconfigState, Reason, RuntimeAccess,
     RuntimeAccessSpec, RuntimeAccessStatus, set_condition,
 };
 
@@ -355,7 +355,7 @@ pub(crate) fn token_due(
 
 /// One status outcome: state, the Ready condition's reason and message.
 pub(crate) struct Outcome {
-    pub(crate) state: AccessState,
+    pub(crate) state: KubeconfigState,
     pub(crate) reason: Reason,
     pub(crate) message: String,
 }
@@ -373,7 +373,7 @@ pub(crate) fn status_after(
         observed_generation: access.metadata.generation,
         ..before
     };
-    if outcome.state == AccessState::Ready {
+    if outcome.state == KubeconfigState::Ready {
         status.objects = wanted(access).iter().map(Wanted::label).collect();
         status.runtime = Some(access.spec.runtime.clone());
     }
@@ -384,7 +384,7 @@ pub(crate) fn status_after(
         status.secret_name = Some(secret_name(access));
     }
     let ready = match outcome.state {
-        AccessState::Ready => ConditionStatus::True,
+        KubeconfigState::Ready => ConditionStatus::True,
         _ => ConditionStatus::False,
     };
     set_condition(
@@ -677,7 +677,7 @@ mod tests {
     fn status_lists_objects_when_ready_and_the_generation_a_token_was_issued_for() {
         let mut a = access(vec![rules(Some("apps"))]);
         let pending = Outcome {
-            state: AccessState::Pending,
+            state: KubeconfigState::Pending,
             reason: Reason::NamespaceMissing,
             message: "namespace apps does not exist".into(),
         };
@@ -685,7 +685,7 @@ mod tests {
         assert!(status.objects.is_empty() && status.token_generation.is_none());
         assert_eq!(status.conditions[0].reason, "NamespaceMissing");
         let ready = Outcome {
-            state: AccessState::Ready,
+            state: KubeconfigState::Ready,
             reason: Reason::TokenIssued,
             message: "ok".into(),
         };

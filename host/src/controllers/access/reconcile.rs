@@ -12,7 +12,7 @@ use super::decide::{self, Outcome};
 use super::reach::{Reach, reach, runtime_of};
 use crate::controllers::kit::{self, Controller, Note, finalizer};
 use crate::controllers::{Context, ReconcileError, labels};
-use crate::crd::{AccessState, EventReason, FIELD_MANAGER, Reason, RuntimeAccess};
+use crate::crd::{EventReason, FIELD_MANAGER, KubeconfigState, Reason, RuntimeAccess};
 use crate::time::now_rfc3339;
 
 pub(crate) async fn reconcile(
@@ -28,7 +28,7 @@ pub(crate) async fn reconcile(
     .await
 }
 
-fn outcome(state: AccessState, reason: Reason, message: impl Into<String>) -> Outcome {
+fn outcome(state: KubeconfigState, reason: Reason, message: impl Into<String>) -> Outcome {
     Outcome {
         state,
         reason,
@@ -76,7 +76,7 @@ async fn reconcile_inner(cached: &RuntimeAccess, ctx: &Context) -> Result<Action
                 access.status.as_ref().and_then(|s| s.expiry.as_deref()),
             );
             let ready = outcome(
-                AccessState::Ready,
+                KubeconfigState::Ready,
                 Reason::TokenIssued,
                 ready_message(access),
             );
@@ -115,7 +115,7 @@ async fn blocked_by(
         ctx,
         api,
         access,
-        outcome(AccessState::Failed, reason, message),
+        outcome(KubeconfigState::Failed, reason, message),
         None,
     )
     .await?;
@@ -144,7 +144,11 @@ async fn pin_runtime(
 fn refused(access: &RuntimeAccess, secret: Option<&Secret>) -> Option<Outcome> {
     if let Err(invalid) = decide::validate(access) {
         let message = invalid.to_string();
-        return Some(outcome(AccessState::Failed, Reason::InvalidSpec, message));
+        return Some(outcome(
+            KubeconfigState::Failed,
+            Reason::InvalidSpec,
+            message,
+        ));
     }
     let foreign = secret.filter(|s| !decide::owns_secret(access, s))?;
     let message = format!(
@@ -153,7 +157,7 @@ fn refused(access: &RuntimeAccess, secret: Option<&Secret>) -> Option<Outcome> {
         foreign.name_any()
     );
     Some(outcome(
-        AccessState::Failed,
+        KubeconfigState::Failed,
         Reason::SecretNotOwned,
         message,
     ))
@@ -208,7 +212,7 @@ async fn rotate(
     let now = jiff::Timestamp::now();
     let renew = decide::renew_after(&issued.expiry, now, lifetime, ctx.config.rotation_fraction);
     let ready = outcome(
-        AccessState::Ready,
+        KubeconfigState::Ready,
         Reason::TokenIssued,
         ready_message(access),
     );
@@ -309,7 +313,7 @@ async fn wait(
         ctx,
         api,
         access,
-        outcome(AccessState::Pending, reason, message),
+        outcome(KubeconfigState::Pending, reason, message),
         None,
     )
     .await?;
@@ -409,7 +413,7 @@ async fn write_status(
     });
     let status = decide::status_after(access, &outcome, times);
     let new_reason = !before.conditions.iter().any(|c| c.because(outcome.reason));
-    if outcome.state != AccessState::Ready && new_reason {
+    if outcome.state != KubeconfigState::Ready && new_reason {
         notes.push(Note::warning(EventReason::AccessNotReady, outcome.message));
     }
     if before != status {
