@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
 use super::apply::Applied;
-use super::engine::{ModuleRun, Reconciled, prune_inventory};
+use super::engine::{ModuleRun, Reconciled, prune_inventory, removal_refused};
 use super::error::ModuleError;
 use super::inventory::{Inventory, ObjectKey};
 use super::ownership::Owner;
@@ -602,16 +602,17 @@ impl<'a> Pass<'a> {
                     config: how.config.clone(),
                     adopt: false,
                 };
-                run.delete(&mut self.inventory, &keep, policy).await?
+                run.delete(&mut self.inventory, &keep, policy).await
             }
             None => {
                 let owner = Owner {
                     set: &req.set,
                     module: name,
                 };
-                prune_inventory(self.target, owner, &mut self.inventory, &keep, policy).await?
+                prune_inventory(self.target, owner, &mut self.inventory, &keep, policy).await
             }
         };
+        let done = done.or_else(|e| removal_refused(e, name))?;
         let blocked_by = done.blocked_by;
         let ran = Ran {
             state: done.state,

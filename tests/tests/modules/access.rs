@@ -1,7 +1,7 @@
 //! A ModuleSet whose target is the kubeconfig of a RuntimeAccess: its modules get exactly
 //! what the RuntimeAccess grants in the runtime cluster, no more.
 
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tessera::crd::{Runtime, RuntimeAccess, RuntimeState};
 use tessera::modules::State;
@@ -82,6 +82,72 @@ async fn availability_plugin(f: &Fixture<'_>) -> Result {
     .await
 }
 
+/// The RuntimeAccess's grant of the core group's `resources`, cluster-wide, and of
+/// ConfigMaps in tessera-system (where the set's inventory is kept) when `configmaps` is
+/// not among them.
+async fn grant(f: &Fixture<'_>, resources: &[&str]) -> Result {
+    let accesses: Api<RuntimeAccess> = Api::namespaced(f.client.clone(), NS);
+    let verbs = [
+        "get", "list", "watch", "create", "update", "patch", "delete",
+    ];
+    let mut grants =
+        vec![json!({"rules": [{"apiGroups": [""], "resources": resources, "verbs": verbs}]})];
+    if !resources.contains(&"configmaps") {
+        grants.push(json!({"namespace": "tessera-system",
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs}]}));
+    }
+    let patch = json!({"spec": {"grants": grants}});
+    let patched = accesses
+        .patch("modules", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| format!("RuntimeAccess grants: {e}"))?;
+    eventually(
+        "RuntimeAccess modules applied its grants",
+        LIMIT,
+        || async {
+            let status = accesses.get("modules").await.ok()?.status?;
+            let done = status.observed_generation >= patched.metadata.generation
+                && status.state == Some(tessera::crd::KubeconfigState::Ready);
+            done.then_some(())
+        },
+    )
+    .await
+}
+
+/// The page module leaves the set after the RuntimeAccess lost the right to ConfigMaps
+/// outside tessera-system:
+/// its removal is an error of that module (naming the refusal), the set's other module is
+/// still reported; with the right back, the removal completes.
+async fn removal_refused_then_granted(f: &Fixture<'_>, host: &tessera_tests::env::Host) -> Result {
+    grant(f, &["namespaces"]).await?;
+    f.apply_set(
+        "via-access",
+        json!({"target": {"secretName": "modules-kubeconfig"},
+            "modules": [{"name": "access-availability",
+                "config": {"budgets": [{"name": "pages", "matchLabels": {"app": "pages"}}]}}]}),
+    )
+    .await?;
+    f.wait_set("via-access", host, "page's removal refused", |s| {
+        let removing = module(s, "access-page").is_some_and(|m| {
+            m.state == State::Error
+                && m.message.as_deref().is_some_and(|t| {
+                    t.starts_with("removing access-page") && t.contains("lacks the right")
+                })
+        });
+        removing && module(s, "access-availability").is_some()
+    })
+    .await?;
+    grant(f, &["namespaces", "configmaps"]).await?;
+    f.wait_set("via-access", host, "page removed", |s| {
+        module(s, "access-page").is_none()
+    })
+    .await?;
+    match target_get(f.cp, &["configmap", "dashboard", "-n", PAGES]) {
+        Some(left) => Err(format!("the page module's ConfigMap is left: {left}")),
+        None => Ok(()),
+    }
+}
+
 pub(super) async fn access_target(cp: &ControlPlane) -> Result {
     let f = Fixture::new(cp, NS).await?;
     f.push("manifest", "manifest", "1.0.0")?;
@@ -124,6 +190,7 @@ pub(super) async fn access_target(cp: &ControlPlane) -> Result {
     if target_get(cp, &["priorityclass", "access-availability-critical"]).is_some() {
         return Err("a PriorityClass was written past the RuntimeAccess".into());
     }
+    removal_refused_then_granted(&f, &host).await?;
     f.delete_set("via-access").await?;
     let accesses: Api<DynamicObject> = Api::namespaced_with(
         f.client.clone(),
