@@ -1,9 +1,12 @@
 //! What a RuntimeAccess asks for, decided without a cluster: the objects of the runtime
 //! cluster (ServiceAccount, roles, bindings), when to issue a new token, the kubeconfig.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -492,25 +495,35 @@ pub(crate) fn secret_doc(
     kubeconfig: &str,
     expiry: &str,
     anchor: &str,
-) -> Value {
-    let owner = access.controller_owner_ref(&());
-    json!({
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": secret_name(access),
-            "namespace": access.namespace(),
-            "labels": {
-                labels::MANAGED_BY: labels::MANAGED_BY_VALUE,
-                labels::RUNTIME: access.spec.runtime,
-                ACCESS_UID: access.uid().unwrap_or_default(),
-            },
-            "annotations": { "tessera.dev/expiry": expiry, ANCHOR_ANNOTATION: anchor },
-            "ownerReferences": owner.map(|o| vec![o]),
+) -> Secret {
+    let labels = [
+        (labels::MANAGED_BY, labels::MANAGED_BY_VALUE.to_string()),
+        (labels::RUNTIME, access.spec.runtime.clone()),
+        (ACCESS_UID, access.uid().unwrap_or_default()),
+    ];
+    let annotations = [
+        ("tessera.dev/expiry", expiry.to_string()),
+        (ANCHOR_ANNOTATION, anchor.to_string()),
+    ];
+    let map = |pairs: &[(&str, String)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
+    };
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(secret_name(access)),
+            namespace: access.namespace(),
+            labels: Some(map(&labels)),
+            annotations: Some(map(&annotations)),
+            owner_references: access.controller_owner_ref(&()).map(|o| vec![o]),
+            ..ObjectMeta::default()
         },
-        "type": "Opaque",
-        "stringData": { "config": kubeconfig },
-    })
+        type_: Some("Opaque".into()),
+        string_data: Some(BTreeMap::from([("config".into(), kubeconfig.into())])),
+        ..Secret::default()
+    }
 }
 
 #[cfg(test)]

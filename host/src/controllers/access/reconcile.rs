@@ -2,7 +2,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -83,12 +83,7 @@ async fn reconcile_inner(cached: &RuntimeAccess, ctx: &Context) -> Result<Action
             write_status(ctx, &api, access, ready, None).await?;
             Ok(Action::requeue(wait))
         }
-        Ok(()) => {
-            let previous = secret
-                .as_ref()
-                .and_then(|s| s.annotations().get(decide::ANCHOR_ANNOTATION).cloned());
-            rotate(access, ctx, &api, &client, &admin, previous).await
-        }
+        Ok(()) => rotate(access, ctx, &api, &client, &admin, secret.as_ref()).await,
     }
 }
 
@@ -173,14 +168,15 @@ fn ready_message(access: &RuntimeAccess) -> String {
     )
 }
 
-/// Issue a new token, write the kubeconfig Secret, then revoke the tokens before it.
+/// Issue a new token, write the kubeconfig Secret (`secret`: as read at the start of the
+/// pass), then revoke the tokens before it.
 async fn rotate(
     access: &RuntimeAccess,
     ctx: &Context,
     api: &Api<RuntimeAccess>,
     client: &kube::Client,
     admin: &str,
-    previous_anchor: Option<String>,
+    secret: Option<&Secret>,
 ) -> Result<Action, ReconcileError> {
     let fail = |message: String| ReconcileError::RuntimeCluster {
         runtime: access.spec.runtime.clone(),
@@ -193,14 +189,16 @@ async fn rotate(
         cluster::revoke(access, client, &issued).await?;
         return Err(fail(why));
     }
-    if let Err(e) = write_kubeconfig(access, ctx, &server, &issued).await {
+    if let Err(e) = write_kubeconfig(access, ctx, &server, &issued, secret).await {
         cluster::revoke(access, client, &issued).await?;
         return Err(e);
     }
     // A forced rotation (a leaked kubeconfig) revokes every earlier token; a routine one
     // keeps the one the Secret held until now, for consumers still reading it.
     let forced = access.annotations().contains_key(labels::FORCE_ROTATION);
-    let previous = previous_anchor.filter(|_| !forced);
+    let previous = secret
+        .and_then(|s| s.annotations().get(decide::ANCHOR_ANNOTATION).cloned())
+        .filter(|_| !forced);
     let keep: Vec<&str> = [Some(issued.anchor.as_str()), previous.as_deref()]
         .into_iter()
         .flatten()
@@ -251,23 +249,43 @@ fn unusable(issued: &cluster::Issued) -> Option<String> {
     }
 }
 
-/// Write the kubeconfig of `issued` to the control-plane Secret.
+/// Write the kubeconfig of `issued` to the control-plane Secret. Only the Secret checked
+/// at the start of the pass is written: none is created (a Secret someone made since is
+/// not taken over: 409, and the next pass refuses it), an existing one is applied with its
+/// resourceVersion as a precondition.
 async fn write_kubeconfig(
     access: &RuntimeAccess,
     ctx: &Context,
     server: &decide::Server,
     issued: &cluster::Issued,
+    checked: Option<&Secret>,
 ) -> Result<(), ReconcileError> {
     let sa = &access.spec.service_account;
     let user = format!("system:serviceaccount:{}:{}", sa.namespace, sa.name);
     let kubeconfig = decide::kubeconfig(server, &user, &issued.token);
-    let doc = decide::secret_doc(access, &kubeconfig, &issued.expiry, &issued.anchor);
+    let mut secret = decide::secret_doc(access, &kubeconfig, &issued.expiry, &issued.anchor);
     let namespace = access.namespace().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    secrets
-        .patch(&decide::secret_name(access), &params, &Patch::Apply(&doc))
-        .await?;
+    match checked.and_then(|s| s.resource_version()) {
+        None => {
+            let params = PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PostParams::default()
+            };
+            secrets.create(&params, &secret).await?;
+        }
+        Some(version) => {
+            secret.metadata.resource_version = Some(version);
+            let params = PatchParams::apply(FIELD_MANAGER).force();
+            secrets
+                .patch(
+                    &decide::secret_name(access),
+                    &params,
+                    &Patch::Apply(&secret),
+                )
+                .await?;
+        }
+    }
     Ok(())
 }
 
