@@ -39,6 +39,8 @@ impl Default for Config {
 
 const OIDC_FIELD: &str = "spec.shoot.kubernetes.kubeAPIServer.oidcConfig";
 
+const NO_AUTHENTICATOR: &str = "structured authentication: the Runtime sets no oidcConfig nor additionalOidcConfig, so the AuthenticationConfiguration has no JWT authenticator (defaultOidc applies to the classic oidcConfig only)";
+
 fn check(config: &OidcConfig, field: &str) -> Result<(), PluginError> {
     match &config.issuer_url {
         Some(url) if !url.starts_with("https://") => Err(PluginError::invalid_input(
@@ -84,6 +86,13 @@ impl ShootExtension for Oidc {
             server.structured_authentication = Some(serde_json::json!({
                 "configMapName": format!("structured-auth-config-{}", rt.name)
             }));
+            // The host builds the ConfigMap from the Runtime's settings alone: check them
+            // here, and say so when there are none (the defaults are the classic mode's).
+            if !api.oidc_config.is_unset() {
+                check(&api.oidc_config, OIDC_FIELD)?;
+            } else if api.additional_oidc_config.iter().flatten().next().is_none() {
+                return Ok(ExtendOutput::new(shoot).warn(NO_AUTHENTICATOR));
+            }
         } else {
             let oidc = if api.oidc_config.is_unset() {
                 input.config.default_oidc.clone()
