@@ -155,6 +155,7 @@ words! {
         ShootDeleting,
         ShadowDiff,
         DowngradeRefused,
+        PluginWarning,
         // Plugin
         DigestChanged,
         DigestPending,

@@ -2,8 +2,8 @@
 //! structured authentication, the host writes the AuthenticationConfiguration ConfigMap into
 //! the Shoot's project before the Shoot names it, and deletes it with the Runtime.
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::{Value, json};
 use tessera_tests::probe::eventually;
 
@@ -60,11 +60,14 @@ pub(super) async fn structured_authentication(cp: &ControlPlane) -> Result {
     {
         return Err(format!("the Shoot's kubeAPIServer: {server}"));
     }
-    s.runtimes()
-        .delete("rt-sauth", &DeleteParams::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    gone(&s, "rt-sauth", "sauth", &host).await?;
+    without_oidc_warns(&s).await?;
+    for (runtime, shoot) in [("rt-sauth", "sauth"), ("rt-sauth-bare", "sauth-bare")] {
+        s.runtimes()
+            .delete(runtime, &DeleteParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        gone(&s, runtime, shoot, &host).await?;
+    }
     eventually("the ConfigMap to be deleted", LIMIT, || async {
         config_maps
             .get_opt(CONFIG_MAP)
@@ -72,6 +75,31 @@ pub(super) async fn structured_authentication(cp: &ControlPlane) -> Result {
             .ok()?
             .is_none()
             .then_some(())
+    })
+    .await
+}
+
+/// A Runtime without OIDC settings: the oidc plugin's warning that its configuration has
+/// no authenticator reaches the operator as a Warning Event on the Runtime.
+async fn without_oidc_warns(s: &Scenario<'_>) -> Result {
+    let mut doc = s.manifest("rt-sauth-bare", "sauth-bare");
+    doc["spec"]["shoot"]["kubernetes"]["kubeAPIServer"]["oidcConfig"] = json!({});
+    s.create(&doc).await?;
+    let events: Api<Event> = Api::namespaced(s.client.clone(), &s.ns);
+    eventually("a PluginWarning Event from oidc", LIMIT, || async {
+        let listed = events.list(&ListParams::default()).await.ok()?;
+        listed
+            .items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some("PluginWarning")
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.involved_object.name.as_deref() == Some("rt-sauth-bare")
+                    && e.message.as_deref().is_some_and(|m| {
+                        m.starts_with("plugin oidc") && m.contains("no JWT authenticator")
+                    })
+            })
+            .map(drop)
     })
     .await
 }

@@ -157,6 +157,8 @@ pub(crate) async fn render(
             );
             for (plugin, warning) in &output.warnings {
                 tracing::info!(runtime = %m.id(), plugin, warning, "plugin warning");
+                let note = format!("plugin {plugin}: {warning}");
+                m.event(EventType::Warning, EventReason::PluginWarning, note);
             }
             let desired = shoot_doc::desired(&output.shoot, &m.runtime);
             render_shadows(m, &chain, &output, runtime_json, current_json).await?;
