@@ -6,12 +6,15 @@
 //! more; optionally only API servers the operator lists. Errors name the Secret and the
 //! field, never a value.
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
+use tower::limit::RateLimitLayer;
 
 use crate::fence::Fence;
 use crate::pattern::glob;
@@ -53,6 +56,17 @@ pub async fn build_client(
     kubeconfig: Option<Kubeconfig>,
     fence: Option<&Arc<Fence>>,
 ) -> Result<(Client, String), ClientError> {
+    build_limited_client(kubeconfig, fence, None).await
+}
+
+/// A client as [`build_client`] makes it that sends at most `per_second` requests each
+/// second (`None`: no limit). The budget is the client's, shared by every clone of it:
+/// requests beyond it wait their turn (a watch counts once, when it starts).
+pub async fn build_limited_client(
+    kubeconfig: Option<Kubeconfig>,
+    fence: Option<&Arc<Fence>>,
+    per_second: Option<NonZeroU32>,
+) -> Result<(Client, String), ClientError> {
     let config = match kubeconfig {
         Some(k) => Config::from_custom_kubeconfig(k, &KubeConfigOptions::default())
             .await
@@ -63,9 +77,17 @@ pub async fn build_client(
     };
     let server = config.cluster_url.to_string();
     let builder = ClientBuilder::try_from(config).map_err(|e| ClientError::Tls(e.to_string()))?;
-    let client = match fence {
-        Some(fence) => builder.with_layer(&fence.layer()).build(),
-        None => builder.build(),
+    let budget =
+        per_second.map(|n| RateLimitLayer::new(u64::from(n.get()), Duration::from_secs(1)));
+    // The fence is outermost: a write it refuses spends nothing of the budget.
+    let client = match (fence, budget) {
+        (Some(fence), Some(budget)) => builder
+            .with_layer(&budget)
+            .with_layer(&fence.layer())
+            .build(),
+        (Some(fence), None) => builder.with_layer(&fence.layer()).build(),
+        (None, Some(budget)) => builder.with_layer(&budget).build(),
+        (None, None) => builder.build(),
     };
     Ok((client, server))
 }

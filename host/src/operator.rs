@@ -38,6 +38,8 @@ pub struct OperatorOptions {
     pub kubeconfig: Option<PathBuf>,
     /// Gardener kubeconfig (`None`: the control plane is also the Gardener API).
     pub gardener_kubeconfig: Option<PathBuf>,
+    /// Requests per second to Gardener, all Runtimes together (`None`: no limit).
+    pub gardener_requests_per_second: Option<std::num::NonZeroU32>,
     pub metrics_addr: SocketAddr,
     pub leader_election: Option<LeaderElection>,
     pub config: OperatorConfig,
@@ -69,13 +71,15 @@ pub async fn client(
     path: Option<&PathBuf>,
     fence: Option<&Arc<Fence>>,
 ) -> Result<Client, OperatorError> {
-    Ok(client_with_url(path, fence).await?.0)
+    Ok(client_with_url(path, fence, None).await?.0)
 }
 
-/// A client as [`client`] builds it, and the API server URL it talks to (for messages).
+/// A client as [`client`] builds it, with a budget of `per_second` requests when given,
+/// and the API server URL it talks to (for messages).
 async fn client_with_url(
     path: Option<&PathBuf>,
     fence: Option<&Arc<Fence>>,
+    per_second: Option<std::num::NonZeroU32>,
 ) -> Result<(Client, String), OperatorError> {
     let fail = |message: String| OperatorError::Kubeconfig {
         path: path.map_or("(in-cluster or $KUBECONFIG)".into(), |p| {
@@ -87,7 +91,7 @@ async fn client_with_url(
         Some(path) => Some(Kubeconfig::read_from(path).map_err(|e| fail(e.to_string()))?),
         None => None,
     };
-    crate::kubeconfig::build_client(kubeconfig, fence)
+    crate::kubeconfig::build_limited_client(kubeconfig, fence, per_second)
         .await
         .map_err(|e| fail(e.to_string()))
 }
@@ -147,11 +151,19 @@ pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
         None => Fence::open(),
     };
     let lease_client = client(options.kubeconfig.as_ref(), None).await?;
-    let (control, control_url) = client_with_url(options.kubeconfig.as_ref(), Some(&fence)).await?;
-    let (gardener, gardener_url) = match &options.gardener_kubeconfig {
-        Some(path) => client_with_url(Some(path), Some(&fence)).await?,
-        None => (control.clone(), control_url),
-    };
+    let (control, _) = client_with_url(options.kubeconfig.as_ref(), Some(&fence), None).await?;
+    // Gardener is shared by every Runtime (and every other user of it): its own client and
+    // budget, also when the control plane serves the Shoots.
+    let gardener_path = options
+        .gardener_kubeconfig
+        .as_ref()
+        .or(options.kubeconfig.as_ref());
+    let (gardener, gardener_url) = client_with_url(
+        gardener_path,
+        Some(&fence),
+        options.gardener_requests_per_second,
+    )
+    .await?;
     let version = control.apiserver_version().await?;
     tracing::info!(server = %version.git_version, "connected to the control plane");
     let metrics = Metrics::new();

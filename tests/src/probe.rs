@@ -63,3 +63,29 @@ pub async fn http_get(addr: &str, path: &str) -> Result<String> {
     }
     Ok(out)
 }
+
+/// The most of `times` (milliseconds) that fall within any one second (sorts them).
+pub fn busiest_second(times: &mut [i64]) -> usize {
+    times.sort_unstable();
+    (0..times.len())
+        .map(|i| {
+            times[i..]
+                .iter()
+                .take_while(|&&t| t - times[i] < 1000)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::busiest_second;
+
+    #[test]
+    fn the_busiest_second_counts_times_less_than_a_second_apart() {
+        assert_eq!(busiest_second(&mut [0, 999, 1000, 3000]), 2);
+        assert_eq!(busiest_second(&mut [5, 1, 3]), 3);
+        assert_eq!(busiest_second(&mut []), 0);
+    }
+}

@@ -22,6 +22,9 @@ use tessera_tests::probe::{client_for, eventually, http_get, tail};
 #[path = "operator/access.rs"]
 mod access;
 use access::runtime_access;
+#[path = "operator/budget.rs"]
+mod budget;
+use budget::gardener_budget;
 #[path = "operator/structured_auth.rs"]
 mod structured_auth;
 use structured_auth::structured_authentication;
@@ -1224,6 +1227,7 @@ fn main() {
         trial!(gardener_rejects_shoot),
         trial!(runtime_access),
         trial!(structured_authentication),
+        trial!(gardener_budget),
     ];
     let conclusion = libtest_mimic::run(&args, trials);
     drop(cp);

@@ -29,6 +29,11 @@ pub struct RunArgs {
     /// Gardener kubeconfig for Shoots and admin kubeconfigs [default: the control plane's].
     #[arg(long, env = "TESSERA_GARDENER_KUBECONFIG")]
     gardener_kubeconfig: Option<PathBuf>,
+    /// Requests per second the host sends to Gardener, all Runtimes together (KIM's budget
+    /// is 5): Gardener serves every project, and a restart or channel move must not flood
+    /// it. Requests beyond it wait. 0: no limit.
+    #[arg(long, default_value_t = 5)]
+    gardener_requests_per_second: u32,
     /// Only reconcile Runtimes in this namespace [default: all namespaces].
     #[arg(long, env = "TESSERA_NAMESPACE")]
     namespace: Option<String>,
@@ -181,6 +186,7 @@ pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
     let options = OperatorOptions {
         kubeconfig: args.kubeconfig.clone(),
         gardener_kubeconfig: args.gardener_kubeconfig.clone(),
+        gardener_requests_per_second: std::num::NonZeroU32::new(args.gardener_requests_per_second),
         metrics_addr: args.metrics_addr,
         leader_election,
         config: operator_config(args)?,

@@ -48,8 +48,8 @@ pub(crate) struct Stats {
     /// Admin kubeconfigs requested (`POST …/shoots/<name>/adminkubeconfig`).
     pub admin_kubeconfigs: std::sync::atomic::AtomicU64,
     /// Writes per `namespace/<ns>` (`shoot/<name>` for Shoots, whose project namespace all
-    /// tests share) and admin kubeconfigs per `shoot/<name>`, so that tests running side by
-    /// side each count their own.
+    /// tests share), admin kubeconfigs and request arrival times per `shoot/<name>`, so that
+    /// tests running side by side each count their own.
     pub by_object: std::sync::Mutex<std::collections::BTreeMap<String, serde_json::Value>>,
 }
 

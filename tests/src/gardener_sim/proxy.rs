@@ -163,6 +163,9 @@ async fn handle(State(sim): State<Arc<Sim>>, request: Request) -> Response {
 fn count(sim: &Sim, request: &Request) {
     let s = &sim.stats;
     s.requests.fetch_add(1, Ordering::Relaxed);
+    if let Some((_, name, _)) = shoot_path(request.uri().path()) {
+        arrived(s, &format!("shoot/{name}"));
+    }
     if request
         .uri()
         .path()
@@ -191,6 +194,18 @@ fn count(sim: &Sim, request: &Request) {
         if let Some(key) = key {
             tally(s, &key, "writes");
         }
+    }
+}
+
+/// Note when a request about `key` arrived (`arrivals`, milliseconds since the epoch), so
+/// that a test can see the pace of a host's requests to Gardener.
+fn arrived(s: &super::Stats, key: &str) {
+    let now = jiff::Timestamp::now().as_millisecond();
+    let mut by = s.by_object.lock().expect("stats lock");
+    let entry = by.entry(key.to_string()).or_insert_with(|| json!({}));
+    match entry["arrivals"].as_array_mut() {
+        Some(times) => times.push(json!(now)),
+        None => entry["arrivals"] = json!([now]),
     }
 }
 
