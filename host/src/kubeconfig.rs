@@ -60,14 +60,17 @@ pub async fn build_client(
 }
 
 /// A client as [`build_client`] makes it that sends at most `per_second` requests each
-/// second (`None`: no limit). The budget is the client's, shared by every clone of it:
-/// requests beyond it wait their turn (a watch counts once, when it starts).
+/// second, one every `1/per_second` s (`None`: no limit). The budget is the client's,
+/// shared by every clone of it: requests beyond it wait their turn (a watch counts once,
+/// when it starts). Such a client does not retry by itself (kube's retry layer sits inside
+/// any layer added, so its retries would bypass the budget): a 429 or 503 reaches the
+/// caller, whose backoff retries it through the budget.
 pub async fn build_limited_client(
     kubeconfig: Option<Kubeconfig>,
     fence: Option<&Arc<Fence>>,
     per_second: Option<NonZeroU32>,
 ) -> Result<(Client, String), ClientError> {
-    let config = match kubeconfig {
+    let mut config = match kubeconfig {
         Some(k) => Config::from_custom_kubeconfig(k, &KubeConfigOptions::default())
             .await
             .map_err(|e| ClientError::Unusable(e.to_string()))?,
@@ -76,9 +79,11 @@ pub async fn build_limited_client(
             .map_err(|e| ClientError::NoKubeconfig(e.to_string()))?,
     };
     let server = config.cluster_url.to_string();
+    config.default_retry &= per_second.is_none();
     let builder = ClientBuilder::try_from(config).map_err(|e| ClientError::Tls(e.to_string()))?;
-    let budget =
-        per_second.map(|n| RateLimitLayer::new(u64::from(n.get()), Duration::from_secs(1)));
+    // Evenly spaced: a window of N requests per second would let 2N leave within
+    // milliseconds across a window's edge.
+    let budget = per_second.map(|n| RateLimitLayer::new(1, Duration::from_secs(1) / n.get()));
     // The fence is outermost: a write it refuses spends nothing of the budget.
     let client = match (fence, budget) {
         (Some(fence), Some(budget)) => builder

@@ -692,10 +692,16 @@ fn listed_with(previous: &ModuleRecord, keys: &[ObjectKey]) -> Vec<Entry> {
 
 /// A removal the target refused (a 403 through a least-privilege kubeconfig, a refused
 /// object) is an error of that module, retried like any pending removal; anything else
-/// stays an error of the pass.
-pub(crate) fn removal_refused(e: ModuleError, module: &str) -> Result<Reconciled, ModuleError> {
-    refused_by_target(e)
-        .map(|why| Reconciled::settled(State::Error, Some(format!("removing {module}: {why}")), 0))
+/// stays an error of the pass. `objects`: what the inventory still lists of it.
+pub(crate) fn removal_refused(
+    e: ModuleError,
+    module: &str,
+    objects: usize,
+) -> Result<Reconciled, ModuleError> {
+    refused_by_target(e).map(|why| {
+        let message = format!("removing {module}: {why}");
+        Reconciled::settled(State::Error, Some(message), objects)
+    })
 }
 
 /// A refused object (by the host's checks, or by a target lacking the right: 403 through a
@@ -732,15 +738,15 @@ mod tests {
                 .contains("lacks the right")
         );
         assert!(refused_by_target(status(500)).is_err());
-        let removal = removal_refused(status(403), "availability").unwrap();
-        assert_eq!(removal.state, State::Error);
+        let removal = removal_refused(status(403), "availability", 2).unwrap();
+        assert_eq!((removal.state, removal.objects), (State::Error, 2));
         assert!(
             removal
                 .message
                 .unwrap()
                 .starts_with("removing availability: the target refused it")
         );
-        assert!(removal_refused(status(503), "availability").is_err());
+        assert!(removal_refused(status(503), "availability", 2).is_err());
         let object = ModuleError::object("ConfigMap a/b", "not granted");
         assert_eq!(
             refused_by_target(object).unwrap(),

@@ -612,7 +612,8 @@ impl<'a> Pass<'a> {
                 prune_inventory(self.target, owner, &mut self.inventory, &keep, policy).await
             }
         };
-        let done = done.or_else(|e| removal_refused(e, name))?;
+        let objects = self.installed_objects(name);
+        let done = done.or_else(|e| removal_refused(e, name, objects))?;
         let blocked_by = done.blocked_by;
         let ran = Ran {
             state: done.state,

@@ -120,6 +120,14 @@ async fn grant(f: &Fixture<'_>, resources: &[&str]) -> Result {
 /// still reported; with the right back, the removal completes.
 async fn removal_refused_then_granted(f: &Fixture<'_>, host: &tessera_tests::env::Host) -> Result {
     grant(f, &["namespaces"]).await?;
+    // The API server's authorizer follows RBAC changes by watching: wait until it refuses.
+    let can_i = ["auth", "can-i", "get", "configmaps", "-n", PAGES];
+    let as_module_manager = ["--as", "system:serviceaccount:default:module-manager"];
+    eventually("the narrowed grant in force", LIMIT, || async {
+        let args: Vec<&str> = can_i.iter().chain(&as_module_manager).copied().collect();
+        (!f.cp.runtime.kubectl(&args).status.success()).then_some(())
+    })
+    .await?;
     f.apply_set(
         "via-access",
         json!({"target": {"secretName": "modules-kubeconfig"},
