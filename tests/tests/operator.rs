@@ -180,7 +180,15 @@ fn condition<'r>(rt: &'r Runtime, type_: &str) -> Option<&'r tessera::crd::Condi
 
 async fn create_to_ready(cp: &ControlPlane) -> Result {
     let s = Scenario::new(cp, "t-create").await;
-    let host = s.host("a", &[]);
+    let host = s.host(
+        "a",
+        &[
+            "--runtime-namespace",
+            "kyma-system",
+            "--runtime-namespace",
+            CREATED_NAMESPACE,
+        ],
+    );
     s.create(&s.manifest("rt-create", "create")).await?;
     let rt = s
         .wait_state("rt-create", RuntimeState::Ready, &host)
@@ -188,7 +196,29 @@ async fn create_to_ready(cp: &ControlPlane) -> Result {
     ready_status(&rt)?;
     shoot_applied(&s, &rt).await?;
     secret_reaches_runtime(&s).await?;
+    namespaces_created(&s).await?;
     metrics_and_health(&host).await
+}
+
+/// A namespace only this scenario asks for (the runtime cluster is shared by all).
+const CREATED_NAMESPACE: &str = "t-create-system";
+
+/// The runtime namespaces the host was told to make exist there, the one it made labelled
+/// with the Runtime.
+async fn namespaces_created(s: &Scenario<'_>) -> Result {
+    let namespaces: Api<Namespace> = Api::all(s.runtime_client.clone());
+    let made = namespaces
+        .get(CREATED_NAMESPACE)
+        .await
+        .map_err(|e| format!("namespace {CREATED_NAMESPACE}: {e}"))?;
+    if made.labels().get("tessera.dev/runtime").map(String::as_str) != Some("rt-create") {
+        return Err(format!("namespace labels: {:?}", made.labels()));
+    }
+    namespaces
+        .get("kyma-system")
+        .await
+        .map(drop)
+        .map_err(|e| format!("namespace kyma-system: {e}"))
 }
 
 /// Status of a Ready Runtime: its Shoot, the plugins and contract, the conditions.
@@ -206,7 +236,12 @@ fn ready_status(rt: &Runtime) -> Result {
     if status.observed_generation != rt.metadata.generation {
         return Err("observedGeneration".into());
     }
-    for c in ["Provisioned", "KubeconfigReady", "Configured"] {
+    for c in [
+        "Provisioned",
+        "KubeconfigReady",
+        "KymaSystemNSCreated",
+        "Configured",
+    ] {
         let cond = condition(rt, c).ok_or(format!("condition {c} missing"))?;
         if cond.status != tessera::crd::ConditionStatus::True {
             return Err(format!("condition {c}: {cond:?}"));

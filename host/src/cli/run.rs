@@ -131,6 +131,11 @@ pub struct RunArgs {
     /// install into the cluster the host runs in [default: none].
     #[arg(long = "local-modules", value_name = "NAMESPACE")]
     local_modules: Vec<String>,
+    /// A namespace (repeatable) made in every runtime cluster once it is reachable, as KIM
+    /// makes kyma-system; condition `KymaSystemNSCreated`. An existing one is left as it is,
+    /// none is ever deleted. `--runtime-namespace ''`: none.
+    #[arg(long = "runtime-namespace", value_name = "NAME", default_values_t = [String::from("kyma-system")])]
+    runtime_namespaces: Vec<String>,
     /// A ModuleSet being deleted whose target Secret is gone (its cluster most likely
     /// deleted with its Runtime) waits this long for the Secret to come back, then lets
     /// its finalizer go with a Warning Event: its modules' objects on that cluster, if the
@@ -253,5 +258,20 @@ fn operator_config(args: RunArgs) -> anyhow::Result<OperatorConfig> {
         module_target_gone_grace: args.module_target_gone_grace,
         module_target_concurrency: args.module_target_concurrency,
         maintenance_windows: windows,
+        runtime_namespaces: runtime_namespaces(args.runtime_namespaces)?,
     })
+}
+
+/// `--runtime-namespace` values: names of namespaces (an empty one: none).
+fn runtime_namespaces(names: Vec<String>) -> anyhow::Result<Vec<String>> {
+    let names: Vec<String> = names.into_iter().filter(|n| !n.is_empty()).collect();
+    match names
+        .iter()
+        .find(|n| !tessera::plugins::identity::is_dns_label(n))
+    {
+        Some(bad) => anyhow::bail!(
+            "--runtime-namespace {bad:?}: not a namespace name (lowercase letters, digits and '-', at most 63)"
+        ),
+        None => Ok(names),
+    }
 }

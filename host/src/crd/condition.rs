@@ -64,6 +64,7 @@ words! {
         KubeconfigReady,
         OidcConfigured,
         AdministratorsConfigured,
+        KymaSystemNSCreated,
         Deprovisioned,
         PluginsAvailable,
         PluginVersions,
@@ -113,6 +114,7 @@ words! {
         KubeconfigReady,
         OidcConfigured,
         AdministratorsConfigured,
+        KymaSystemNSCreated,
         ConfigurationCompleted,
         // Plugin
         Resolved,

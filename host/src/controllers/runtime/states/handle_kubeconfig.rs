@@ -86,5 +86,5 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         Reason::KubeconfigReady,
         format!("Secret {} holds the admin kubeconfig", secret_name(&id)),
     );
-    Ok(Transition::Next(Step::ConfigureOidc))
+    Ok(Transition::Next(Step::CreateNamespaces))
 }

@@ -1,11 +1,13 @@
 //! One file per state of the Runtime state machine (KIM's flow, watching instead of polling).
 //!
 //! Provisioning: initialise → create_shoot | select_processing → patch_shoot →
-//! (shadow_render) → wait_for_shoot → handle_kubeconfig → configure_oidc → apply_admin_bindings → ready.
+//! (shadow_render) → wait_for_shoot → handle_kubeconfig → create_namespaces → configure_oidc →
+//! apply_admin_bindings → ready.
 //! Deletion: initialise → delete_kubeconfig → delete_shoot → remove_finalizer.
 
 mod apply_admin_bindings;
 mod configure_oidc;
+mod create_namespaces;
 mod create_shoot;
 mod delete_kubeconfig;
 mod delete_shoot;
@@ -35,6 +37,7 @@ pub(crate) async fn run(step: Step, m: &mut Machine) -> Result<Transition, Recon
         Step::ShadowRender => shadow_render::run(m).await,
         Step::WaitForShoot => wait_for_shoot::run(m).await,
         Step::HandleKubeconfig => handle_kubeconfig::run(m).await,
+        Step::CreateNamespaces => create_namespaces::run(m).await,
         Step::ConfigureOidc => configure_oidc::run(m).await,
         Step::ApplyAdminBindings => apply_admin_bindings::run(m).await,
         Step::Ready => ready::run(m).await,
