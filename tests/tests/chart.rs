@@ -90,6 +90,8 @@ const VARIANTS: &[&[&str]] = &[
         "metrics.allowFrom[0].namespaceSelector.matchLabels.team=monitoring",
         "requeue.ready=10m",
         "forceDeletion=true",
+        "runtimeNamespaces[0]=kyma-system",
+        "gardener.requestsPerSecond=10",
         "chain.project=kyma-prod",
         "chain.plugins.labels.grants.shootPaths[0]=metadata.labels.account",
         "plugins.selector=tier=prod",

@@ -131,10 +131,11 @@ pub struct RunArgs {
     /// install into the cluster the host runs in [default: none].
     #[arg(long = "local-modules", value_name = "NAMESPACE")]
     local_modules: Vec<String>,
-    /// A namespace (repeatable) made in every runtime cluster once it is reachable, as KIM
-    /// makes kyma-system; condition `KymaSystemNSCreated`. An existing one is left as it is,
-    /// none is ever deleted. `--runtime-namespace ''`: none.
-    #[arg(long = "runtime-namespace", value_name = "NAME", default_values_t = [String::from("kyma-system")])]
+    /// A namespace (repeatable) made in every runtime cluster once it is reachable
+    /// (`kyma-system`: as KIM does); condition `KymaSystemNSCreated`. An existing one is left
+    /// as it is, none is ever deleted [default: none: modules make the namespaces they own,
+    /// and one made here would be foreign to them].
+    #[arg(long = "runtime-namespace", value_name = "NAME")]
     runtime_namespaces: Vec<String>,
     /// A ModuleSet being deleted whose target Secret is gone (its cluster most likely
     /// deleted with its Runtime) waits this long for the Secret to come back, then lets

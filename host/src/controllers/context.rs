@@ -73,7 +73,8 @@ pub struct OperatorConfig {
     pub module_target_concurrency: usize,
     /// When module upgrades that need downtime may run.
     pub maintenance_windows: crate::modules::windows::MaintenanceWindows,
-    /// Namespaces made in every runtime cluster once it is reachable (KIM: kyma-system).
+    /// Namespaces made in every runtime cluster once it is reachable (KIM makes
+    /// kyma-system).
     pub runtime_namespaces: Vec<String>,
 }
 
@@ -94,7 +95,7 @@ impl Default for OperatorConfig {
             module_target_gone_grace: Duration::from_secs(600),
             module_target_concurrency: 16,
             maintenance_windows: Default::default(),
-            runtime_namespaces: vec!["kyma-system".into()],
+            runtime_namespaces: Vec::new(),
         }
     }
 }

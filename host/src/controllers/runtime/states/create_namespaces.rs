@@ -1,6 +1,6 @@
-//! The namespaces every runtime cluster starts with (`--runtime-namespace`, KIM's
-//! `kyma-system` by default): created when missing, labelled as Tessera's, never changed or
-//! deleted afterwards (modules live in them; the cluster goes with its Shoot).
+//! The namespaces every runtime cluster starts with (`--runtime-namespace`; KIM makes
+//! `kyma-system`): created when missing, labelled as Tessera's, never changed or deleted
+//! afterwards (modules live in them; the cluster goes with its Shoot).
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
