@@ -143,6 +143,19 @@ async fn hold_fence(
     }
 }
 
+/// Gardener is shared by every Runtime (and every other user of it): its own client and
+/// budget, also when the control plane serves the Shoots.
+async fn gardener_client(
+    options: &OperatorOptions,
+    fence: &Arc<Fence>,
+) -> Result<(Client, String), OperatorError> {
+    let path = options
+        .gardener_kubeconfig
+        .as_ref()
+        .or(options.kubeconfig.as_ref());
+    client_with_url(path, Some(fence), options.gardener_requests_per_second).await
+}
+
 /// Run until a shutdown signal (or the loss of the lease).
 pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
     // Every client the host writes with passes the fence; the lease's own does not.
@@ -152,18 +165,7 @@ pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
     };
     let lease_client = client(options.kubeconfig.as_ref(), None).await?;
     let (control, _) = client_with_url(options.kubeconfig.as_ref(), Some(&fence), None).await?;
-    // Gardener is shared by every Runtime (and every other user of it): its own client and
-    // budget, also when the control plane serves the Shoots.
-    let gardener_path = options
-        .gardener_kubeconfig
-        .as_ref()
-        .or(options.kubeconfig.as_ref());
-    let (gardener, gardener_url) = client_with_url(
-        gardener_path,
-        Some(&fence),
-        options.gardener_requests_per_second,
-    )
-    .await?;
+    let (gardener, gardener_url) = gardener_client(&options, &fence).await?;
     let version = control.apiserver_version().await?;
     tracing::info!(server = %version.git_version, "connected to the control plane");
     let metrics = Metrics::new();

@@ -526,6 +526,23 @@ pub(crate) fn secret_doc(
     }
 }
 
+/// The token anchors to keep after issuing the one of `issued`: a forced rotation (a
+/// leaked kubeconfig) revokes every earlier token; a routine one keeps the one the Secret
+/// (as read before) held until now, for consumers still reading it.
+pub(crate) fn kept_anchors(
+    access: &RuntimeAccess,
+    secret: Option<&Secret>,
+    issued: &str,
+) -> Vec<String> {
+    let forced = access.annotations().contains_key(labels::FORCE_ROTATION);
+    let previous = secret
+        .and_then(|s| s.annotations().get(ANCHOR_ANNOTATION).cloned())
+        .filter(|_| !forced);
+    std::iter::once(issued.to_string())
+        .chain(previous)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -549,6 +566,24 @@ mod tests {
         a.metadata.uid = Some("u-1".into());
         a.metadata.generation = Some(1);
         a
+    }
+
+    #[test]
+    fn a_routine_rotation_keeps_the_token_the_secret_held_and_a_forced_one_none() {
+        let mut a = access(vec![]);
+        let secret = secret_doc(&a, "kubeconfig", "2026-11-25T12:00:00Z", "anchor-1");
+        assert_eq!(
+            secret.metadata.owner_references.as_ref().map(Vec::len),
+            Some(1)
+        );
+        assert_eq!(
+            kept_anchors(&a, Some(&secret), "anchor-2"),
+            ["anchor-2", "anchor-1"]
+        );
+        assert_eq!(kept_anchors(&a, None, "anchor-2"), ["anchor-2"]);
+        a.metadata.annotations =
+            Some([(labels::FORCE_ROTATION.to_string(), "1".to_string())].into());
+        assert_eq!(kept_anchors(&a, Some(&secret), "anchor-2"), ["anchor-2"]);
     }
 
     fn rules(namespace: Option<&str>) -> AccessGrant {

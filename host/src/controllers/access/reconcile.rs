@@ -193,16 +193,8 @@ async fn rotate(
         cluster::revoke(access, client, &issued).await?;
         return Err(e);
     }
-    // A forced rotation (a leaked kubeconfig) revokes every earlier token; a routine one
-    // keeps the one the Secret held until now, for consumers still reading it.
-    let forced = access.annotations().contains_key(labels::FORCE_ROTATION);
-    let previous = secret
-        .and_then(|s| s.annotations().get(decide::ANCHOR_ANNOTATION).cloned())
-        .filter(|_| !forced);
-    let keep: Vec<&str> = [Some(issued.anchor.as_str()), previous.as_deref()]
-        .into_iter()
-        .flatten()
-        .collect();
+    let keep = decide::kept_anchors(access, secret, &issued.anchor);
+    let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
     let revoked = cluster::revoke_others(access, client, &keep).await?;
     delete_secrets(access, ctx, Some(&decide::secret_name(access))).await?;
     tracing::info!(access = %access.name_any(), expiry = %issued.expiry, revoked, "access token issued");
