@@ -40,7 +40,8 @@ pub struct RenderArgs {
     #[arg(long, requires = "record")]
     case: Option<PathBuf>,
     /// Replay revision N of the render history of Runtime `--of` (see `tessera history`):
-    /// its components by digest (from the content store or `--plugins`), its recorded
+    /// its components by digest (from the content store, else the registry the Plugin
+    /// resource names, or `--plugins`), its recorded
     /// inputs, grants and configurations (kept in the content store by the host, or given
     /// with `--config`). Prints the Shoot and says whether its hash is the recorded one;
     /// exits 1 when it is not.
@@ -57,8 +58,13 @@ pub struct RenderArgs {
     #[arg(long, requires = "revision")]
     pub(super) kubeconfig: Option<PathBuf>,
     /// With `--revision`: the host's content store [default: ~/.cache/tessera/plugins].
+    /// Components of registry plugins it lacks are pulled into it, from the reference the
+    /// `Plugin` resource lists for the recorded digest.
     #[arg(long, requires = "revision")]
     pub(super) plugin_store: Option<PathBuf>,
+    /// With `--revision`: how to reach the registries of the plugins pulled.
+    #[command(flatten)]
+    pub(super) registry: super::registry::RegistryArgs,
 }
 
 fn read(path: &PathBuf) -> anyhow::Result<String> {

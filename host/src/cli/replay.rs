@@ -4,9 +4,11 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
+use kube::Api;
 use tessera::controllers::replay::{Sources, replay};
+use tessera::crd::Plugin;
 use tessera::history;
-use tessera::oci::ContentStore;
+use tessera::oci::{ContentStore, NoProgress, Registry, parse_reference};
 use tessera::plugins::{ChainConfig, default_plugin_dir};
 use tessera::wasm::WasmRuntime;
 
@@ -18,13 +20,16 @@ pub fn run(rt: &WasmRuntime, number: i64, args: &RenderArgs) -> anyhow::Result<E
         .of
         .clone()
         .context("--of RUNTIME is required with --revision")?;
-    let record = recorded(args, &name, number)?;
+    let store_dir = args.plugin_store.clone().unwrap_or_else(default_store_dir);
+    let store = ContentStore::open(&store_dir)?;
+    let (record, pulled) = recorded(args, &name, number, &store)?;
+    for note in &pulled {
+        eprintln!("note: {note}");
+    }
     let config = match &args.config {
         Some(path) => Some(ChainConfig::from_file(path)?),
         None => None,
     };
-    let store_dir = args.plugin_store.clone().unwrap_or_else(default_store_dir);
-    let store = ContentStore::open(&store_dir)?;
     let plugin_dir = args.plugins.clone().or_else(default_plugin_dir);
     let sources = Sources {
         plugin_dir: plugin_dir.as_deref(),
@@ -51,17 +56,34 @@ pub fn run(rt: &WasmRuntime, number: i64, args: &RenderArgs) -> anyhow::Result<E
     Ok(ExitCode::FAILURE)
 }
 
-/// Revision `number` of Runtime `name`, read from the control plane.
-fn recorded(args: &RenderArgs, name: &str, number: i64) -> anyhow::Result<history::RenderRecord> {
+/// Revision `number` of Runtime `name`, read from the control plane, with the components
+/// of its registry plugins the store lacked pulled into `store` (what was pulled, in words).
+fn recorded(
+    args: &RenderArgs,
+    name: &str,
+    number: i64,
+    store: &ContentStore,
+) -> anyhow::Result<(history::RenderRecord, Vec<String>)> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let revisions = runtime.block_on(async {
+    runtime.block_on(async {
         let client = tessera::operator::client(args.kubeconfig.as_ref(), None).await?;
-        history::list(&client, &args.namespace, name)
+        let revisions = history::list(&client, &args.namespace, name)
             .await
-            .with_context(|| format!("history of Runtime {}/{name}", args.namespace))
-    })?;
+            .with_context(|| format!("history of Runtime {}/{name}", args.namespace))?;
+        let record = revision(revisions, number)?;
+        let registry = args.registry.registry();
+        let pulled = pull_missing(&client, &registry, store, &record).await?;
+        Ok((record, pulled))
+    })
+}
+
+/// Revision `number` among `revisions`: exactly one.
+fn revision(
+    revisions: Vec<history::Revision>,
+    number: i64,
+) -> anyhow::Result<history::RenderRecord> {
     let kept: Vec<String> = revisions.iter().map(|r| r.number.to_string()).collect();
     let mut found: Vec<history::Revision> = revisions
         .into_iter()
@@ -78,4 +100,75 @@ fn recorded(args: &RenderArgs, name: &str, number: i64) -> anyhow::Result<histor
         .pop()
         .map(|r| r.record)
         .with_context(|| format!("no revision {number} (kept: {})", kept.join(", ")))
+}
+
+/// The components of `record`'s registry plugins (those with a channel) the store lacks,
+/// pulled from the registry: a `Plugin` resource lists the version whose component has the
+/// recorded digest (its reference and manifest digest; the digest names the content, so
+/// whichever Plugin lists it will do), and the layer pulled must have that digest. A
+/// component no Plugin lists any more is left for the replay to report.
+async fn pull_missing(
+    client: &kube::Client,
+    registry: &Registry,
+    store: &ContentStore,
+    record: &history::RenderRecord,
+) -> anyhow::Result<Vec<String>> {
+    let missing: Vec<_> = record
+        .plugins
+        .iter()
+        .filter(|p| p.channel.is_some() && store.get(&p.digest).is_none())
+        .collect();
+    if missing.is_empty() {
+        return Ok(Vec::new());
+    }
+    let plugins = Api::<Plugin>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .context("Plugin resources")?;
+    let versions: Vec<_> = plugins
+        .items
+        .iter()
+        .flat_map(|p| p.status.iter().flat_map(|s| &s.versions))
+        .collect();
+    let mut pulled = Vec::new();
+    for stamp in missing {
+        let listed = versions.iter().find_map(|v| {
+            let manifest = v.digest.as_ref()?;
+            (v.component_digest.as_deref() == Some(stamp.digest.as_str()))
+                .then_some((&v.reference, manifest))
+        });
+        let Some((reference, manifest)) = listed else {
+            continue;
+        };
+        pull_component(registry, store, reference, manifest, &stamp.digest).await?;
+        pulled.push(format!(
+            "pulled {} {} ({}) from {reference}@{manifest}",
+            stamp.name, stamp.version, stamp.digest
+        ));
+    }
+    Ok(pulled)
+}
+
+/// Pull the component of `reference`@`manifest` into `store`; it must be `component`.
+async fn pull_component(
+    registry: &Registry,
+    store: &ContentStore,
+    reference: &str,
+    manifest: &str,
+    component: &str,
+) -> anyhow::Result<()> {
+    let parsed = parse_reference(reference)?;
+    let artifact = registry.pull_artifact(&parsed, manifest).await?;
+    if artifact.component_digest() != component {
+        anyhow::bail!(
+            "{reference}@{manifest} holds component {}, not the recorded {component}",
+            artifact.component_digest()
+        );
+    }
+    let pinned = parsed.clone_with_digest(manifest.to_string());
+    let bytes = registry
+        .pull_blob(&pinned, &artifact.layer, &NoProgress)
+        .await?;
+    store.put(&bytes)?;
+    Ok(())
 }
