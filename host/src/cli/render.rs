@@ -62,7 +62,8 @@ pub struct RenderArgs {
     /// `Plugin` resource lists for the recorded digest.
     #[arg(long, requires = "revision")]
     pub(super) plugin_store: Option<PathBuf>,
-    /// With `--revision`: how to reach the registries of the plugins pulled.
+    /// With `--revision`: how to reach the registries of the plugins pulled (credentials
+    /// need `--registry-host`: a replay may pull from several registries).
     #[command(flatten)]
     pub(super) registry: super::registry::RegistryArgs,
 }

@@ -73,8 +73,10 @@ fn recorded(
             .await
             .with_context(|| format!("history of Runtime {}/{name}", args.namespace))?;
         let record = revision(revisions, number)?;
+        // Several registries may be asked: credentials must name theirs.
+        args.registry.check_scoped().map_err(anyhow::Error::msg)?;
         let registry = args.registry.registry();
-        let pulled = pull_missing(&client, &registry, store, &record).await?;
+        let pulled = pull_missing(&client, &registry, store, &record).await;
         Ok((record, pulled))
     })
 }
@@ -103,50 +105,61 @@ fn revision(
 }
 
 /// The components of `record`'s registry plugins (those with a channel) the store lacks,
-/// pulled from the registry: a `Plugin` resource lists the version whose component has the
-/// recorded digest (its reference and manifest digest; the digest names the content, so
-/// whichever Plugin lists it will do), and the layer pulled must have that digest. A
-/// component no Plugin lists any more is left for the replay to report.
+/// pulled from the registry: any `Plugin` resource listing a usable version whose component
+/// has the recorded digest gives a reference and manifest digest to try (the digest names
+/// the content; the layer pulled must have it). Nothing here fails the replay: what could
+/// not be pulled is said, and the replay then looks in `--plugins` and reports what is
+/// missing.
 async fn pull_missing(
     client: &kube::Client,
     registry: &Registry,
     store: &ContentStore,
     record: &history::RenderRecord,
-) -> anyhow::Result<Vec<String>> {
+) -> Vec<String> {
     let missing: Vec<_> = record
         .plugins
         .iter()
         .filter(|p| p.channel.is_some() && store.get(&p.digest).is_none())
         .collect();
     if missing.is_empty() {
-        return Ok(Vec::new());
+        return Vec::new();
     }
-    let plugins = Api::<Plugin>::all(client.clone())
+    let plugins = match Api::<Plugin>::all(client.clone())
         .list(&Default::default())
         .await
-        .context("Plugin resources")?;
+    {
+        Ok(list) => list.items,
+        Err(e) => return vec![format!("cannot list Plugin resources to pull from: {e}")],
+    };
     let versions: Vec<_> = plugins
-        .items
         .iter()
         .flat_map(|p| p.status.iter().flat_map(|s| &s.versions))
+        .filter(|v| v.error.is_none())
         .collect();
-    let mut pulled = Vec::new();
+    let mut said = Vec::new();
     for stamp in missing {
-        let listed = versions.iter().find_map(|v| {
+        let sources = versions.iter().filter_map(|v| {
             let manifest = v.digest.as_ref()?;
             (v.component_digest.as_deref() == Some(stamp.digest.as_str()))
                 .then_some((&v.reference, manifest))
         });
-        let Some((reference, manifest)) = listed else {
-            continue;
-        };
-        pull_component(registry, store, reference, manifest, &stamp.digest).await?;
-        pulled.push(format!(
-            "pulled {} {} ({}) from {reference}@{manifest}",
-            stamp.name, stamp.version, stamp.digest
-        ));
+        let what = format!("{} {} ({})", stamp.name, stamp.version, stamp.digest);
+        let mut failures = Vec::new();
+        for (reference, manifest) in sources {
+            match pull_component(registry, store, reference, manifest, &stamp.digest).await {
+                Ok(()) => {
+                    said.push(format!("pulled {what} from {reference}@{manifest}"));
+                    failures.clear();
+                    break;
+                }
+                Err(e) => failures.push(format!("{reference}@{manifest}: {e:#}")),
+            }
+        }
+        if !failures.is_empty() {
+            said.push(format!("could not pull {what}: {}", failures.join("; ")));
+        }
     }
-    Ok(pulled)
+    said
 }
 
 /// Pull the component of `reference`@`manifest` into `store`; it must be `component`.

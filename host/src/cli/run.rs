@@ -265,7 +265,11 @@ fn operator_config(args: RunArgs) -> anyhow::Result<OperatorConfig> {
 
 /// `--runtime-namespace` values: names of namespaces (an empty one: none).
 fn runtime_namespaces(names: Vec<String>) -> anyhow::Result<Vec<String>> {
-    let names: Vec<String> = names.into_iter().filter(|n| !n.is_empty()).collect();
+    let mut seen = std::collections::HashSet::new();
+    let names: Vec<String> = names
+        .into_iter()
+        .filter(|n| !n.is_empty() && seen.insert(n.clone()))
+        .collect();
     match names
         .iter()
         .find(|n| !tessera::plugins::identity::is_dns_label(n))

@@ -149,7 +149,8 @@ pub struct RuntimeStatus {
     /// The state-machine step that ran last (e.g. `WaitForShoot`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
-    /// Provisioned, KubeconfigReady, OidcConfigured, Configured, Deprovisioned.
+    /// Provisioned, KubeconfigReady, KymaSystemNSCreated, OidcConfigured, Configured,
+    /// PluginsAvailable, PluginVersions, GardenerReachable, Deprovisioned.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

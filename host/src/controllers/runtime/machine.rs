@@ -176,6 +176,10 @@ impl Machine {
         self.status.state == Some(RuntimeState::Ready)
             && self.status.observed_generation == generation
             && !self.annotated(labels::FORCE_PATCH)
+            && super::states::namespaces_up_to_date(
+                &self.status.conditions,
+                &self.ctx.config.runtime_namespaces,
+            )
             && self.status.conditions.iter().any(|c| {
                 c.is(ConditionType::Configured)
                     && c.status == ConditionStatus::True

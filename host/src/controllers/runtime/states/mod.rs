@@ -22,6 +22,7 @@ mod shadow_render;
 mod structured_auth;
 mod wait_for_shoot;
 
+pub(crate) use create_namespaces::up_to_date as namespaces_up_to_date;
 pub(crate) use render::channel_choice;
 
 use super::machine::{Machine, Step, Transition};
