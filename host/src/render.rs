@@ -1,5 +1,7 @@
 //! Runtime → Shoot: read and check a Runtime manifest, run the chain, produce the Shoot.
 
+pub mod diff;
+
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
 use tessera_sdk::models::{RUNTIME_API_VERSION, Runtime};
 

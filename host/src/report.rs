@@ -21,9 +21,10 @@ pub fn kube_error(err: &kube::Error) -> String {
             };
             format!("{message} (HTTP {}{reason})", status.code)
         }
-        kube::Error::HyperError(e) => format!("cannot connect: {e}"),
+        // With its causes: "client error (Connect)" alone hides a certificate refused.
+        kube::Error::HyperError(e) => format!("cannot connect: {}", chain(e)),
         kube::Error::Service(e) if crate::fence::refused(err) => e.to_string(),
-        kube::Error::Service(e) => format!("cannot connect: {e}"),
+        kube::Error::Service(e) => format!("cannot connect: {}", chain(e.as_ref())),
         other => other.to_string(),
     }
 }

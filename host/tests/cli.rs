@@ -123,6 +123,59 @@ fn render_with_current_shoot_patches() {
 }
 
 #[test]
+fn compare_live_names_the_fields_a_takeover_would_patch() {
+    let dir = tempfile::tempdir().unwrap();
+    let live = dir.path().join("live.yaml");
+    let compare = |live_shoot: &serde_json::Value| {
+        std::fs::write(&live, live_shoot.to_string()).unwrap();
+        let path = live.to_str().unwrap();
+        let args = [
+            "render",
+            "--runtime",
+            "examples/runtime-aws.yaml",
+            "--current-shoot",
+            path,
+        ];
+        tessera(&[&args[..], &["--compare-live"]].concat())
+    };
+    // The live Shoot as Gardener keeps it: the render plus what Gardener and KIM add.
+    let rendered = tessera(&[
+        "render",
+        "--runtime",
+        "examples/runtime-aws.yaml",
+        "-o",
+        "json",
+    ]);
+    let mut shoot: serde_json::Value = serde_json::from_slice(&rendered.stdout).unwrap();
+    shoot["status"] = serde_json::json!({"lastOperation": {"state": "Succeeded"}});
+    shoot["spec"]["kubernetes"]["kubeProxy"] = serde_json::json!({"enabled": true});
+    shoot["metadata"]["annotations"]["infrastructuremanager.kyma-project.io/runtime-generation"] =
+        "12".into();
+    let out = compare(&shoot);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(text(&out.stdout).contains("matches the live Shoot"));
+    shoot["spec"]["provider"]["workers"][0]["maximum"] = 99.into();
+    shoot["spec"]["region"] = "eu-west-1".into();
+    let out = compare(&shoot);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let listed = text(&out.stdout);
+    assert!(listed.contains("2 field(s) differ"), "{listed}");
+    assert!(
+        listed.contains("spec.provider.workers[0].maximum: live 99 → rendered"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("spec.region: live \"eu-west-1\" → rendered"),
+        "{listed}"
+    );
+}
+
+#[test]
 fn config_file_sets_order_configuration_and_limits() {
     let out = render_with_config(
         "limits: {timeoutMs: 2000}\nchain: [base, cloud-profile]\nplugins:\n  cloud-profile:\n    limits: {memoryMiB: 32}\n    config: {profiles: {aws: aws-kyma}}\n",
@@ -130,7 +183,7 @@ fn config_file_sets_order_configuration_and_limits() {
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let shoot = yaml(&text(&out.stdout));
-    assert_eq!(shoot["spec"]["cloudProfileName"], "aws-kyma");
+    assert_eq!(shoot["spec"]["cloudProfile"]["name"], "aws-kyma");
     assert!(
         shoot["spec"].get("provider").is_none(),
         "only the configured chain ran"

@@ -1,5 +1,5 @@
 //! The CRDs in the chart are generated from the Rust types; this fails when they drift.
-//! Regenerate with `cargo run -p tessera -- crds --output charts/tessera/crds`.
+//! Regenerate with `cargo run -p tessera -- crds --dir charts/tessera/crds`.
 
 use std::path::Path;
 
@@ -14,7 +14,7 @@ fn chart_crds_are_up_to_date() {
         let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
             on_disk == tessera::crd::to_yaml(&crd),
-            "{} is out of date: run `cargo run -p tessera -- crds --output charts/tessera/crds`",
+            "{} is out of date: run `cargo run -p tessera -- crds --dir charts/tessera/crds`",
             path.display()
         );
         expected_files.push(file.to_string());

@@ -18,11 +18,36 @@ pub fn apiserver_binary() -> PathBuf {
         })
 }
 
+/// A loopback port nobody listens on, below the kernel's ephemeral range: a port the
+/// kernel hands out (bind to 0) can be taken by any outgoing connection before the server
+/// that is to listen on it starts ("address already in use", seen in CI).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let low = ephemeral_low().clamp(11_000, 65_000);
+    let span = u32::from(low) - 10_000;
+    // Processes start at different offsets; one process walks its own sequence.
+    let seed = std::process::id().wrapping_mul(2_654_435_761)
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+    for _ in 0..span {
+        let n = seed.wrapping_add(NEXT.fetch_add(7_919, Ordering::Relaxed)) % span;
+        let port = (10_000 + n) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port below {low}")
+}
+
+/// The first port of the kernel's ephemeral range (Linux's default when unreadable).
+fn ephemeral_low() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
 }
 
 fn spawn(cmd: &mut Command, log: &Path) -> Result<Child, String> {
@@ -56,8 +81,13 @@ pub struct Cluster {
     pub server: String,
     /// Bearer token of a `system:masters` user.
     pub token: String,
-    /// A kubeconfig for that user (skips TLS verification: the certificate is self-signed).
+    /// A kubeconfig for that user (verifying the serving certificate with [`Cluster::ca`]).
     pub kubeconfig: PathBuf,
+    /// The cluster CA (PEM) that signed the serving certificate.
+    pub ca: String,
+    /// The client CA's certificate and key files: client certificates it signs authenticate
+    /// (user = common name, groups = organizations).
+    pub client_ca: (PathBuf, PathBuf),
 }
 
 impl Cluster {
@@ -94,10 +124,16 @@ impl Cluster {
             server: format!("https://{address}:{secure}"),
             token: format!("tessera-{name}-{secure}"),
             kubeconfig: dir.path().join("kubeconfig"),
+            ca: String::new(),
+            client_ca: (
+                dir.path().join("client-ca.crt"),
+                dir.path().join("client-ca.key"),
+            ),
             dir,
         };
         let etcd_url = cluster.start_etcd(name)?;
         cluster.write_credentials(options)?;
+        cluster.write_certificates(name, address.into())?;
         let mut apiserver = Command::new(&binary);
         if !options.service_accounts {
             apiserver.args(["--disable-admission-plugins", "ServiceAccount"]);
@@ -169,6 +205,20 @@ impl Cluster {
         std::fs::write(d.join("tokens.csv"), tokens).map_err(|e| e.to_string())
     }
 
+    /// The cluster CA and the serving certificate it signs, and the client CA.
+    fn write_certificates(&mut self, name: &str, address: std::net::IpAddr) -> Result<(), String> {
+        let d = self.dir.path();
+        let ca = crate::certs::Ca::new(&format!("{name}-ca"))?;
+        let serving = ca.serving("kube-apiserver", &crate::certs::apiserver_hosts(address))?;
+        std::fs::write(d.join("ca.crt"), &ca.cert).map_err(|e| e.to_string())?;
+        std::fs::write(d.join("serving.crt"), &serving.cert).map_err(|e| e.to_string())?;
+        std::fs::write(d.join("serving.key"), &serving.key).map_err(|e| e.to_string())?;
+        let client_ca = crate::certs::Ca::new(&client_ca_name(name))?;
+        client_ca.write(&self.client_ca.0, &self.client_ca.1)?;
+        self.ca = ca.cert;
+        Ok(())
+    }
+
     /// kube-apiserver: `cmd` (address, ports, etcd) plus what every test cluster shares.
     fn start_apiserver(&mut self, cmd: &mut Command) -> Result<(), String> {
         let d = self.dir.path().to_path_buf();
@@ -177,8 +227,12 @@ impl Cluster {
                 // kubectl logs/exec reach kubelets by the address they register.
                 "--kubelet-preferred-address-types",
                 "InternalIP",
-                "--cert-dir",
-                &d.join("certs").display().to_string(),
+                "--tls-cert-file",
+                &d.join("serving.crt").display().to_string(),
+                "--tls-private-key-file",
+                &d.join("serving.key").display().to_string(),
+                "--client-ca-file",
+                &d.join("client-ca.crt").display().to_string(),
                 "--token-auth-file",
                 &d.join("tokens.csv").display().to_string(),
                 "--authorization-mode",
@@ -198,13 +252,19 @@ impl Cluster {
     }
 
     fn write_kubeconfig(&self, name: &str) -> Result<(), String> {
-        let mut kubeconfig = std::fs::File::create(&self.kubeconfig).map_err(|e| e.to_string())?;
-        write!(
-            kubeconfig,
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\nusers:\n- name: admin\n  user:\n    token: {}\ncontexts:\n- name: {name}\n  context: {{cluster: {name}, user: admin}}\ncurrent-context: {name}\n",
-            self.server, self.token
+        std::fs::write(&self.kubeconfig, self.token_kubeconfig(name, &self.token))
+            .map_err(|e| e.to_string())
+    }
+
+    /// A kubeconfig for this cluster, verifying its certificate, authenticating with
+    /// `token`.
+    pub fn token_kubeconfig(&self, name: &str, token: &str) -> String {
+        use base64::Engine as _;
+        let ca = base64::engine::general_purpose::STANDARD.encode(&self.ca);
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: user\n  user:\n    token: {token}\ncontexts:\n- name: {name}\n  context: {{cluster: {name}, user: user}}\ncurrent-context: {name}\n",
+            self.server
         )
-        .map_err(|e| e.to_string())
     }
 
     fn wait_ready(&mut self, limit: Duration) -> Result<(), String> {
@@ -226,8 +286,8 @@ impl Cluster {
         Err(format!("not ready after {limit:?}:\n{}", self.logs()))
     }
 
-    /// A file of the cluster's directory: `sa.key` (service-account signing key),
-    /// `certs/apiserver.crt` (the self-signed serving certificate and its CA).
+    /// A file of the cluster's directory: `sa.key` (service-account signing key), `ca.crt`
+    /// (the cluster CA).
     pub fn file(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
@@ -285,6 +345,11 @@ impl Cluster {
             .unwrap();
         child.wait_with_output().unwrap()
     }
+}
+
+/// The common name of the client CA of cluster `name` (what [`crate::certs::Ca::load`] needs).
+pub fn client_ca_name(name: &str) -> String {
+    format!("{name}-client-ca")
 }
 
 impl Drop for Cluster {

@@ -22,24 +22,39 @@ pub struct ControlPlane {
     sim: Child,
     /// `http://127.0.0.1:<port>`: the simulator, i.e. "Gardener".
     pub sim_url: String,
-    /// Kubeconfig that points at the simulator (what the host uses).
+    /// Kubeconfig of the control plane through the simulator (an administrator of the
+    /// garden API server: what the host reads Runtimes and writes Secrets with).
     pub kubeconfig: PathBuf,
+    /// Kubeconfig of "Gardener": the simulator, as the project's ServiceAccount `tessera`
+    /// (a member of project `kyma-dev` with role admin: Gardener's rights in
+    /// `garden-kyma-dev`, nothing elsewhere).
+    pub gardener_kubeconfig: PathBuf,
+    /// The bearer token of that ServiceAccount.
+    pub project_token: String,
     pub script: PathBuf,
     pub dir: tempfile::TempDir,
     /// The pods' network, when the plane serves on it (last: it goes after everything).
     pub bridge: Option<Bridge>,
 }
 
+/// `kubectl apply -f path`, tried again for up to 15 s: the API server serves the kinds of
+/// CRDs just established a moment after saying so ("no matches for kind").
 fn apply_file(cluster: &Cluster, path: &Path) -> Result<(), String> {
-    let out = cluster.kubectl(&["apply", "-f", &path.display().to_string()]);
-    if !out.status.success() {
-        return Err(format!(
-            "kubectl apply -f {}: {}",
-            path.display(),
-            String::from_utf8_lossy(&out.stderr)
-        ));
+    let started = Instant::now();
+    loop {
+        let out = cluster.kubectl(&["apply", "-f", &path.display().to_string()]);
+        if out.status.success() {
+            return Ok(());
+        }
+        if started.elapsed() > Duration::from_secs(15) {
+            return Err(format!(
+                "kubectl apply -f {}: {}",
+                path.display(),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(500));
     }
-    Ok(())
 }
 
 fn wait_established(cluster: &Cluster, crd: &str) -> Result<(), String> {
@@ -58,11 +73,12 @@ fn wait_established(cluster: &Cluster, crd: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The garden and runtime API servers, in parallel, with their CRDs established.
+/// The garden and runtime API servers, in parallel, with their CRDs established, the
+/// garden's Gardener resources (`tests/kube/garden.yaml`, `cloudprofiles.yaml`) and what
+/// Gardener puts into each Shoot (`shoot-access.yaml`).
 fn start_clusters(
     options: &PlaneOptions,
     address: Option<Ipv4Addr>,
-    tokens: &[String],
 ) -> Result<(Cluster, Cluster), String> {
     let garden_options = ClusterOptions {
         service_accounts: options.pods_reach_plane,
@@ -70,7 +86,6 @@ fn start_clusters(
         ..ClusterOptions::default()
     };
     let runtime_options = ClusterOptions {
-        extra_tokens: tokens.to_vec(),
         address,
         ..ClusterOptions::default()
     };
@@ -84,19 +99,82 @@ fn start_clusters(
     apply_file(&garden, &root.join("charts/tessera/crds"))?;
     apply_file(&garden, &root.join("tests/kube/gardener-crds.yaml"))?;
     apply_file(&runtime, &root.join("tests/kube/runtime-crds.yaml"))?;
-    // The Gardener project namespace of the default chain configuration.
-    let _ = garden.kubectl(&["create", "namespace", "garden-kyma-dev"]);
+    apply_file(&runtime, &root.join("tests/kube/shoot-access.yaml"))?;
     for crd in [
         "runtimes.tessera.dev",
         "runtimekubeconfigs.tessera.dev",
         "runtimeaccesses.tessera.dev",
         "plugins.tessera.dev",
         "shoots.core.gardener.cloud",
+        "cloudprofiles.core.gardener.cloud",
+        "projects.core.gardener.cloud",
+        "secretbindings.core.gardener.cloud",
+        "credentialsbindings.security.gardener.cloud",
     ] {
         wait_established(&garden, crd)?;
     }
+    apply_file(&garden, &root.join("tests/kube/garden.yaml"))?;
+    apply_file(&garden, &root.join("tests/kube/cloudprofiles.yaml"))?;
     wait_established(&runtime, "openidconnects.authentication.gardener.cloud")?;
     Ok((garden, runtime))
+}
+
+/// A token of the project's ServiceAccount `tessera` (TokenRequest, valid two days).
+fn project_token(garden: &Cluster) -> Result<String, String> {
+    let out = garden.kubectl(&[
+        "-n",
+        "garden-kyma-dev",
+        "create",
+        "token",
+        "tessera",
+        "--duration",
+        "48h",
+    ]);
+    if !out.status.success() {
+        return Err(format!(
+            "a token for the project's ServiceAccount: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// A kubeconfig for `server` (plain HTTP: the simulator) with `token`.
+pub fn http_kubeconfig(server: &str, token: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: gardener\n  cluster:\n    server: {server}\nusers:\n- name: user\n  user:\n    token: {token}\ncontexts:\n- name: gardener\n  context: {{cluster: gardener, user: user}}\ncurrent-context: gardener\n"
+    )
+}
+
+/// The simulator's command line: listening on `listen`, in front of `garden`, issuing
+/// kubeconfigs for `runtime`, its script in `dir`.
+fn sim_command(
+    sim_bin: &Path,
+    listen: &str,
+    garden: &Cluster,
+    runtime: &Cluster,
+    dir: &Path,
+) -> Result<Command, String> {
+    let runtime_ca = dir.join("runtime-ca.crt");
+    std::fs::write(&runtime_ca, &runtime.ca).map_err(|e| e.to_string())?;
+    let mut sim = Command::new(sim_bin);
+    sim.arg("--listen")
+        .arg(listen)
+        .arg("--garden-kubeconfig")
+        .arg(&garden.kubeconfig)
+        .arg("--runtime-server")
+        .arg(&runtime.server)
+        .arg("--runtime-ca")
+        .arg(&runtime_ca)
+        .arg("--runtime-client-ca")
+        .arg(&runtime.client_ca.0)
+        .arg("--runtime-client-ca-key")
+        .arg(&runtime.client_ca.1)
+        .arg("--runtime-client-ca-name")
+        .arg(crate::cluster::client_ca_name("runtime"))
+        .arg("--script")
+        .arg(dir.join("script.json"));
+    Ok(sim)
 }
 
 /// Start the simulator; the process and the URL it prints once it listens.
@@ -151,15 +229,12 @@ impl ControlPlane {
         script: &Script,
         options: &PlaneOptions,
     ) -> Result<Self, String> {
-        let tokens: Vec<String> = (0..64)
-            .map(|i| format!("runtime-admin-{i}-{}", std::process::id()))
-            .collect();
         let bridge = match options.pods_reach_plane {
             true => Some(Bridge::create()?),
             false => None,
         };
         let address = bridge.as_ref().map(|b| b.gateway);
-        let (garden, runtime) = start_clusters(options, address, &tokens)?;
+        let (garden, runtime) = start_clusters(options, address)?;
         // Before the simulator: a failure here leaves no process behind.
         let node = match options.node {
             Some(NodeOn::Garden) => Some(Node::start(&garden, "garden-node", bridge.as_ref())?),
@@ -170,27 +245,17 @@ impl ControlPlane {
         let script_path = dir.path().join("script.json");
         std::fs::write(&script_path, serde_json::to_string(script).unwrap())
             .map_err(|e| e.to_string())?;
-        let tokens_path = dir.path().join("tokens");
-        std::fs::write(&tokens_path, tokens.join("\n")).map_err(|e| e.to_string())?;
-        let mut sim = Command::new(sim_bin);
-        sim.arg("--listen")
-            .arg(format!("{}:0", address.unwrap_or(Ipv4Addr::LOCALHOST)))
-            .arg("--garden-kubeconfig")
-            .arg(&garden.kubeconfig)
-            .arg("--runtime-server")
-            .arg(&runtime.server)
-            .arg("--runtime-tokens")
-            .arg(&tokens_path)
-            .arg("--script")
-            .arg(&script_path);
+        let listen = format!("{}:0", address.unwrap_or(Ipv4Addr::LOCALHOST));
+        let mut sim = sim_command(sim_bin, &listen, &garden, &runtime, dir.path())?;
         let (sim, sim_url) = start_sim(&mut sim, &dir.path().join("sim.log"))?;
-        let kubeconfig = dir.path().join("gardener.kubeconfig");
+        let kubeconfig = dir.path().join("control-plane.kubeconfig");
+        std::fs::write(&kubeconfig, http_kubeconfig(&sim_url, &garden.token))
+            .map_err(|e| e.to_string())?;
+        let project_token = project_token(&garden)?;
+        let gardener_kubeconfig = dir.path().join("gardener.kubeconfig");
         std::fs::write(
-            &kubeconfig,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: gardener\n  cluster:\n    server: {sim_url}\nusers:\n- name: admin\n  user:\n    token: {}\ncontexts:\n- name: gardener\n  context: {{cluster: gardener, user: admin}}\ncurrent-context: gardener\n",
-                garden.token
-            ),
+            &gardener_kubeconfig,
+            http_kubeconfig(&sim_url, &project_token),
         )
         .map_err(|e| e.to_string())?;
         Ok(Self {
@@ -200,6 +265,8 @@ impl ControlPlane {
             sim,
             sim_url,
             kubeconfig,
+            gardener_kubeconfig,
+            project_token,
             script: script_path,
             dir,
             bridge,
@@ -207,9 +274,24 @@ impl ControlPlane {
     }
 
     /// Requests the simulator has seen: `requests`, `writes` (leases excluded),
-    /// `leaseRequests`, `watches`.
+    /// `leaseRequests`, `watches`, and per object (`byObject`) writes, arrivals and
+    /// Gardener's refusals. Panics when the simulator does not answer with statistics: a
+    /// count that cannot be read must not pass for zero.
     pub fn sim_stats(&self) -> serde_json::Value {
-        serde_json::from_str(&self.sim_get("/_sim/stats")).unwrap_or_default()
+        let body = self.sim_get("/_sim/stats");
+        match serde_json::from_str::<serde_json::Value>(&body) {
+            Ok(stats) if stats["requests"].is_u64() => stats,
+            _ => panic!("the simulator's statistics are unreadable: {body:?}"),
+        }
+    }
+
+    /// Gardener's refusals of requests about Shoot `shoot` (each with `user`, `code`,
+    /// `rules` and `message`).
+    pub fn refusals(&self, shoot: &str) -> Vec<serde_json::Value> {
+        self.sim_stats()["byObject"][format!("shoot/{shoot}")]["refusals"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Make the simulator answer Shoot API requests whose URI contains `needle` with
@@ -256,12 +338,21 @@ impl ControlPlane {
         std::fs::write(&self.script, serde_json::to_string(script).unwrap()).unwrap();
     }
 
-    /// Start a host with `args` after `tessera run --kubeconfig <simulator>`.
+    /// Start a host with `args` after `tessera run --kubeconfig <control plane>
+    /// --gardener-kubeconfig <the project's ServiceAccount>`.
     pub fn host(&self, name: &str, args: &[&str]) -> Host {
+        self.host_as(name, &self.gardener_kubeconfig, args)
+    }
+
+    /// Like [`ControlPlane::host`], reaching Gardener with the kubeconfig `gardener`.
+    pub fn host_as(&self, name: &str, gardener: &Path, args: &[&str]) -> Host {
+        let gardener = gardener.display().to_string();
+        let mut all = vec!["--gardener-kubeconfig", gardener.as_str()];
+        all.extend_from_slice(args);
         Host::start(
             &self.kubeconfig,
             &self.dir.path().join(format!("{name}.log")),
-            args,
+            &all,
         )
     }
 }

@@ -113,10 +113,11 @@ pub fn values(cp: &ControlPlane, registry: &TestRegistry, tag: &str) -> Value {
     })
 }
 
-/// The Gardener kubeconfig (the simulator) as the Secret the chart mounts.
+/// The Gardener kubeconfig as the Secret the chart mounts: the simulator, as the project's
+/// ServiceAccount (Gardener's project-member rights in `garden-kyma-dev`, nothing more).
 fn gardener_secret(cp: &ControlPlane) -> Result {
     kubectl_ok(&cp.garden, &["create", "namespace", NS])?;
-    let kubeconfig = cp.kubeconfig.display().to_string();
+    let kubeconfig = cp.gardener_kubeconfig.display().to_string();
     kubectl_ok(
         &cp.garden,
         &[
@@ -253,6 +254,12 @@ pub fn runtime_ready(cp: &ControlPlane, id: &str) -> Result<String> {
             &shoot_name,
         ],
     )?;
+    let refused = cp.refusals(&shoot_name);
+    if !refused.is_empty() {
+        return Err(format!(
+            "Gardener refused requests about {shoot_name}: {refused:?}"
+        ));
+    }
     Ok(shoot["metadata"]["uid"].as_str().unwrap_or("").to_string())
 }
 

@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests: where the built components are, and one
 //! engine per test binary.
 
+pub mod certs;
 pub mod cluster;
 pub mod env;
 pub mod gardener_sim;

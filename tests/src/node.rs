@@ -252,7 +252,7 @@ state = "{d}/containerd/state"
     fn start_controllers(&mut self, cluster: &Cluster) -> Result<(), String> {
         let kubeconfig = cluster.kubeconfig.display().to_string();
         let sa_key = cluster.file("sa.key").display().to_string();
-        let ca = cluster.file("certs/apiserver.crt").display().to_string();
+        let ca = cluster.file("ca.crt").display().to_string();
         self.spawn(
             "kube-controller-manager",
             Command::new(kube_binary("kube-controller-manager")).args([

@@ -73,7 +73,7 @@ fn harness_reports_a_mismatch_with_a_diff() {
     std::fs::write(
         dir.path().join("wrong.yaml"),
         format!(
-            "runtimeFile: {}\nexpect:\n  shoot: {{apiVersion: core.gardener.cloud/v1beta1, kind: Shoot, metadata: {{}}, spec: {{cloudProfileName: gcp}}}}\n",
+            "runtimeFile: {}\nexpect:\n  shoot: {{apiVersion: core.gardener.cloud/v1beta1, kind: Shoot, metadata: {{}}, spec: {{cloudProfile: {{kind: CloudProfile, name: gcp}}}}}}\n",
             runtime_file.display()
         ),
     )
@@ -83,6 +83,6 @@ fn harness_reports_a_mismatch_with_a_diff() {
         .unwrap();
     let results = test_plugin(runtime(), &plugin, dir.path(), &Limits::default()).unwrap();
     let failure = results[0].failure.as_deref().expect("the case must fail");
-    assert!(failure.contains("-  cloudProfileName: gcp"), "{failure}");
-    assert!(failure.contains("+  cloudProfileName: aws"), "{failure}");
+    assert!(failure.contains("-    name: gcp"), "{failure}");
+    assert!(failure.contains("+    name: aws"), "{failure}");
 }

@@ -1051,6 +1051,25 @@ async fn mandatory_module(cp: &ControlPlane, f: &Fixture<'_>, host: &Host) -> Re
 /// `managed: false`: the module shows Unmanaged, its object loses Tessera's labels and
 /// stays, a hand edit is no longer repaired, and deleting the set leaves it.
 async fn unmanaged_means_unmanaged(cp: &ControlPlane, f: &Fixture<'_>, host: &Host) -> Result {
+    // Positive control: while managed, a hand edit is put back.
+    let managed = pinboard_version(cp).ok_or("no pinboard")?;
+    let by_hand = [
+        "patch",
+        "configmap",
+        "pinboard",
+        "-n",
+        "mods-pins",
+        "--type=merge",
+        "-p",
+    ];
+    kubectl_ok(
+        &cp.garden,
+        &[&by_hand[..], &[r#"{"data":{"version":"by hand"}}"#]].concat(),
+    )?;
+    eventually("a managed object repaired", LIMIT, || async {
+        (pinboard_version(cp).as_deref() == Some(managed.as_str())).then_some(())
+    })
+    .await?;
     f.apply_set(
         "pins",
         json!({"modules": [{"name": "pinboard", "managed": false}]}),

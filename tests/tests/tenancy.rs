@@ -80,6 +80,14 @@ async fn kubeconfigs_from_secrets_are_data(cp: &ControlPlane) -> Result {
     let f = Fixture::new(cp, "ten-kube").await?;
     let marker = f.dir.path().join("exec-ran");
     let command = format!("touch {}", marker.display());
+    // Positive control: the marker shows when the command runs at all.
+    let ran = std::process::Command::new("/bin/sh")
+        .args(["-c", &command])
+        .status();
+    if !ran.is_ok_and(|s| s.success()) || !marker.exists() {
+        return Err("the exec command does not leave its marker when run".into());
+    }
+    std::fs::remove_file(&marker).map_err(|e| e.to_string())?;
     let exec = json!({"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1",
         "command": "/bin/sh", "args": ["-c", command]}});
     let file = json!({"tokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"});
@@ -322,11 +330,18 @@ async fn runtime_kubeconfigs_act_only_for_their_runtime(cp: &ControlPlane) -> Re
         .await
         .map_err(|e| e.to_string())?;
     rkc_refused(&rkcs, "rt-squat", "SecretNotOwned", &host).await?;
-    // Deleting the stray one deletes nothing either.
+    // Deleting the stray one deletes nothing either: once the host let it go (it holds the
+    // host's finalizer, so its being gone shows the host acted on the deletion), the
+    // Secrets are as they were.
     rkcs.delete("stray", &Default::default())
         .await
         .map_err(|e| e.to_string())?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    eventually(
+        "the stray RuntimeKubeconfig let go by the host",
+        LIMIT,
+        || async { rkcs.get_opt("stray").await.ok()?.is_none().then_some(()) },
+    )
+    .await?;
     let secrets: Api<Secret> = Api::namespaced(f.client.clone(), &f.ns);
     for (name, value) in [
         ("db-password", "hunter2"),

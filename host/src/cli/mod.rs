@@ -131,6 +131,11 @@ pub fn init_tracing(global: &Global) {
                 .expect("directive"),
         );
     }
+    // kube's watcher logs every 403 of a watch at WARN, each retry again; the host reports a
+    // failing watch itself, once, under its log cap (and in /readyz and conditions).
+    if !global.log.contains("kube_runtime") {
+        filter = filter.add_directive("kube_runtime::watcher=error".parse().expect("directive"));
+    }
     // Colour only for a person at a terminal, never in files and pipes.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use tessera::plugins::{ChainConfig, ShootChain, ShootIdentity, default_plugin_dir};
-use tessera::render::{parse_current_shoot, parse_runtime, render};
+use tessera::render::{diff, parse_current_shoot, parse_runtime, render};
 use tessera::wasm::WasmRuntime;
 
 use super::DocFormat;
@@ -21,6 +21,13 @@ pub struct RenderArgs {
     /// The Shoot as it exists on the Gardener side; renders a patch instead of a create.
     #[arg(long)]
     current_shoot: Option<PathBuf>,
+    /// Instead of the Shoot, list the fields where the render differs from
+    /// `--current-shoot` (e.g. `kubectl get shoot NAME -o yaml` of a Shoot KIM made): the
+    /// fields the render sets that the live Shoot lacks or holds otherwise; what Gardener
+    /// defaulted, others set, and KIM's generation annotation are not compared. Exits 1 when any differ: a host taking the
+    /// landscape over would patch that Shoot.
+    #[arg(long, requires = "current_shoot")]
+    compare_live: bool,
     /// Chain configuration: plugin order, per-plugin configuration and limits.
     #[arg(long)]
     pub(super) config: Option<PathBuf>,
@@ -110,6 +117,34 @@ pub fn run(rt: &WasmRuntime, args: RenderArgs) -> anyhow::Result<ExitCode> {
     for (plugin, warning) in &output.warnings {
         eprintln!("warning: [{plugin}] {warning}");
     }
+    if args.compare_live {
+        return Ok(compare_live(
+            &output.shoot,
+            current.as_deref().unwrap_or("null"),
+        ));
+    }
     args.output.print(&output.shoot)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Print where `rendered` differs from the live Shoot (JSON text); 1 when it does.
+fn compare_live(rendered: &serde_json::Value, live: &str) -> ExitCode {
+    let live: serde_json::Value = serde_json::from_str(live).unwrap_or_default();
+    // As a host taking over compares: without its own bookkeeping and KIM's generation.
+    let mut ignore = diff::bookkeeping();
+    let kim = tessera::controllers::KimTakeover::default();
+    ignore.push(format!(
+        "metadata.annotations.{}",
+        kim.generation_annotation
+    ));
+    let diffs = diff::differences(rendered, &live, &ignore);
+    if diffs.is_empty() {
+        println!("the render matches the live Shoot in every field it sets");
+        return ExitCode::SUCCESS;
+    }
+    println!("{} field(s) differ from the live Shoot:", diffs.len());
+    for line in diff::describe(&diffs, usize::MAX) {
+        println!("  {line}");
+    }
+    ExitCode::from(1)
 }

@@ -7,7 +7,7 @@ use tessera::modules::windows::MaintenanceWindows;
 
 use anyhow::Context;
 use clap::Args;
-use tessera::controllers::{OperatorConfig, Renderer, Requeue};
+use tessera::controllers::{KimTakeover, OperatorConfig, Renderer, Requeue};
 use tessera::kubeconfig::KubeconfigPolicy;
 use tessera::oci::{ContentStore, TrustPolicy};
 use tessera::operator::{LeaderElection, OperatorOptions, default_identity};
@@ -83,13 +83,17 @@ pub struct RunArgs {
     /// Re-check Ready Runtimes this often [default: only when something changes].
     #[arg(long, value_parser = duration)]
     requeue_ready: Option<Duration>,
-    /// Lifetime requested for admin kubeconfigs.
+    /// Lifetime requested for admin kubeconfigs, at least 10m (Gardener refuses less; it
+    /// lowers more than its maximum, 24h by default, and the host rotates by what it
+    /// granted).
     #[arg(long, default_value = "24h", value_parser = duration)]
     kubeconfig_expiration: Duration,
     /// Rotate kubeconfigs once this fraction of their lifetime has passed (KIM: 0.57).
     #[arg(long, default_value_t = 0.57)]
     rotation_fraction: f64,
-    /// Also set Gardener's force-deletion annotation when deleting Shoots.
+    /// Force-delete a Shoot whose deletion Gardener failed, once Gardener allows it (its last
+    /// errors carry one of the five codes Gardener names): Gardener then skips waiting for
+    /// hanging resources.
     #[arg(long)]
     force_deletion: bool,
     /// Reconciles running at once, per controller (0: unbounded).
@@ -137,6 +141,35 @@ pub struct RunArgs {
     /// and one made here would be foreign to them].
     #[arg(long = "runtime-namespace", value_name = "NAME")]
     runtime_namespaces: Vec<String>,
+    /// Take over Shoots Kyma Infrastructure Manager made (written by a
+    /// `--kim-field-manager`, annotated with the Runtime's id under
+    /// `--kim-runtime-id-annotation`) for Runtimes in a `--kim-runtime-namespace`: they are
+    /// adopted as they are, and written only when the Runtime's render differs from them.
+    /// Without it such a Shoot is refused (reason `TakeoverDisabled`, naming this flag).
+    #[arg(long)]
+    takeover_kim: bool,
+    /// A field manager of KIM's Shoot writes (repeatable) [default: kim, manager].
+    #[arg(long = "kim-field-manager", value_name = "NAME")]
+    kim_field_managers: Vec<String>,
+    /// A namespace (repeatable) whose Runtimes may take over KIM's Shoots [default:
+    /// kcp-system, where KIM keeps its Runtimes].
+    #[arg(long = "kim-runtime-namespace", value_name = "NAMESPACE")]
+    kim_runtime_namespaces: Vec<String>,
+    /// KIM's Shoot annotation holding the runtime id.
+    #[arg(
+        long,
+        default_value = "infrastructuremanager.kyma-project.io/runtime-id",
+        value_name = "KEY"
+    )]
+    kim_runtime_id_annotation: String,
+    /// KIM's Shoot annotation with the generation of KIM's Runtime: not compared when a
+    /// Shoot is taken over (Tessera's Runtime is another object with its own generation).
+    #[arg(
+        long,
+        default_value = "infrastructuremanager.kyma-project.io/runtime-generation",
+        value_name = "KEY"
+    )]
+    kim_generation_annotation: String,
     /// A ModuleSet being deleted whose target Secret is gone (its cluster most likely
     /// deleted with its Runtime) waits this long for the Secret to come back, then lets
     /// its finalizer go with a Warning Event: its modules' objects on that cluster, if the
@@ -162,6 +195,14 @@ pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!(
             "--rotation-fraction must be in (0, 1], got {}",
             args.rotation_fraction
+        );
+    }
+    // gardener pkg/api/authentication/validation: "may not specify a duration less than 10
+    // minutes".
+    if args.kubeconfig_expiration < Duration::from_secs(600) {
+        anyhow::bail!(
+            "--kubeconfig-expiration must be at least 10m: Gardener refuses admin kubeconfigs shorter than 600 s, got {}s",
+            args.kubeconfig_expiration.as_secs()
         );
     }
     args.registry.check_scoped().map_err(anyhow::Error::msg)?;
@@ -260,7 +301,36 @@ fn operator_config(args: RunArgs) -> anyhow::Result<OperatorConfig> {
         module_target_concurrency: args.module_target_concurrency,
         maintenance_windows: windows,
         runtime_namespaces: runtime_namespaces(args.runtime_namespaces)?,
+        kim: kim_takeover(
+            args.takeover_kim,
+            args.kim_field_managers,
+            args.kim_runtime_namespaces,
+            args.kim_runtime_id_annotation,
+            args.kim_generation_annotation,
+        ),
     })
+}
+
+/// The takeover settings; lists not given keep their defaults.
+fn kim_takeover(
+    enabled: bool,
+    field_managers: Vec<String>,
+    runtime_namespaces: Vec<String>,
+    runtime_id_annotation: String,
+    generation_annotation: String,
+) -> KimTakeover {
+    let defaults = KimTakeover::default();
+    let or = |given: Vec<String>, default: Vec<String>| match given.is_empty() {
+        true => default,
+        false => given,
+    };
+    KimTakeover {
+        enabled,
+        field_managers: or(field_managers, defaults.field_managers),
+        runtime_namespaces: or(runtime_namespaces, defaults.runtime_namespaces),
+        runtime_id_annotation,
+        generation_annotation,
+    }
 }
 
 /// `--runtime-namespace` values: names of namespaces (an empty one: none).

@@ -49,7 +49,7 @@ pub struct OperatorConfig {
     pub kubeconfig_expiration: Duration,
     /// Rotate once this fraction of the lifetime has passed (KIM: 0.95 × 0.6).
     pub rotation_fraction: f64,
-    /// Also set Gardener's force-deletion annotation when deleting a Shoot.
+    /// Force-delete a Shoot whose deletion Gardener failed, once Gardener allows it.
     pub force_deletion: bool,
     /// Only reconcile Runtimes in this namespace.
     pub namespace: Option<String>,
@@ -76,6 +76,40 @@ pub struct OperatorConfig {
     /// Namespaces made in every runtime cluster once it is reachable (KIM makes
     /// kyma-system).
     pub runtime_namespaces: Vec<String>,
+    /// How Shoots made by Kyma Infrastructure Manager are recognised, and whether they are
+    /// taken over.
+    pub kim: KimTakeover,
+}
+
+/// What marks a Shoot Kyma Infrastructure Manager made, and whether the host takes such
+/// Shoots over (`--takeover-kim`). Without it they are refused, naming the flag.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KimTakeover {
+    pub enabled: bool,
+    /// Field managers of KIM's Shoot writes: `kim` for its patches, `manager` (its
+    /// binary's name) for the create, which names none.
+    pub field_managers: Vec<String>,
+    /// Namespaces whose Runtimes may take over KIM's Shoots (KIM keeps its Runtimes in
+    /// `kcp-system`): a tenant elsewhere cannot claim a Shoot by naming its runtime id.
+    pub runtime_namespaces: Vec<String>,
+    /// KIM's Shoot annotation naming the runtime id (the Runtime's name).
+    pub runtime_id_annotation: String,
+    /// KIM's Shoot annotation with the generation of KIM's Runtime object: another object
+    /// than Tessera's Runtime, so its value is no reason to write a Shoot taken over.
+    pub generation_annotation: String,
+}
+
+impl Default for KimTakeover {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            field_managers: vec!["kim".into(), "manager".into()],
+            runtime_namespaces: vec!["kcp-system".into()],
+            runtime_id_annotation: "infrastructuremanager.kyma-project.io/runtime-id".into(),
+            generation_annotation: "infrastructuremanager.kyma-project.io/runtime-generation"
+                .into(),
+        }
+    }
 }
 
 impl Default for OperatorConfig {
@@ -96,6 +130,7 @@ impl Default for OperatorConfig {
             module_target_concurrency: 16,
             maintenance_windows: Default::default(),
             runtime_namespaces: Vec::new(),
+            kim: KimTakeover::default(),
         }
     }
 }
@@ -181,6 +216,9 @@ pub(crate) struct Context {
     pub(crate) fetcher: Option<Arc<Fetcher>>,
     /// The first resolution of the Plugins present at start-up.
     pub(crate) initial_sync: InitialSync,
+    /// Why the watch of Shoots fails, in words (`None`: it works); Runtimes say so in
+    /// `GardenerReachable`.
+    pub(crate) shoot_watch: std::sync::Mutex<Option<String>>,
 }
 
 /// Logs once every Plugin that existed at start-up was resolved (how start-up time is
@@ -248,6 +286,7 @@ impl Context {
             clusters: Arc::default(),
             fetcher,
             initial_sync: InitialSync::default(),
+            shoot_watch: std::sync::Mutex::new(None),
         })
     }
 }

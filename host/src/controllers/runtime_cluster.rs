@@ -32,6 +32,16 @@ pub(crate) async fn client(
     Ok(client)
 }
 
+/// A request to the runtime cluster of `runtime_id` about `what` failed: the error names
+/// the cluster (the Runtime's condition says it, not just the log).
+pub(crate) fn failed(runtime_id: &str, what: &str) -> impl Fn(kube::Error) -> ReconcileError {
+    let (runtime, what) = (runtime_id.to_string(), what.to_string());
+    move |e| ReconcileError::RuntimeCluster {
+        runtime: runtime.clone(),
+        message: format!("{what}: {}", crate::report::kube_error(&e)),
+    }
+}
+
 /// Labels of every object Tessera owns in a runtime cluster; nothing else is ever changed
 /// or deleted there.
 pub(crate) fn owned_labels(runtime_id: &str) -> serde_json::Value {
@@ -59,5 +69,8 @@ where
     let params = kube::api::ListParams::default()
         .labels(&selector)
         .match_any();
-    Ok(api.list(&params).await?.items)
+    let listed = api.list(&params).await;
+    Ok(listed
+        .map_err(failed(runtime_id, "listing what Tessera owns"))?
+        .items)
 }

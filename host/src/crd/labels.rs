@@ -24,6 +24,10 @@ pub const LAST_SYNC: &str = "tessera.dev/last-sync";
 pub const FORCE_PATCH: &str = "tessera.dev/force-patch";
 /// Runtime annotation: leave the Shoot alone (no patches) while set to "true".
 pub const SUSPEND_PATCH: &str = "tessera.dev/suspend-patch";
+/// KIM's Runtime annotations with the same meaning, honoured next to Tessera's so a landscape
+/// taken over keeps its runbooks.
+pub const KIM_FORCE_PATCH: &str = "operator.kyma-project.io/force-patch-reconciliation";
+pub const KIM_SUSPEND_PATCH: &str = "operator.kyma-project.io/suspend-patch-reconciliation";
 /// RuntimeKubeconfig annotation: fetch a new kubeconfig now. Removed after use.
 pub const FORCE_ROTATION: &str = "tessera.dev/force-rotation";
 

@@ -165,6 +165,10 @@ pub struct RuntimeStatus {
     /// `sha256:<hex>` of the last applied Shoot manifest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shoot_hash: Option<String>,
+    /// For a Shoot taken over from KIM and not written since: the Runtime generation its
+    /// render was found to match (the Shoot does not carry Tessera's annotation yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopted_generation: Option<i64>,
     /// Shadow versions rendered next to the chain (`tessera shadow` shows them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shadow: Vec<ShadowResult>,

@@ -10,55 +10,55 @@ pub(crate) enum ErrorClass {
 }
 
 const NEVER_RETRY: &[&str] = &["ERR_INFRA_UNAUTHENTICATED", "ERR_INFRA_UNAUTHORIZED"];
-const ALWAYS_RETRY: &[&str] = &[
-    "ERR_INFRA_RATE_LIMITS_EXCEEDED",
-    "ERR_INFRA_QUOTA_EXCEEDED",
+/// The codes whose presence in `status.lastErrors` lets a Shoot being deleted carry the
+/// force-deletion annotation (gardener pkg/api/core/validation/shoot.go
+/// `ValidateForceDeletion`).
+pub(crate) const FORCE_DELETION_CODES: [&str; 5] = [
+    "ERR_INFRA_UNAUTHENTICATED",
+    "ERR_INFRA_UNAUTHORIZED",
     "ERR_INFRA_DEPENDENCIES",
+    "ERR_CLEANUP_CLUSTER_RESOURCES",
     "ERR_CONFIGURATION_PROBLEM",
-    "ERR_PROBLEMATIC_WEBHOOK",
 ];
-/// Classify the codes of a failed operation's `lastErrors`. A never-retry code wins over
-/// everything; then an always-retry code; otherwise retry unless Gardener marked an error
-/// `retryable: false` (`gardener_non_retryable`).
-pub(crate) fn classify_codes<'a>(
-    codes: impl IntoIterator<Item = &'a str>,
-    gardener_non_retryable: bool,
-) -> ErrorClass {
+
+/// Classify the codes of a `Failed` operation's `lastErrors` (Gardener gave up: a code it
+/// never retries, or its retry window is over), as KIM does: a never-retry code wins over
+/// everything; anything else is worth asking Gardener to retry. (`lastErrors` carry no
+/// `retryable` field: gardener pkg/apis/core/v1beta1/types_common.go `LastError`.)
+pub(crate) fn classify_codes<'a>(codes: impl IntoIterator<Item = &'a str>) -> ErrorClass {
     let codes: Vec<&str> = codes.into_iter().collect();
     if codes.iter().any(|c| NEVER_RETRY.contains(c)) {
         return ErrorClass::Fatal;
     }
-    if codes.iter().any(|c| ALWAYS_RETRY.contains(c)) {
-        return ErrorClass::Retryable;
-    }
-    if gardener_non_retryable {
-        ErrorClass::Fatal
-    } else {
-        ErrorClass::Retryable
-    }
+    ErrorClass::Retryable
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Codes KIM always retries: with no never-retry code beside them they are retried.
+    const ALWAYS_RETRY: &[&str] = &[
+        "ERR_INFRA_RATE_LIMITS_EXCEEDED",
+        "ERR_INFRA_QUOTA_EXCEEDED",
+        "ERR_INFRA_DEPENDENCIES",
+        "ERR_CONFIGURATION_PROBLEM",
+        "ERR_PROBLEMATIC_WEBHOOK",
+    ];
+
     #[test]
     fn classification_follows_kim() {
         use ErrorClass::*;
-        assert_eq!(classify_codes(["ERR_INFRA_UNAUTHORIZED"], false), Fatal);
-        assert_eq!(classify_codes(["ERR_INFRA_UNAUTHENTICATED"], false), Fatal);
+        assert_eq!(classify_codes(["ERR_INFRA_UNAUTHORIZED"]), Fatal);
+        assert_eq!(classify_codes(["ERR_INFRA_UNAUTHENTICATED"]), Fatal);
         assert_eq!(
-            classify_codes(
-                ["ERR_INFRA_QUOTA_EXCEEDED", "ERR_INFRA_UNAUTHORIZED"],
-                false
-            ),
+            classify_codes(["ERR_INFRA_QUOTA_EXCEEDED", "ERR_INFRA_UNAUTHORIZED"]),
             Fatal
         );
         for code in ALWAYS_RETRY {
-            assert_eq!(classify_codes([*code], true), Retryable, "{code}");
+            assert_eq!(classify_codes([*code]), Retryable, "{code}");
         }
-        assert_eq!(classify_codes(["ERR_SOMETHING_ELSE"], false), Retryable);
-        assert_eq!(classify_codes([], false), Retryable);
-        assert_eq!(classify_codes(["ERR_SOMETHING_ELSE"], true), Fatal);
+        assert_eq!(classify_codes(["ERR_SOMETHING_ELSE"]), Retryable);
+        assert_eq!(classify_codes([]), Retryable);
     }
 }

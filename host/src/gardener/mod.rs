@@ -6,7 +6,7 @@ mod errors;
 mod kubeconfig;
 mod shoot;
 
-pub(crate) use errors::{ErrorClass, classify_codes};
+pub(crate) use errors::{ErrorClass, FORCE_DELETION_CODES, classify_codes};
 pub(crate) use kubeconfig::request_admin_kubeconfig;
 #[cfg(test)]
 pub(crate) use shoot::LastOperation;

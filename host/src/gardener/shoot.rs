@@ -49,8 +49,6 @@ pub(crate) struct ShootProgress {
     /// `metadata.generation` minus `status.observedGeneration` is work Gardener has not started.
     pub(crate) generation: i64,
     pub(crate) observed_generation: i64,
-    /// An error in `status.lastErrors` says `retryable: false`.
-    pub(crate) non_retryable: bool,
 }
 
 impl ShootProgress {
@@ -80,14 +78,12 @@ impl ShootProgress {
             .filter_map(|e| e["description"].as_str())
             .collect::<Vec<_>>()
             .join("; ");
-        let non_retryable = errors.iter().any(|e| e["retryable"] == Value::Bool(false));
         Self {
             last_operation,
             error_codes,
             error_description,
             generation: shoot.metadata.generation.unwrap_or(0),
             observed_generation: status["observedGeneration"].as_i64().unwrap_or(0),
-            non_retryable,
         }
     }
 }
@@ -162,8 +158,9 @@ impl ShootClient {
             .await?)
     }
 
-    /// Merge annotations into exactly `shoot` (its uid is a precondition; `None` removes an
-    /// annotation).
+    /// Merge annotations into exactly `shoot` as read (its uid and resourceVersion are
+    /// preconditions: a decision made on a Shoot that changed since is made again, after a
+    /// quiet conflict, never sent to Gardener stale; `None` removes an annotation).
     pub(crate) async fn annotate(
         &self,
         shoot: &DynamicObject,
@@ -173,7 +170,11 @@ impl ShootClient {
             .iter()
             .map(|(k, v)| (k.to_string(), v.map(Value::from).unwrap_or(Value::Null)))
             .collect();
-        let patch = json!({ "metadata": { "uid": shoot.metadata.uid, "annotations": map } });
+        let patch = json!({ "metadata": {
+            "uid": shoot.metadata.uid,
+            "resourceVersion": shoot.metadata.resource_version,
+            "annotations": map,
+        } });
         let (namespace, name) = name_of(shoot);
         Ok(self
             .api(namespace)
@@ -200,11 +201,16 @@ impl ShootClient {
         }
     }
 
-    /// Shoots carrying `label_selector`, in all namespaces, from the API server's cache
-    /// (a quorum read would fetch and decode every Shoot from etcd).
-    pub(crate) async fn list(&self, label_selector: &str) -> kube::Result<Vec<DynamicObject>> {
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &shoot_resource());
-        Ok(api
+    /// Shoots carrying `label_selector` in project namespace `namespace` (a project member
+    /// has no rights elsewhere), from the API server's cache (a quorum read would fetch and
+    /// decode every Shoot from etcd).
+    pub(crate) async fn list(
+        &self,
+        namespace: &str,
+        label_selector: &str,
+    ) -> kube::Result<Vec<DynamicObject>> {
+        Ok(self
+            .api(namespace)
             .list(
                 &kube::api::ListParams::default()
                     .labels(label_selector)

@@ -10,6 +10,12 @@ use tessera_sdk::models::{RuntimeSpec, Shoot};
 /// `garden-kyma-dev`.
 pub const DEFAULT_PROJECT: &str = "kyma-dev";
 
+/// The namespace of Gardener project `project`: `garden-<project>` (the project's
+/// `spec.namespace` must say so; Gardener otherwise picks `garden-<project>-<hash>`).
+pub fn project_namespace(project: &str) -> String {
+    format!("garden-{project}")
+}
+
 /// Whether `name` can be a namespace: lower-case letters, digits and `-`, at most 63.
 pub fn is_dns_label(name: &str) -> bool {
     (1..=63).contains(&name.len())
@@ -50,7 +56,7 @@ impl ShootIdentity {
         };
         Self {
             name: shoot.name.clone(),
-            namespace: format!("garden-{project}"),
+            namespace: project_namespace(project),
             binding,
         }
     }

@@ -45,6 +45,25 @@ fn is_dns_label(name: &str) -> bool {
         && !name.ends_with('-')
 }
 
+/// Gardener refuses secret bindings from Kubernetes 1.34 (gardener
+/// pkg/api/core/validation/shoot.go `ValidateShootSpec`): a Runtime naming such a version
+/// with a secret binding is refused here, naming the field, rather than by Gardener.
+fn check_secret_binding(version: Option<&str>) -> Result<(), PluginError> {
+    let too_new = version.is_some_and(|v| {
+        tessera_sdk::util::compare_versions(v, "1.34") != std::cmp::Ordering::Less
+    });
+    match too_new {
+        true => Err(PluginError::invalid_input(
+            "spec.shoot.secretBindingName",
+            format!(
+                "Gardener refuses secret bindings from Kubernetes 1.34 (the Runtime asks for {}): name a credentials binding (credentialsBindingName) instead",
+                version.unwrap_or_default()
+            ),
+        )),
+        false => Ok(()),
+    }
+}
+
 impl ShootExtension for Base {
     const NAME: &'static str = "base";
     const DESCRIPTION: &'static str =
@@ -107,7 +126,10 @@ impl ShootExtension for Base {
         spec.region = Some(rt.region.clone());
         match (&rt.credentials_binding_name, &rt.secret_binding_name) {
             (Some(credentials), _) => spec.credentials_binding_name = Some(credentials.clone()),
-            (None, Some(secret)) => spec.secret_binding_name = Some(secret.clone()),
+            (None, Some(secret)) => {
+                check_secret_binding(rt.kubernetes.version.as_deref())?;
+                spec.secret_binding_name = Some(secret.clone());
+            }
             (None, None) => {
                 return Err(PluginError::invalid_input(
                     "spec.shoot.secretBindingName",

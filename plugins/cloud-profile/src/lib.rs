@@ -1,8 +1,12 @@
-//! `cloud-profile`: the Gardener cloud profile for the Runtime's provider.
+//! `cloud-profile`: the Gardener cloud profile for the Runtime's provider, as a
+//! `spec.cloudProfile` reference (`cloudProfileName` is deprecated and refused by Gardener
+//! from Kubernetes 1.34: gardener pkg/api/core/validation/shoot.go
+//! `ValidateCloudProfileReference`).
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
+use tessera_sdk::models::CloudProfileReference;
 use tessera_sdk::{ExtendInput, ExtendOutput, PluginError, ShootExtension};
 
 pub struct CloudProfile;
@@ -30,7 +34,7 @@ impl Default for Config {
 
 impl ShootExtension for CloudProfile {
     const NAME: &'static str = "cloud-profile";
-    const DESCRIPTION: &'static str = "Cloud profile name per provider";
+    const DESCRIPTION: &'static str = "Cloud profile reference per provider";
     type Config = Config;
 
     fn extend(input: ExtendInput<Config>) -> Result<ExtendOutput, PluginError> {
@@ -51,7 +55,10 @@ impl ShootExtension for CloudProfile {
             )
         })?;
         let mut shoot = input.draft;
-        shoot.spec.cloud_profile_name = Some(profile.clone());
+        shoot.spec.cloud_profile = Some(CloudProfileReference {
+            kind: "CloudProfile".into(),
+            name: profile.clone(),
+        });
         Ok(ExtendOutput::new(shoot))
     }
 }

@@ -1,9 +1,11 @@
-//! `deletion`: Gardener's deletion confirmation (and, when configured, force-deletion)
-//! annotations once the Runtime is being deleted, so the host's last patch lets Gardener
-//! delete the Shoot.
+//! `deletion`: Gardener's deletion confirmation annotation once the Runtime is being deleted
+//! (or up front when configured). Force deletion is no plugin's business: Gardener refuses
+//! the annotation unless the Shoot is being deleted and its last errors carry one of five
+//! codes (gardener pkg/api/core/validation/shoot.go `ValidateForceDeletion`), so the host
+//! sets it then, when its operator asked for it (`--force-deletion`).
 
 use serde::Deserialize;
-use tessera_sdk::models::annotations::{CONFIRM_DELETION, FORCE_DELETION};
+use tessera_sdk::models::annotations::CONFIRM_DELETION;
 use tessera_sdk::{ExtendInput, ExtendOutput, PluginError, ShootExtension};
 
 pub struct Deletion;
@@ -12,15 +14,13 @@ pub struct Deletion;
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
-    /// Also let Gardener skip waiting for hanging finalizers.
-    pub force_deletion: bool,
     /// Confirm deletion on every Shoot up front, not only once the Runtime is deleted.
     pub always_confirm: bool,
 }
 
 impl ShootExtension for Deletion {
     const NAME: &'static str = "deletion";
-    const DESCRIPTION: &'static str = "Deletion confirmation and force-deletion annotations";
+    const DESCRIPTION: &'static str = "Deletion confirmation annotation";
     type Config = Config;
 
     fn extend(input: ExtendInput<Config>) -> Result<ExtendOutput, PluginError> {
@@ -29,9 +29,6 @@ impl ShootExtension for Deletion {
         let annotations = &mut shoot.metadata.annotations;
         if deleting || input.config.always_confirm {
             annotations.insert(CONFIRM_DELETION.into(), "true".into());
-        }
-        if deleting && input.config.force_deletion {
-            annotations.insert(FORCE_DELETION.into(), "true".into());
         }
         Ok(ExtendOutput::new(shoot))
     }

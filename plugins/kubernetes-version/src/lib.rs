@@ -1,5 +1,8 @@
 //! `kubernetes-version`: the Runtime's Kubernetes version or the configured default, never
-//! below what the Shoot already runs (Gardener auto-updates patch versions).
+//! below what the Shoot already runs (Gardener auto-updates patch versions); and KIM's
+//! kube-apiserver and kubelet settings (`apiserver`).
+
+mod apiserver;
 
 use std::cmp::Ordering;
 
@@ -14,12 +17,18 @@ pub struct KubernetesVersion;
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     pub default_version: String,
+    /// KIM's `kubernetes.kubeApiServer` converter configuration.
+    pub kube_api_server: apiserver::KubeApiServerConfig,
+    /// KIM's `kubernetes.kubelet` converter configuration.
+    pub kubelet: apiserver::KubeletConfig,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Self {
             default_version: "1.33".into(),
+            kube_api_server: Default::default(),
+            kubelet: Default::default(),
         }
     }
 }
@@ -34,7 +43,8 @@ fn valid(version: &str) -> bool {
 
 impl ShootExtension for KubernetesVersion {
     const NAME: &'static str = "kubernetes-version";
-    const DESCRIPTION: &'static str = "Kubernetes version, never downgraded";
+    const DESCRIPTION: &'static str =
+        "Kubernetes version (never downgraded), token expiration, feature gates, runtime config";
     type Config = Config;
 
     fn extend(input: ExtendInput<Config>) -> Result<ExtendOutput, PluginError> {
@@ -70,6 +80,14 @@ impl ShootExtension for KubernetesVersion {
         };
         let mut shoot = input.draft;
         shoot.spec.kubernetes.version = Some(version);
+        let config = &input.config;
+        apiserver::extend(
+            &mut shoot,
+            &config.kube_api_server,
+            &config.kubelet,
+            input.operation,
+            input.current.as_ref(),
+        )?;
         Ok(ExtendOutput::with_warnings(shoot, warnings))
     }
 }

@@ -1,9 +1,14 @@
-//! `oidc`: the API server's OIDC settings — classic `oidcConfig` (the Runtime's, or the
-//! configured defaults when it sets neither client id nor issuer) or structured
-//! authentication backed by a ConfigMap the host maintains.
+//! `oidc`: the API server's OIDC settings — structured authentication backed by a
+//! ConfigMap the host maintains (KIM's only mode since 2025-03), or, as an explicit legacy
+//! setting for Gardener landscapes older than 2026-04, the classic `oidcConfig` (the
+//! Runtime's, or the configured defaults when it sets neither client id nor issuer), which
+//! Gardener forbids from Kubernetes 1.32 and no longer knows at all since 2026-04.
+
+use std::cmp::Ordering;
 
 use serde::Deserialize;
 use tessera_sdk::models::{KubeApiServer, OidcConfig};
+use tessera_sdk::util::compare_versions;
 use tessera_sdk::{ExtendInput, ExtendOutput, PluginError, ShootExtension};
 
 pub struct Oidc;
@@ -12,17 +17,19 @@ pub struct Oidc;
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
-    /// Use structured authentication (`structured-auth-config-<shoot>` ConfigMap) instead of
-    /// the classic `oidcConfig`.
+    /// Structured authentication (`structured-auth-config-<shoot>` ConfigMap). `false` is
+    /// the legacy classic `oidcConfig`, only for Gardener landscapes that still have the
+    /// field and Kubernetes below 1.32 (refused otherwise).
     pub structured_authentication: bool,
-    /// Used when the Runtime's `oidcConfig` sets neither `clientID` nor `issuerURL`.
+    /// Classic mode only: used when the Runtime's `oidcConfig` sets neither `clientID` nor
+    /// `issuerURL`.
     pub default_oidc: OidcConfig,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Self {
-            structured_authentication: false,
+            structured_authentication: true,
             default_oidc: OidcConfig {
                 client_id: Some("9bd05ed7-a930-44e6-8c79-e6defeb7dec9".into()),
                 issuer_url: Some("https://kymatest.accounts400.ondemand.com".into()),
@@ -38,6 +45,10 @@ impl Default for Config {
 }
 
 const OIDC_FIELD: &str = "spec.shoot.kubernetes.kubeAPIServer.oidcConfig";
+
+/// Gardener forbids `oidcConfig` from this Kubernetes version on (gardener
+/// pkg/api/core/validation/shoot.go before commit 0025fc1765, which then removed the field).
+const CLASSIC_OIDC_UNTIL: &str = "1.32";
 
 const NO_AUTHENTICATOR: &str = "structured authentication: the Runtime sets no oidcConfig nor additionalOidcConfig, so the AuthenticationConfiguration has no JWT authenticator (defaultOidc applies to the classic oidcConfig only)";
 
@@ -61,9 +72,32 @@ fn check(config: &OidcConfig, field: &str) -> Result<(), PluginError> {
     }
 }
 
+/// The classic `oidcConfig` only where Gardener takes it: the Runtime names a Kubernetes
+/// version below 1.32 (this plugin sees neither the version a later plugin defaults to nor
+/// the Shoot's).
+fn check_classic_version(version: Option<&str>) -> Result<(), PluginError> {
+    let field = "spec.shoot.kubernetes.version";
+    match version {
+        Some(v) if compare_versions(v, CLASSIC_OIDC_UNTIL) == Ordering::Less => Ok(()),
+        Some(v) => Err(PluginError::invalid_input(
+            field,
+            format!(
+                "Kubernetes {v}: Gardener refuses the classic oidcConfig from Kubernetes {CLASSIC_OIDC_UNTIL} (and has no such field since 2026-04); remove structuredAuthentication: false from the oidc plugin's configuration to use structured authentication"
+            ),
+        )),
+        None => Err(PluginError::invalid_input(
+            field,
+            format!(
+                "the classic oidcConfig (oidc plugin configured with structuredAuthentication: false) needs a Kubernetes version below {CLASSIC_OIDC_UNTIL}, and the Runtime sets none"
+            ),
+        )),
+    }
+}
+
 impl ShootExtension for Oidc {
     const NAME: &'static str = "oidc";
-    const DESCRIPTION: &'static str = "OIDC: classic oidcConfig or structured authentication";
+    const DESCRIPTION: &'static str =
+        "OIDC: structured authentication (classic oidcConfig as a legacy setting)";
     type Config = Config;
 
     fn extend(input: ExtendInput<Config>) -> Result<ExtendOutput, PluginError> {
@@ -94,6 +128,7 @@ impl ShootExtension for Oidc {
                 return Ok(ExtendOutput::new(shoot).warn(NO_AUTHENTICATOR));
             }
         } else {
+            check_classic_version(rt.kubernetes.version.as_deref())?;
             let oidc = if api.oidc_config.is_unset() {
                 input.config.default_oidc.clone()
             } else {

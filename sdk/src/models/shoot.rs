@@ -53,6 +53,11 @@ pub struct ShootSpec {
     pub purpose: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
+    /// The CloudProfile (`{kind: CloudProfile, name}`), Gardener's successor of
+    /// `cloudProfileName`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloud_profile: Option<CloudProfileReference>,
+    /// Deprecated by Gardener (refused from Kubernetes 1.34): kept to read Shoots that have it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cloud_profile_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,6 +90,14 @@ pub struct ShootSpec {
     pub resources: Option<Vec<serde_json::Value>>,
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+/// `spec.cloudProfile`: which CloudProfile (or NamespacedCloudProfile) the Shoot uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CloudProfileReference {
+    /// `CloudProfile` or `NamespacedCloudProfile`.
+    pub kind: String,
+    pub name: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -64,6 +64,10 @@ fn print_plane(cp: &ControlPlane) {
     println!("garden API server:  {}", cp.garden.server);
     println!("runtime API server: {}", cp.runtime.server);
     println!("Gardener simulator: {}", cp.sim_url);
+    println!(
+        "Gardener identity:  system:serviceaccount:garden-kyma-dev:tessera (a member of project kyma-dev: {})",
+        cp.gardener_kubeconfig.display()
+    );
 }
 
 /// The local control plane with a node, the chart installed onto it.
@@ -170,7 +174,9 @@ fn main() -> anyhow::Result<()> {
                 host.pid(),
                 host.log.display()
             );
-            let kc = cp.kubeconfig.clone();
+            // kubectl sends no token over plain HTTP (the simulator): it reads the garden
+            // API server itself.
+            let kc = cp.garden.kubeconfig.clone();
             (Some((cp, None)), kc, Running::Process(host))
         }
     };

@@ -8,18 +8,33 @@ use clap::Parser;
 /// Simulated Gardener in front of a real kube-apiserver.
 #[derive(Debug, Parser)]
 struct Args {
-    /// Listen address.
+    /// Listen address (the admission webhooks listen on its IP too).
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: std::net::SocketAddr,
-    /// Kubeconfig of the garden API server.
+    /// Kubeconfig of the garden API server, with Gardener's own (administrator) rights.
     #[arg(long)]
     garden_kubeconfig: PathBuf,
     /// URL of the API server Shoots become.
     #[arg(long)]
     runtime_server: String,
-    /// File with one token per line, valid on the runtime API server.
+    /// The CA certificate (PEM) of the runtime API server's serving certificate.
     #[arg(long)]
-    runtime_tokens: PathBuf,
+    runtime_ca: PathBuf,
+    /// The runtime API server's client CA certificate (PEM); admin kubeconfigs are client
+    /// certificates it signs.
+    #[arg(long)]
+    runtime_client_ca: PathBuf,
+    /// The client CA's private key (PEM).
+    #[arg(long)]
+    runtime_client_ca_key: PathBuf,
+    /// The client CA's common name.
+    #[arg(long)]
+    runtime_client_ca_name: String,
+    /// Longest admin kubeconfig lifetime, seconds (Gardener's
+    /// `--shoot-admin-kubeconfig-max-expiration`, 24 h by default); longer requests are
+    /// lowered to it.
+    #[arg(long, default_value_t = 86400)]
+    admin_kubeconfig_max_seconds: i64,
     /// JSON script: delays and failures (re-read as operations end).
     #[arg(long)]
     script: Option<PathBuf>,
@@ -35,18 +50,17 @@ async fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let tokens: Vec<String> = std::fs::read_to_string(&args.runtime_tokens)?
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
-        .collect();
-    anyhow::ensure!(!tokens.is_empty(), "--runtime-tokens lists no token");
     let addr = tessera_tests::gardener_sim::start(tessera_tests::gardener_sim::SimConfig {
         listen: args.listen,
         garden_kubeconfig: args.garden_kubeconfig,
         runtime_server: args.runtime_server,
-        runtime_tokens: tokens,
+        runtime_ca: args.runtime_ca,
+        runtime_client_ca: (
+            args.runtime_client_ca,
+            args.runtime_client_ca_key,
+            args.runtime_client_ca_name,
+        ),
+        admin_kubeconfig_max_seconds: args.admin_kubeconfig_max_seconds,
         script: args.script,
     })
     .await?;

@@ -1,4 +1,5 @@
-//! The pass-through proxy and the two requests Gardener answers itself.
+//! The pass-through proxy (with the caller's credentials), the simulator's own endpoints
+//! and the subresource Gardener answers itself (`adminkubeconfig`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,8 +9,6 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use base64::Engine as _;
-use kube::api::{Api, DynamicObject};
 use serde_json::json;
 
 use super::Sim;
@@ -38,7 +37,7 @@ pub async fn serve(sim: Arc<Sim>) -> anyhow::Result<SocketAddr> {
     Ok(addr)
 }
 
-fn status(code: StatusCode, reason: &str, message: String) -> Response {
+pub(super) fn status(code: StatusCode, reason: &str, message: String) -> Response {
     let body = json!({
         "kind": "Status", "apiVersion": "v1", "metadata": {},
         "status": "Failure", "message": message, "reason": reason, "code": code.as_u16(),
@@ -76,7 +75,11 @@ const HANG: u16 = 999;
 
 /// The status a simulated outage answers `request` with ([`HANG`]: hold it).
 fn outage(sim: &Sim, request: &Request) -> Option<u16> {
-    let uri = request.uri().to_string();
+    outage_of(sim, &request.uri().to_string())
+}
+
+/// The status a simulated outage answers a request for `uri` with.
+fn outage_of(sim: &Sim, uri: &str) -> Option<u16> {
     let shoots = uri.contains("/apis/core.gardener.cloud/");
     let outages = sim.outages.lock().expect("outages lock");
     let (code, _) = outages
@@ -126,38 +129,15 @@ async fn handle(State(sim): State<Arc<Sim>>, request: Request) -> Response {
         return status(code, reason, format!("{message} (simulated outage)"));
     }
     count(&sim, &request);
-    if let Some((ns, name, sub)) = shoot_path(&path) {
-        if request.method() == Method::POST && sub == Some("adminkubeconfig") {
-            sim.stats.admin_kubeconfigs.fetch_add(1, Ordering::Relaxed);
-            tally(&sim.stats, &format!("shoot/{name}"), "adminKubeconfigs");
-            let body = axum::body::to_bytes(request.into_body(), 1 << 20)
-                .await
-                .unwrap_or_default();
-            return admin_kubeconfig(&sim, ns, name, &body).await;
-        }
-        if request.method() == Method::DELETE && sub.is_none() {
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(sim.client.clone(), ns, &tessera::gardener::shoot_resource());
-            if let Ok(Some(shoot)) = api.get_opt(name).await {
-                let confirmed = shoot
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get("confirmation.gardener.cloud/deletion"))
-                    .is_some_and(|v| v == "true");
-                if !confirmed {
-                    return status(
-                        StatusCode::FORBIDDEN,
-                        "Forbidden",
-                        format!(
-                            "shoots.core.gardener.cloud \"{name}\" is forbidden: must have a \"confirmation.gardener.cloud/deletion\" annotation to delete"
-                        ),
-                    );
-                }
-            }
-        }
+    if let Some((ns, name, Some("adminkubeconfig"))) = shoot_path(&path)
+        && request.method() == Method::POST
+    {
+        sim.stats.admin_kubeconfigs.fetch_add(1, Ordering::Relaxed);
+        tally(&sim.stats, &format!("shoot/{name}"), "adminKubeconfigs");
+        let (ns, name) = (ns.to_string(), name.to_string());
+        return super::admin_kubeconfig::handle(&sim, &ns, &name, request).await;
     }
-    forward(&sim, request).await
+    forward(sim, request).await
 }
 
 fn count(sim: &Sim, request: &Request) {
@@ -194,6 +174,10 @@ fn count(sim: &Sim, request: &Request) {
         if let Some(key) = key {
             tally(s, &key, "writes");
         }
+        // Writes of the Shoot object itself (not adminkubeconfig, binding, …).
+        if let Some((_, name, None)) = shoot_path(path) {
+            tally(s, &format!("shoot/{name}"), "objectWrites");
+        }
     }
 }
 
@@ -216,58 +200,7 @@ fn tally(s: &super::Stats, key: &str, what: &str) {
     entry[what] = json!(entry[what].as_u64().unwrap_or(0) + 1);
 }
 
-async fn admin_kubeconfig(sim: &Sim, ns: &str, name: &str, body: &[u8]) -> Response {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(sim.client.clone(), ns, &tessera::gardener::shoot_resource());
-    let shoot = match api.get_opt(name).await {
-        Ok(Some(shoot)) => shoot,
-        Ok(None) => {
-            return status(
-                StatusCode::NOT_FOUND,
-                "NotFound",
-                format!("shoots.core.gardener.cloud \"{name}\" not found"),
-            );
-        }
-        Err(e) => return status(StatusCode::BAD_GATEWAY, "InternalError", e.to_string()),
-    };
-    let succeeded_once = shoot.data["status"]["lastOperation"]["type"] != "Create"
-        || shoot.data["status"]["lastOperation"]["state"] == "Succeeded";
-    if shoot.data["status"]["lastOperation"].is_null() || !succeeded_once {
-        return status(
-            StatusCode::BAD_REQUEST,
-            "BadRequest",
-            format!("shoot {name} has no control plane yet"),
-        );
-    }
-    let request: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-    let seconds = request["spec"]["expirationSeconds"]
-        .as_i64()
-        .unwrap_or(3600);
-    let tokens = &sim.config.runtime_tokens;
-    let token = &tokens[sim.next_token.fetch_add(1, Ordering::Relaxed) % tokens.len()];
-    let kubeconfig = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {}\n    insecure-skip-tls-verify: true\nusers:\n- name: {name}-admin\n  user:\n    token: {token}\ncontexts:\n- name: {name}\n  context: {{cluster: {name}, user: {name}-admin}}\ncurrent-context: {name}\n",
-        sim.config.runtime_server
-    );
-    let expiry = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(seconds);
-    let body = json!({
-        "apiVersion": "authentication.gardener.cloud/v1alpha1",
-        "kind": "AdminKubeconfigRequest",
-        "spec": { "expirationSeconds": seconds },
-        "status": {
-            "kubeconfig": base64::engine::general_purpose::STANDARD.encode(kubeconfig),
-            "expirationTimestamp": expiry.round(jiff::Unit::Second).unwrap_or(expiry).to_string(),
-        },
-    });
-    (
-        StatusCode::CREATED,
-        [("content-type", "application/json")],
-        body.to_string(),
-    )
-        .into_response()
-}
-
-async fn forward(sim: &Sim, request: Request) -> Response {
+async fn forward(sim: Arc<Sim>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, 64 << 20).await {
         Ok(b) => b,
@@ -278,12 +211,11 @@ async fn forward(sim: &Sim, request: Request) -> Response {
         .path_and_query()
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| "/".into());
-    let mut builder = http::Request::builder().method(parts.method).uri(uri);
+    let watch = uri.contains("watch=true") || uri.contains("watch=1");
+    let mut builder = http::Request::builder().method(parts.method).uri(&uri);
     for (name, value) in &parts.headers {
-        if !matches!(
-            name.as_str(),
-            "host" | "authorization" | "content-length" | "connection"
-        ) {
+        // The caller's own credentials go through: the API server authorizes the caller.
+        if !matches!(name.as_str(), "host" | "content-length" | "connection") {
             builder = builder.header(name, value);
         }
     }
@@ -291,13 +223,37 @@ async fn forward(sim: &Sim, request: Request) -> Response {
         Ok(r) => r,
         Err(e) => return status(StatusCode::BAD_REQUEST, "BadRequest", e.to_string()),
     };
-    match sim.client.send(outgoing).await {
+    match sim.forward.send(outgoing).await {
         Ok(response) => {
             let (mut parts, body) = response.into_parts();
             parts.headers.remove("transfer-encoding");
             parts.headers.remove("connection");
-            Response::from_parts(parts, Body::new(body))
+            let body = match watch {
+                true => cut_on_outage(sim, uri, Body::new(body)),
+                false => Body::new(body),
+            };
+            Response::from_parts(parts, body)
         }
         Err(e) => status(StatusCode::BAD_GATEWAY, "InternalError", e.to_string()),
     }
+}
+
+/// A watch through the simulator ends when an outage starts that covers it, as a
+/// connection Gardener drops: the client must watch again, and meets the outage.
+fn cut_on_outage(sim: Arc<Sim>, uri: String, body: Body) -> Body {
+    use futures::StreamExt;
+    let data = body.into_data_stream();
+    let stream = futures::stream::unfold((data, sim, uri), |(mut data, sim, uri)| async move {
+        loop {
+            tokio::select! {
+                chunk = data.next() => return chunk.map(|c| (c, (data, sim, uri))),
+                _ = tokio::time::sleep(std::time::Duration::from_millis(250)) => {
+                    if outage_of(&sim, &uri).is_some() {
+                        return None;
+                    }
+                }
+            }
+        }
+    });
+    Body::from_stream(stream)
 }

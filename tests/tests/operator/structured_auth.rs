@@ -1,6 +1,9 @@
-//! Structured authentication against the real API servers: with the `oidc` plugin set to
-//! structured authentication, the host writes the AuthenticationConfiguration ConfigMap into
-//! the Shoot's project before the Shoot names it, and deletes it with the Runtime.
+//! Structured authentication against the real API servers and the faithful Gardener: by
+//! default (as KIM, and as Gardener requires from Kubernetes 1.32), a Runtime with OIDC on
+//! Kubernetes 1.33 gets a Shoot naming the AuthenticationConfiguration ConfigMap, which the
+//! host writes into the project before the Shoot names it (Gardener refuses a Shoot naming a
+//! ConfigMap that does not exist) carrying the Runtime's issuer, and deletes with the
+//! Runtime.
 
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::api::{Api, DeleteParams, ListParams};
@@ -13,14 +16,7 @@ const CONFIG_MAP: &str = "structured-auth-config-sauth";
 
 pub(super) async fn structured_authentication(cp: &ControlPlane) -> Result {
     let s = Scenario::new(cp, "t-sauth").await;
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let config = dir.path().join("tessera.yaml");
-    std::fs::write(
-        &config,
-        "plugins:\n  oidc:\n    config: {structuredAuthentication: true}\n",
-    )
-    .map_err(|e| e.to_string())?;
-    let host = s.host("a", &["--config", &config.display().to_string()]);
+    let host = s.host("a", &[]);
     let mut doc = s.manifest("rt-sauth", "sauth");
     doc["spec"]["shoot"]["kubernetes"]["kubeAPIServer"]["additionalOidcConfig"] = json!([{
         "clientID": "extra-client",
@@ -47,19 +43,28 @@ pub(super) async fn structured_authentication(cp: &ControlPlane) -> Result {
                 .collect()
         })
         .unwrap_or_default();
+    // The Runtime's own issuer (examples/runtime-aws.yaml), then the additional one.
     if parsed["kind"] != "AuthenticationConfiguration"
-        || issuers.len() != 2
-        || issuers[1] != "https://extra.example.com"
+        || issuers
+            != [
+                "https://customer.accounts.ondemand.com",
+                "https://extra.example.com",
+            ]
     {
         return Err(format!("the AuthenticationConfiguration: {text}"));
     }
     let shoot = s.shoots().get("sauth").await.map_err(|e| e.to_string())?;
     let server = &shoot.data["spec"]["kubernetes"]["kubeAPIServer"];
+    let version = &shoot.data["spec"]["kubernetes"]["version"];
     if server["structuredAuthentication"]["configMapName"] != CONFIG_MAP
         || server.get("oidcConfig").is_some()
+        || !version.as_str().is_some_and(|v| v.starts_with("1.33."))
     {
-        return Err(format!("the Shoot's kubeAPIServer: {server}"));
+        return Err(format!(
+            "the Shoot's kubeAPIServer: {server}, version {version}"
+        ));
     }
+    s.no_refusals("sauth")?;
     without_oidc_warns(&s).await?;
     for (runtime, shoot) in [("rt-sauth", "sauth"), ("rt-sauth-bare", "sauth-bare")] {
         s.runtimes()

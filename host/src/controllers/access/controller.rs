@@ -29,8 +29,8 @@ pub(crate) async fn run(ctx: Arc<Context>) {
         )
         .with_config(kube::runtime::controller::Config::default().concurrency(ctx.config.workers))
         .shutdown_on_signal()
-        .run(reconcile, error_policy, ctx)
-        .for_each(|_| futures::future::ready(()))
+        .run(reconcile, error_policy, ctx.clone())
+        .for_each(|outcome| kit::run_outcome(&ctx, kit::Controller::Access, outcome))
         .await;
 }
 

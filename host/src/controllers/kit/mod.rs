@@ -124,6 +124,39 @@ pub(crate) fn error_policy<K: Resource<DynamicType = ()>>(
     Action::requeue(retry.delay)
 }
 
+/// What a controller's run stream yields besides reconciles: a failure of one of its
+/// watches. kube's watcher no longer logs those (each 403 at WARN, every retry): reported
+/// here under the log cap, once per failure and quiet period; the next reconcile that comes
+/// through ends it. kube-runtime backs the watch off by itself.
+pub(crate) fn run_outcome<T, E>(
+    ctx: &Context,
+    controller: Controller,
+    outcome: Result<T, kube::runtime::controller::Error<E, kube::runtime::watcher::Error>>,
+) -> std::future::Ready<()> {
+    let key = format!("watch/{}", controller.as_str());
+    match outcome {
+        Err(kube::runtime::controller::Error::QueueError(e)) => {
+            let message = crate::report::watch_error(&e);
+            let retry = ctx.retries.fail(&key, &message);
+            let controller = controller.as_str();
+            match retry.log {
+                LogLine::Write => {
+                    tracing::warn!(controller, error = %message, "a watch failed; retrying with backoff")
+                }
+                LogLine::Repeat { suppressed } => {
+                    tracing::warn!(controller, error = %message, suppressed, "a watch still fails; retrying with backoff")
+                }
+                LogLine::Quiet => {
+                    tracing::debug!(controller, error = %message, "a watch still fails")
+                }
+            }
+        }
+        Ok(_) => ctx.retries.succeeded(&key, Instant::now()),
+        Err(_) => {}
+    }
+    std::future::ready(())
+}
+
 /// A retryable wait decided by a reconcile (a plugin timed out, Gardener is down): the same
 /// backoff and log cap as errors, without failing the reconcile.
 pub(crate) fn retry_later(ctx: &Context, key: &str, message: &str) -> Duration {

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::{Resource, ResourceExt};
 
 use super::super::labels::{self, kubeconfig_secret as secret_name};
+use crate::controllers::KimTakeover;
 use crate::crd::{Runtime, RuntimeKubeconfig};
 
 /// Why `rkc` may not act, if it may not: it must be controlled by the Runtime it names, in
@@ -77,6 +78,28 @@ pub(crate) fn owns(rkc: &RuntimeKubeconfig, secret: &Secret) -> bool {
     });
     labelled && controlled
 }
+
+/// Whether `secret` is the kubeconfig Secret KIM wrote for this RuntimeKubeconfig's
+/// Runtime (KIM's `managed-by` and runtime-id labels, no controller), to be taken over when
+/// the operator says so: the next write makes it this RuntimeKubeconfig's.
+pub(crate) fn adoptable(rkc: &RuntimeKubeconfig, secret: &Secret, kim: &KimTakeover) -> bool {
+    let l = secret.labels();
+    kim.enabled
+        && l.get(KIM_MANAGED_BY).map(String::as_str) == Some(KIM_MANAGED_BY_VALUE)
+        && l.get(KIM_RUNTIME_ID) == Some(&rkc.spec.runtime)
+        && !l.contains_key(labels::RUNTIME)
+        && !secret
+            .owner_references()
+            .iter()
+            .any(|o| o.controller == Some(true))
+}
+
+/// What KIM's GardenerCluster controller puts on the kubeconfig Secrets it writes
+/// (`internal/controller/kubeconfig/gardener_cluster_controller.go`, `newSecret`: the
+/// GardenerCluster's labels, among them the runtime id, and `managed-by`).
+const KIM_MANAGED_BY: &str = "operator.kyma-project.io/managed-by";
+const KIM_MANAGED_BY_VALUE: &str = "infrastructure-manager";
+const KIM_RUNTIME_ID: &str = "kyma-project.io/runtime-id";
 
 #[cfg(test)]
 mod tests {

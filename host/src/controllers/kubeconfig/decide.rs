@@ -23,10 +23,32 @@ use crate::time::parse_rfc3339;
 /// No requeue sooner than this, however small the rotation period.
 const MIN_REQUEUE: Duration = Duration::from_secs(1);
 
+/// No rotation sooner than this after the last: a lifetime Gardener granted that is gone
+/// already (a clock off by more than it) must not rotate every second.
+const MIN_ROTATION: Duration = Duration::from_secs(5);
+
 /// How long after a sync the kubeconfig is rotated: `fraction` of its lifetime, with the
-/// fraction kept within 1 %..100 % so a misconfiguration neither spins nor lets it expire.
+/// fraction kept within 1 %..100 % so a misconfiguration neither spins nor lets it expire,
+/// and never sooner than [`MIN_ROTATION`].
 pub(crate) fn rotate_after(expiration: Duration, fraction: f64) -> Duration {
-    expiration.mul_f64(fraction.clamp(0.01, 1.0))
+    expiration
+        .mul_f64(fraction.clamp(0.01, 1.0))
+        .max(MIN_ROTATION)
+}
+
+/// How long the kubeconfig held lives: from its sync to the expiry Gardener granted
+/// (Gardener lowers a request above its maximum without saying so), at most `configured`
+/// (the lifetime asked for; also when the expiry is unknown).
+pub(crate) fn lifetime(held: &Held, configured: Duration) -> Duration {
+    match (held.last_sync, held.expiry) {
+        (Some(sync), Some(expiry)) => granted(sync, expiry).min(configured),
+        _ => configured,
+    }
+}
+
+/// The time from `from` to `expiry` (zero when it is past).
+pub(crate) fn granted(from: Timestamp, expiry: Timestamp) -> Duration {
+    Duration::try_from(expiry.duration_since(from)).unwrap_or_default()
 }
 
 /// What the Secret and the RuntimeKubeconfig say about the kubeconfig held now.
@@ -34,6 +56,8 @@ pub(crate) fn rotate_after(expiration: Duration, fraction: f64) -> Duration {
 pub(crate) struct Held {
     /// When the Secret was last written (its `last-sync` annotation).
     pub(crate) last_sync: Option<Timestamp>,
+    /// When its credential expires, as Gardener said (`status.expiry`).
+    pub(crate) expiry: Option<Timestamp>,
     /// An operator asked for a rotation now (annotation on the RuntimeKubeconfig).
     pub(crate) forced: bool,
     /// The Secret holds the key the kubeconfig is expected under.
@@ -44,6 +68,7 @@ pub(crate) fn held(rkc: &RuntimeKubeconfig, secret: Option<&Secret>) -> Held {
     let annotation = secret.and_then(|s| s.annotations().get(labels::LAST_SYNC));
     Held {
         last_sync: parse_rfc3339(annotation.map(String::as_str)),
+        expiry: parse_rfc3339(rkc.status.as_ref().and_then(|s| s.expiry.as_deref())),
         forced: labels::is_true(rkc.metadata.annotations.as_ref(), labels::FORCE_ROTATION),
         has_key: secret
             .and_then(|s| s.data.as_ref())
@@ -227,6 +252,7 @@ mod tests {
     fn synced_at(text: &str) -> Held {
         Held {
             last_sync: Some(at(text)),
+            expiry: None,
             forced: false,
             has_key: true,
         }
@@ -244,6 +270,24 @@ mod tests {
     #[test]
     fn rotation_comes_after_the_configured_fraction_of_the_lifetime() {
         assert_eq!(rotate_after(24 * HOUR, 0.5), 12 * HOUR);
+    }
+
+    #[test]
+    fn the_lifetime_is_what_gardener_granted_at_most_what_was_asked() {
+        let mut held = synced_at("2026-01-01T00:00:00Z");
+        // Unknown expiry: the lifetime asked for.
+        assert_eq!(lifetime(&held, 24 * HOUR), 24 * HOUR);
+        // Gardener lowered 24 h to its maximum of 2 h.
+        held.expiry = Some(at("2026-01-01T02:00:00Z"));
+        assert_eq!(lifetime(&held, 24 * HOUR), 2 * HOUR);
+        assert_eq!(rotate_after(lifetime(&held, 24 * HOUR), 0.5), HOUR);
+        // Never longer than asked.
+        assert_eq!(lifetime(&held, HOUR), HOUR);
+        // An expiry before the sync (a status write lost, a clock off): rotate soon, but
+        // not every second.
+        held.expiry = Some(at("2025-12-31T00:00:00Z"));
+        assert_eq!(lifetime(&held, 24 * HOUR), Duration::ZERO);
+        assert_eq!(rotate_after(Duration::ZERO, 0.57), MIN_ROTATION);
     }
 
     #[test]
@@ -292,6 +336,7 @@ mod tests {
     fn a_kubeconfig_never_synced_is_rotated() {
         let held = Held {
             last_sync: None,
+            expiry: None,
             forced: false,
             has_key: true,
         };

@@ -44,17 +44,21 @@ async fn reconcile_inner(rkc: &RuntimeKubeconfig, ctx: &Context) -> Result<Actio
         return refuse(&api, rkc, decide::not_bound(&why)).await;
     }
     let secret = secrets.get_opt(&rkc.spec.secret.name).await?;
-    if let Some(foreign) = secret.as_ref().filter(|s| !binding::owns(rkc, s)) {
+    let kim = &ctx.config.kim;
+    let foreign = |s: &&Secret| !binding::owns(rkc, s) && !binding::adoptable(rkc, s, kim);
+    if let Some(foreign) = secret.as_ref().filter(foreign) {
         let refusal = decide::secret_not_owned(&namespace, &foreign.name_any());
         return refuse(&api, rkc, refusal).await;
     }
     let expiration = ctx.config.kubeconfig_expiration;
-    let rotate_after = decide::rotate_after(expiration, ctx.config.rotation_fraction);
+    let fraction = ctx.config.rotation_fraction;
     let held = decide::held(rkc, secret.as_ref());
+    let rotate_after = decide::rotate_after(decide::lifetime(&held, expiration), fraction);
     if let Rotation::Wait(wait) = decide::rotation(&held, jiff::Timestamp::now(), rotate_after) {
         return Ok(Action::requeue(wait));
     }
-    rotate(rkc, ctx, &api, &secrets, held.forced).await?;
+    let granted = rotate(rkc, ctx, &api, &secrets, held.forced).await?;
+    let rotate_after = decide::rotate_after(granted.min(expiration), fraction);
     Ok(Action::requeue(decide::after_rotation(rotate_after)))
 }
 
@@ -77,14 +81,15 @@ async fn release(
     Ok(Action::await_change())
 }
 
-/// Fetch a new admin kubeconfig from Gardener into the Secret, and record it.
+/// Fetch a new admin kubeconfig from Gardener into the Secret, and record it; how long
+/// Gardener granted it for.
 async fn rotate(
     rkc: &RuntimeKubeconfig,
     ctx: &Context,
     api: &Api<RuntimeKubeconfig>,
     secrets: &Api<Secret>,
     forced: bool,
-) -> Result<(), ReconcileError> {
+) -> Result<std::time::Duration, ReconcileError> {
     let name = rkc.name_any();
     let generation = rkc.metadata.generation;
     let status = rkc.status.clone().unwrap_or_default();
@@ -129,7 +134,8 @@ async fn rotate(
         .with_label_values(&[namespace.as_str(), rkc.spec.runtime.as_str()])
         .set(issued.expiry.as_second());
     let status = decide::synced(status, generation, &secret_ref.name, synced, expiry);
-    write_status(api, &name, rkc, status).await
+    write_status(api, &name, rkc, status).await?;
+    Ok(decide::granted(jiff::Timestamp::now(), issued.expiry))
 }
 
 /// Delete the kubeconfig Secret if it is the one `rkc` created (uid precondition).

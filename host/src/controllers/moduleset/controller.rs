@@ -42,6 +42,7 @@ pub(crate) async fn run(ctx: Arc<Context>) {
         turns: Turns::new(ctx.config.module_target_concurrency),
         ctx,
     });
+    let watch_ctx = mctx.ctx.clone();
     let controller = Controller::new(sets, watcher::Config::default().any_semantic());
     let catalog = catalog_changes(&mctx.ctx, controller.store());
     controller
@@ -52,7 +53,7 @@ pub(crate) async fn run(ctx: Arc<Context>) {
         .reconcile_on(drifted)
         .shutdown_on_signal()
         .run(reconcile, error_policy, mctx)
-        .for_each(|_| futures::future::ready(()))
+        .for_each(|outcome| kit::run_outcome(&watch_ctx, kit::Controller::ModuleSet, outcome))
         .await;
 }
 

@@ -58,6 +58,13 @@ impl Step {
     }
 }
 
+/// What a Runtime can ask for by annotation (Tessera's key or KIM's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ask {
+    ForcePatch,
+    SuspendPatch,
+}
+
 /// What a step decided.
 #[derive(Debug)]
 pub(crate) enum Transition {
@@ -127,6 +134,37 @@ impl Machine {
         Api::namespaced(self.ctx.client.clone(), &self.namespace())
     }
 
+    /// A failure when `shoot` is not this Runtime's to use: another Runtime's, or KIM's
+    /// while takeover is off.
+    pub(crate) fn refuse_foreign(&mut self, shoot: &DynamicObject) -> Option<Transition> {
+        let owner = super::takeover::owner(shoot, &self.runtime, &self.ctx.config.kim);
+        let name = format!(
+            "{}/{}",
+            shoot.metadata.namespace.as_deref().unwrap_or_default(),
+            shoot.metadata.name.as_deref().unwrap_or_default()
+        );
+        let (reason, why) =
+            super::takeover::refusal(owner, &self.runtime, &self.ctx.config.kim, &name)?;
+        Some(self.fail(reason, why))
+    }
+
+    /// Whether the Runtime failed for `reason` (its `Provisioned` condition says so).
+    pub(crate) fn failed_for(&self, reason: Reason) -> bool {
+        self.status
+            .conditions
+            .iter()
+            .any(|c| c.is(ConditionType::Provisioned) && c.reason == reason.as_str())
+    }
+
+    /// Whether the Runtime asks for `ask`, by Tessera's annotation or KIM's.
+    pub(crate) fn asks(&self, ask: Ask) -> bool {
+        let (ours, kims) = match ask {
+            Ask::ForcePatch => (labels::FORCE_PATCH, labels::KIM_FORCE_PATCH),
+            Ask::SuspendPatch => (labels::SUSPEND_PATCH, labels::KIM_SUSPEND_PATCH),
+        };
+        self.annotated(ours) || self.annotated(kims)
+    }
+
     pub(crate) fn annotated(&self, key: &str) -> bool {
         labels::is_true(self.runtime.metadata.annotations.as_ref(), key)
     }
@@ -175,7 +213,7 @@ impl Machine {
         let generation = Some(self.generation());
         self.status.state == Some(RuntimeState::Ready)
             && self.status.observed_generation == generation
-            && !self.annotated(labels::FORCE_PATCH)
+            && !self.asks(Ask::ForcePatch)
             && super::states::namespaces_up_to_date(
                 &self.status.conditions,
                 &self.ctx.config.runtime_namespaces,
@@ -265,6 +303,29 @@ impl Machine {
         self.wait_retrying(ConditionType::GardenerReachable, reason, message)
     }
 
+    /// `GardenerReachable` after a pass: false while the watch of Shoots fails (so that
+    /// every Runtime waiting for its Shoot says why it only polls), true again once Gardener
+    /// answered.
+    fn gardener_health(&mut self) {
+        let watch = self.ctx.shoot_watch.lock().expect("watch lock").clone();
+        match watch {
+            Some(problem) => self.condition(
+                ConditionType::GardenerReachable,
+                ConditionStatus::False,
+                Reason::ShootWatchFailed,
+                problem,
+            ),
+            None if self.gardener_answered => {
+                self.ctx.metrics.dependencies.up(Dependency::Gardener);
+                self.waited_for(
+                    ConditionType::GardenerReachable,
+                    "the Gardener Shoot API answers",
+                );
+            }
+            None => {}
+        }
+    }
+
     /// What `wait_retrying` waited for under condition `type_` works again.
     pub(crate) fn waited_for(&mut self, type_: ConditionType, message: &str) {
         let waiting = self
@@ -291,25 +352,22 @@ impl Machine {
                     step = next;
                 }
                 Ok(Transition::Stop(action)) => {
-                    if self.gardener_answered {
-                        self.ctx.metrics.dependencies.up(Dependency::Gardener);
-                        self.waited_for(
-                            ConditionType::GardenerReachable,
-                            "the Gardener Shoot API answers",
-                        );
-                    }
-                    self.status.step = Some(step.name().to_string());
-                    self.persist().await?;
-                    return Ok(action);
+                    self.gardener_health();
+                    return self.stop(step, Transition::Stop(action)).await;
+                }
+                Err(ReconcileError::RuntimeCluster { message, .. }) => {
+                    // The Runtime's own cluster failed (unreachable, a certificate it cannot
+                    // verify, a refusal): not an unexpected stop; said on the Runtime.
+                    let waiting = self.wait_retrying(
+                        ConditionType::Configured,
+                        Reason::RuntimeClusterFailed,
+                        format!("the runtime cluster: {message}"),
+                    );
+                    return self.stop(step, waiting).await;
                 }
                 Err(ReconcileError::Gardener(e)) => {
                     let waiting = self.gardener_failed(&e);
-                    self.status.step = Some(step.name().to_string());
-                    self.persist().await?;
-                    return Ok(match waiting {
-                        Transition::Stop(action) => action,
-                        Transition::Next(_) => Action::await_change(),
-                    });
+                    return self.stop(step, waiting).await;
                 }
                 Err(error) => {
                     if !error.is_conflict() && !error.is_fenced() {
@@ -327,6 +385,16 @@ impl Machine {
             }
         }
         unreachable!("the Runtime state machine ran {MAX_STEPS} steps without stopping")
+    }
+
+    /// End the pass at `step` as `transition` says: the status written, the action taken.
+    async fn stop(&mut self, step: Step, transition: Transition) -> Result<Action, ReconcileError> {
+        self.status.step = Some(step.name().to_string());
+        self.persist().await?;
+        Ok(match transition {
+            Transition::Stop(action) => action,
+            Transition::Next(_) => Action::await_change(),
+        })
     }
 
     /// Write the status if it changed, publish queued events, update metrics.
@@ -358,6 +426,7 @@ impl Machine {
                     "plugins",
                     "contractVersion",
                     "shootHash",
+                    "adoptedGeneration",
                     "shadow",
                 ],
             )

@@ -7,7 +7,9 @@ mod controller;
 mod machine;
 pub mod replay;
 mod shoot_doc;
+mod shoot_watch;
 pub(crate) mod states;
+mod takeover;
 
 pub(crate) use controller::{run, tokio_stream_of};
 pub(crate) use machine::{GardenerFailure, gardener_failure};

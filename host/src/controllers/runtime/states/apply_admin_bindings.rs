@@ -1,5 +1,7 @@
 //! Admin ClusterRoleBindings in the runtime cluster from `spec.security.administrators`.
-//! Only bindings labelled as Tessera's are ever changed or deleted.
+//! Only bindings labelled as Tessera's are ever changed or deleted — and, taking over from
+//! KIM, KIM's `admin-*` bindings of users no longer listed, as KIM itself would
+//! (`internal/controller/runtime/fsm/runtime_fsm_apply_clusterrolebindings.go`).
 
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -35,35 +37,31 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         if existing_names.contains(&name) {
             continue;
         }
-        let doc = json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {
-                "name": name,
-                "labels": runtime_cluster::owned_labels(&id),
-                "annotations": { "tessera.dev/user": user },
-            },
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "cluster-admin",
-            },
-            "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user }],
-        });
+        let doc = binding(&id, &name, user);
         api.patch(
             &name,
             &PatchParams::apply(FIELD_MANAGER).force(),
             &Patch::Apply(&doc),
         )
-        .await?;
+        .await
+        .map_err(runtime_cluster::failed(
+            &id,
+            &format!("ClusterRoleBinding {name}"),
+        ))?;
         created += 1;
     }
     let wanted: Vec<String> = admins.iter().map(|u| binding_name(&id, u)).collect();
     let mut deleted = 0;
     for name in existing_names.iter().filter(|n| !wanted.contains(n)) {
-        api.delete(name, &DeleteParams::default()).await?;
+        api.delete(name, &DeleteParams::default())
+            .await
+            .map_err(runtime_cluster::failed(
+                &id,
+                &format!("ClusterRoleBinding {name}"),
+            ))?;
         deleted += 1;
     }
+    deleted += remove_kim_bindings(m, &api, &admins).await?;
     if created + deleted > 0 {
         tracing::info!(runtime = %m.id(), created, deleted, "admin bindings updated");
     }
@@ -74,4 +72,100 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         format!("{} administrator binding(s)", admins.len()),
     );
     Ok(Transition::Next(Step::Ready))
+}
+
+/// KIM's label on the admin bindings it made; only those are ever deleted by it.
+const KIM_MANAGED_BY: &str = "reconciler.kyma-project.io/managed-by=infrastructure-manager";
+
+/// With takeover on (for a Runtime that may take over), delete KIM's admin bindings whose
+/// user is no longer an administrator: otherwise a user removed after the switch would
+/// keep cluster-admin. Those of listed users stay (nothing is recreated).
+async fn remove_kim_bindings(
+    m: &Machine,
+    api: &Api<ClusterRoleBinding>,
+    admins: &[String],
+) -> Result<usize, ReconcileError> {
+    let kim = &m.ctx.config.kim;
+    let namespace = m.namespace();
+    if !kim.enabled || !kim.runtime_namespaces.contains(&namespace) {
+        return Ok(0);
+    }
+    let id = m.id();
+    let params = kube::api::ListParams::default().labels(KIM_MANAGED_BY);
+    let found = api
+        .list(&params)
+        .await
+        .map_err(runtime_cluster::failed(&id, "ClusterRoleBindings of KIM"))?;
+    let stale = stale_kim_bindings(&found.items, admins);
+    for name in &stale {
+        api.delete(name, &DeleteParams::default())
+            .await
+            .map_err(runtime_cluster::failed(
+                &id,
+                &format!("ClusterRoleBinding {name}"),
+            ))?;
+    }
+    Ok(stale.len())
+}
+
+/// KIM's cluster-admin bindings none of whose User subjects is still an administrator.
+fn stale_kim_bindings(bindings: &[ClusterRoleBinding], admins: &[String]) -> Vec<String> {
+    bindings
+        .iter()
+        .filter(|b| b.role_ref.name == "cluster-admin")
+        .filter(|b| {
+            !b.subjects
+                .iter()
+                .flatten()
+                .any(|s| s.kind == "User" && admins.contains(&s.name))
+        })
+        .filter_map(|b| b.metadata.name.clone())
+        .collect()
+}
+
+/// The ClusterRoleBinding `name` making `user` a cluster administrator, labelled as
+/// Tessera's for Runtime `id`.
+fn binding(id: &str, name: &str, user: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {
+            "name": name,
+            "labels": runtime_cluster::owned_labels(id),
+            "annotations": { "tessera.dev/user": user },
+        },
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "cluster-admin",
+        },
+        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user }],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kim_binding(name: &str, role: &str, user: &str) -> ClusterRoleBinding {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        }))
+        .unwrap()
+    }
+
+    /// KIM `runtime_fsm_apply_crb_test.go`, "should return list if with CRBs to remove": a
+    /// binding of a user no longer listed goes, those of listed users stay.
+    #[test]
+    fn kim_bindings_of_users_no_longer_listed_are_stale() {
+        let bindings = [
+            kim_binding("admin-a1", "cluster-admin", "alice@example.com"),
+            kim_binding("admin-b2", "cluster-admin", "bob@example.com"),
+            kim_binding("admin-v3", "view", "eve@example.com"),
+        ];
+        let admins = ["alice@example.com".to_string()];
+        assert_eq!(stale_kim_bindings(&bindings, &admins), ["admin-b2"]);
+    }
 }

@@ -40,6 +40,24 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let api: Api<DynamicObject> = Api::all_with(client, &resource());
     let id = m.id();
     let existing = runtime_cluster::list_owned(&api, &id).await?;
+    let wanted = apply(&api, &id, &configs, &existing).await?;
+    m.condition(
+        ConditionType::OidcConfigured,
+        ConditionStatus::True,
+        Reason::OidcConfigured,
+        format!("{} additional OIDC provider(s) configured", wanted.len()),
+    );
+    Ok(Transition::Next(Step::ApplyAdminBindings))
+}
+
+/// The `OpenIDConnect` object of each of `configs`, applied where it differs from
+/// `existing`; those of `existing` no longer wanted deleted. Their names.
+async fn apply(
+    api: &Api<DynamicObject>,
+    id: &str,
+    configs: &[tessera_sdk::models::OidcConfig],
+    existing: &[DynamicObject],
+) -> Result<Vec<String>, ReconcileError> {
     let mut wanted = Vec::new();
     for (i, oidc) in configs.iter().enumerate() {
         let name = format!("tessera-oidc-{id}-{i}");
@@ -48,7 +66,7 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
             "kind": "OpenIDConnect",
             "metadata": {
                 "name": name,
-                "labels": runtime_cluster::owned_labels(&id),
+                "labels": runtime_cluster::owned_labels(id),
             },
             "spec": {
                 "issuerURL": oidc.issuer_url,
@@ -70,20 +88,23 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
                 &PatchParams::apply(FIELD_MANAGER).force(),
                 &Patch::Apply(&doc),
             )
-            .await?;
+            .await
+            .map_err(runtime_cluster::failed(
+                id,
+                &format!("OpenIDConnect {name}"),
+            ))?;
         }
         wanted.push(name);
     }
     for stale in existing.iter().filter_map(|o| o.metadata.name.as_ref()) {
         if !wanted.contains(stale) {
-            api.delete(stale, &DeleteParams::default()).await?;
+            api.delete(stale, &DeleteParams::default())
+                .await
+                .map_err(runtime_cluster::failed(
+                    id,
+                    &format!("OpenIDConnect {stale}"),
+                ))?;
         }
     }
-    m.condition(
-        ConditionType::OidcConfigured,
-        ConditionStatus::True,
-        Reason::OidcConfigured,
-        format!("{} additional OIDC provider(s) configured", wanted.len()),
-    );
-    Ok(Transition::Next(Step::ApplyAdminBindings))
+    Ok(wanted)
 }

@@ -1,11 +1,9 @@
 //! Render the Runtime and create its Shoot.
 
 use super::super::machine::{Machine, Step, Transition};
-use super::super::shoot_doc;
 use super::render::{history_record, record_applied, render};
 use super::structured_auth;
 use crate::controllers::ReconcileError;
-use crate::crd::Reason;
 use crate::crd::{RuntimeState, ShootRef};
 use crate::history::{self, Operation};
 
@@ -19,13 +17,10 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let existing = m.ctx.shoots.get(&namespace, &name).await?;
     m.gardener_answered = true;
     if let Some(existing) = existing {
-        if !shoot_doc::is_ours(&existing, &m.runtime) {
-            return Ok(m.fail(
-                Reason::ShootNameTaken,
-                format!(
-                    "Shoot {namespace}/{name} exists and belongs to another Runtime (field spec.shoot.name)"
-                ),
-            ));
+        // Ours (created just before a crash), or KIM's to take over: patched, if at all,
+        // by the next step.
+        if let Some(refused) = m.refuse_foreign(&existing) {
+            return Ok(refused);
         }
         m.shoot = Some(existing);
         return Ok(Transition::Next(Step::SelectProcessing));

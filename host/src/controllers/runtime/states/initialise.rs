@@ -2,10 +2,10 @@
 
 use kube::runtime::controller::Action;
 
-use super::super::machine::{Machine, Step, Transition};
+use super::super::machine::{Ask, Machine, Step, Transition};
 use crate::controllers::kit::finalizer;
 use crate::controllers::{ReconcileError, labels};
-use crate::crd::RuntimeState;
+use crate::crd::{Reason, RuntimeState};
 
 pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let has_finalizer = finalizer::has(m.runtime.as_ref(), labels::RUNTIME_FINALIZER);
@@ -16,10 +16,12 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         m.set_state(RuntimeState::Terminating);
         return Ok(Transition::Next(Step::DeleteKubeconfig));
     }
-    // A fatal failure stays until the Runtime changes or a patch is forced.
+    // A fatal failure stays until the Runtime changes or a patch is forced (or the
+    // operator turned on the takeover it asked for).
     if m.status.state == Some(RuntimeState::Failed)
         && m.status.observed_generation == Some(m.generation())
-        && !m.annotated(labels::FORCE_PATCH)
+        && !m.asks(Ask::ForcePatch)
+        && !(m.ctx.config.kim.enabled && m.failed_for(Reason::TakeoverDisabled))
     {
         return Ok(Transition::Stop(Action::await_change()));
     }

@@ -2,20 +2,15 @@
 //! changed (a channel moved), unless suspended; render the shadows alone when only they
 //! changed.
 
-use super::super::machine::{Machine, Step, Transition};
-use super::super::shoot_doc;
-use crate::controllers::{ReconcileError, labels};
-use crate::crd::Reason;
+use super::super::machine::{Ask, Machine, Step, Transition};
+use super::super::takeover;
+use crate::controllers::ReconcileError;
 use crate::crd::{PluginStamp, ShootRef};
 
 pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
-    let shoot = m.shoot.as_ref().expect("initialise read the Shoot");
-    if !shoot_doc::is_ours(shoot, &m.runtime) {
-        let name = shoot.metadata.name.clone().unwrap_or_default();
-        return Ok(m.fail(
-            Reason::ShootNameTaken,
-            format!("Shoot {name} belongs to another Runtime (field spec.shoot.name)"),
-        ));
+    let shoot = m.shoot.clone().expect("initialise read the Shoot");
+    if let Some(refused) = m.refuse_foreign(&shoot) {
+        return Ok(refused);
     }
     if m.status.shoot.is_none() {
         m.status.shoot = Some(ShootRef {
@@ -23,8 +18,8 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
             namespace: shoot.metadata.namespace.clone().unwrap_or_default(),
         });
     }
-    let behind = shoot_doc::rendered_generation(shoot).unwrap_or(0) < m.generation();
-    let forced = m.annotated(labels::FORCE_PATCH);
+    let behind = takeover::rendered_generation(&shoot, &m.status) < m.generation();
+    let forced = m.asks(Ask::ForcePatch);
     let (plugins_changed, shadows_changed) = match super::render::resolve(m) {
         Ok(chain) => {
             let plugins_changed = plugins_changed(&m.status.plugins, &chain.chain.stamps());
@@ -55,7 +50,7 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     if plugins_changed {
         tracing::info!(runtime = %m.id(), "plugin versions changed; re-rendering");
     }
-    let suspended = m.annotated(labels::SUSPEND_PATCH);
+    let suspended = m.asks(Ask::SuspendPatch);
     let wants_patch = behind || forced || plugins_changed;
     if suspended && wants_patch {
         tracing::info!(runtime = %m.id(), "Shoot patching is suspended by annotation");

@@ -4,7 +4,8 @@
 //! Gardener refuses a Shoot naming a ConfigMap that does not exist — holding the
 //! `AuthenticationConfiguration` built from the Runtime's OIDC settings. It is deleted with
 //! the Shoot (and when a patched Shoot no longer names it). Used by the create, patch and
-//! deletion states; only a ConfigMap labelled with this Runtime is ever changed.
+//! deletion states; only a ConfigMap labelled with this Runtime (or, taking over, the one
+//! KIM's Shoot names) is ever changed.
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
@@ -13,6 +14,7 @@ use serde_json::{Value, json};
 use tessera_sdk::models::{OidcConfig, RuntimeSpec};
 
 use super::super::machine::{Machine, Transition};
+use super::super::takeover;
 use crate::controllers::{ReconcileError, labels};
 use crate::crd::{FIELD_MANAGER, Reason};
 
@@ -78,11 +80,26 @@ fn api(m: &Machine, namespace: &str) -> Api<ConfigMap> {
     Api::namespaced(m.ctx.shoots.client().clone(), namespace)
 }
 
-/// Whether the ConfigMap was written for this Runtime.
+/// Whether the ConfigMap was written for this Runtime, or is the one (unlabelled: KIM sets
+/// no labels) that a Shoot being taken over from KIM names.
 fn ours(m: &Machine, config_map: &ConfigMap) -> bool {
     let l = config_map.labels();
-    l.get(labels::RUNTIME) == Some(&m.id())
-        && l.get(labels::RUNTIME_NAMESPACE) == Some(&m.namespace())
+    let labelled = l.get(labels::RUNTIME) == Some(&m.id())
+        && l.get(labels::RUNTIME_NAMESPACE) == Some(&m.namespace());
+    labelled || (!l.contains_key(labels::RUNTIME) && named_by_kim_shoot(m, config_map))
+}
+
+/// Whether the live Shoot is KIM's, taken over for this Runtime, and names `config_map`.
+fn named_by_kim_shoot(m: &Machine, config_map: &ConfigMap) -> bool {
+    let kim = &m.ctx.config.kim;
+    let Some(shoot) = m.shoot.as_ref() else {
+        return false;
+    };
+    let named = config_map_name(&serde_json::to_value(shoot).unwrap_or_default());
+    let owner = takeover::owner(shoot, &m.runtime, kim);
+    owner == takeover::Owner::Kim
+        && takeover::claims(owner, &m.runtime, kim)
+        && named.as_deref() == config_map.metadata.name.as_deref()
 }
 
 /// Write the ConfigMap `desired` names into `namespace`; a transition to take instead when

@@ -54,7 +54,7 @@ pub(crate) fn verdict(
             };
             let message = format!("{} of Shoot {name} failed [{codes}]: {detail}", op.type_);
             let codes = progress.error_codes.iter().map(String::as_str);
-            if classify_codes(codes, progress.non_retryable) == ErrorClass::Fatal {
+            if classify_codes(codes) == ErrorClass::Fatal {
                 return Verdict::Fatal(message);
             }
             let age = op
@@ -80,6 +80,15 @@ pub(crate) fn verdict(
     }
 }
 
+/// Gardener was asked to retry the Shoot's failed operation and has not started it yet.
+pub(crate) fn retry_requested(shoot: &kube::api::DynamicObject) -> bool {
+    let annotations = shoot.metadata.annotations.as_ref();
+    annotations
+        .and_then(|a| a.get(OPERATION_ANNOTATION))
+        .map(String::as_str)
+        == Some("retry")
+}
+
 pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let shoot = m.shoot.clone().expect("initialise read the Shoot");
     let name = shoot.metadata.name.clone().unwrap_or_default();
@@ -94,11 +103,7 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     } else {
         (RuntimeState::Updating, Reason::ShootUpdatePending)
     };
-    let requested = shoot
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.get(OPERATION_ANNOTATION).map(String::as_str) == Some("retry"));
+    let requested = retry_requested(&shoot);
     let retry_after = m.ctx.config.requeue.retry;
     let provisioned = ConditionType::Provisioned;
     let unknown = ConditionStatus::Unknown;
@@ -207,7 +212,6 @@ mod tests {
             error_description: String::new(),
             generation: 2,
             observed_generation: 2,
-            non_retryable: false,
         };
         (p, now)
     }

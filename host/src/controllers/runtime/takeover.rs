@@ -1,0 +1,184 @@
+//! Shoots Kyma Infrastructure Manager made: recognised by KIM's field manager and its
+//! runtime-id annotation, taken over only when the operator says so (`--takeover-kim`).
+//! A Shoot taken over is not written while the Runtime's render matches it; Tessera's
+//! labels come with the first real change (`shoot_diff::bookkeeping`).
+
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+
+use super::shoot_doc;
+use crate::controllers::KimTakeover;
+use crate::crd::{Reason, Runtime, RuntimeStatus};
+
+/// Who made a Shoot, as far as one Runtime is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Owner {
+    /// Tessera, for this Runtime (its labels).
+    Tessera,
+    /// KIM, for this Runtime's id.
+    Kim,
+    /// Another Runtime, or someone else.
+    Other,
+}
+
+/// Who made `shoot`, for `runtime`.
+pub(crate) fn owner(shoot: &DynamicObject, runtime: &Runtime, kim: &KimTakeover) -> Owner {
+    if shoot_doc::is_ours(shoot, runtime) {
+        return Owner::Tessera;
+    }
+    let written_by_kim = shoot.metadata.managed_fields.iter().flatten().any(|f| {
+        f.manager
+            .as_ref()
+            .is_some_and(|m| kim.field_managers.contains(m))
+    });
+    let names_runtime =
+        shoot.annotations().get(&kim.runtime_id_annotation) == Some(&runtime.name_any());
+    // A Shoot with another Runtime's Tessera labels is that Runtime's, whatever KIM did.
+    let labelled = shoot
+        .labels()
+        .contains_key(crate::controllers::labels::RUNTIME);
+    if written_by_kim && names_runtime && !labelled {
+        Owner::Kim
+    } else {
+        Owner::Other
+    }
+}
+
+/// Why `runtime` may not use `shoot` (`namespace/name`), or `None` when it may.
+pub(crate) fn refusal(
+    owner: Owner,
+    runtime: &Runtime,
+    kim: &KimTakeover,
+    shoot: &str,
+) -> Option<(Reason, String)> {
+    match owner {
+        Owner::Tessera => None,
+        Owner::Kim if !kim.enabled => Some((
+            Reason::TakeoverDisabled,
+            format!(
+                "Shoot {shoot} was made by Kyma Infrastructure Manager (annotation {}); start the host with --takeover-kim (chart value takeover.kim.enabled) to take it over (field spec.shoot.name)",
+                kim.runtime_id_annotation
+            ),
+        )),
+        Owner::Kim if !may_claim(runtime, kim) => Some((
+            Reason::ShootNameTaken,
+            format!(
+                "Shoot {shoot} was made by Kyma Infrastructure Manager; only Runtimes of the namespaces {:?} may take KIM's Shoots over (--kim-runtime-namespace) (field spec.shoot.name)",
+                kim.runtime_namespaces
+            ),
+        )),
+        Owner::Kim => None,
+        Owner::Other => Some((
+            Reason::ShootNameTaken,
+            format!("Shoot {shoot} exists and belongs to another Runtime (field spec.shoot.name)"),
+        )),
+    }
+}
+
+/// Whether `runtime` lives where KIM's Runtimes are taken over: a tenant elsewhere
+/// cannot claim a Shoot by naming its runtime id.
+fn may_claim(runtime: &Runtime, kim: &KimTakeover) -> bool {
+    runtime
+        .namespace()
+        .is_some_and(|ns| kim.runtime_namespaces.contains(&ns))
+}
+
+/// Whether `runtime` may act on (patch, delete) a Shoot of `owner`.
+pub(crate) fn claims(owner: Owner, runtime: &Runtime, kim: &KimTakeover) -> bool {
+    refusal(owner, runtime, kim, "").is_none()
+}
+
+/// The Runtime generation `shoot` stands for: the one Tessera rendered it from, or, for a
+/// Shoot taken over and not written yet, the one found to match it.
+pub(crate) fn rendered_generation(shoot: &DynamicObject, status: &RuntimeStatus) -> i64 {
+    shoot_doc::rendered_generation(shoot)
+        .or(status.adopted_generation)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+
+    fn runtime(name: &str) -> Runtime {
+        let text = include_str!("../../../../examples/runtime-aws.yaml");
+        let mut doc: serde_json::Value = serde_saphyr::from_str(text).unwrap();
+        doc["metadata"] = serde_json::json!({"name": name, "namespace": "kcp-system"});
+        serde_json::from_value(doc).unwrap()
+    }
+
+    fn shoot(manager: &str, annotation: Option<&str>) -> DynamicObject {
+        let mut s: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "core.gardener.cloud/v1beta1", "kind": "Shoot",
+            "metadata": {"name": "c-1", "namespace": "garden-kyma"}
+        }))
+        .unwrap();
+        s.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            ..Default::default()
+        }]);
+        if let Some(id) = annotation {
+            s.annotations_mut().insert(
+                "infrastructuremanager.kyma-project.io/runtime-id".into(),
+                id.into(),
+            );
+        }
+        s
+    }
+
+    #[test]
+    fn a_kim_shoot_of_this_runtime_is_kims_and_refused_until_takeover_is_on() {
+        let kim = KimTakeover::default();
+        let r = runtime("rt-1");
+        let s = shoot("kim", Some("rt-1"));
+        assert_eq!(owner(&s, &r, &kim), Owner::Kim);
+        let (reason, why) = refusal(Owner::Kim, &r, &kim, "garden-kyma/c-1").unwrap();
+        assert_eq!(reason, Reason::TakeoverDisabled);
+        assert!(why.contains("--takeover-kim"), "{why}");
+        let on = KimTakeover {
+            enabled: true,
+            ..kim.clone()
+        };
+        assert_eq!(refusal(Owner::Kim, &r, &on, "garden-kyma/c-1"), None);
+        assert!(claims(Owner::Kim, &r, &on) && !claims(Owner::Kim, &r, &kim));
+        let mut tenant = runtime("rt-1");
+        tenant.metadata.namespace = Some("team-a".into());
+        let (reason, why) = refusal(Owner::Kim, &tenant, &on, "garden-kyma/c-1").unwrap();
+        assert_eq!(
+            reason,
+            Reason::ShootNameTaken,
+            "a tenant claims nothing: {why}"
+        );
+        assert!(!claims(Owner::Kim, &tenant, &on));
+    }
+
+    #[test]
+    fn another_manager_or_another_runtime_id_is_not_kims() {
+        let kim = KimTakeover::default();
+        let r = runtime("rt-1");
+        assert_eq!(
+            owner(&shoot("kubectl", Some("rt-1")), &r, &kim),
+            Owner::Other
+        );
+        assert_eq!(owner(&shoot("kim", Some("rt-2")), &r, &kim), Owner::Other);
+        assert_eq!(owner(&shoot("kim", None), &r, &kim), Owner::Other);
+        // KIM's create names no field manager: its binary's name is recorded.
+        assert_eq!(owner(&shoot("manager", Some("rt-1")), &r, &kim), Owner::Kim);
+
+        let mut labelled = shoot("kim", Some("rt-1"));
+        labelled
+            .labels_mut()
+            .insert(crate::controllers::labels::RUNTIME.into(), "rt-9".into());
+        assert_eq!(owner(&labelled, &r, &kim), Owner::Other);
+    }
+
+    #[test]
+    fn a_shoot_taken_over_stands_for_the_generation_found_to_match() {
+        let s = shoot("kim", Some("rt-1"));
+        let mut status = RuntimeStatus::default();
+        assert_eq!(rendered_generation(&s, &status), 0);
+        status.adopted_generation = Some(3);
+        assert_eq!(rendered_generation(&s, &status), 3);
+    }
+}

@@ -1,0 +1,160 @@
+//! Where a rendered Shoot differs from the live one, in the fields the render sets.
+//!
+//! Gardener adds defaults a render leaves out, and another manager's fields may sit next to
+//! the host's: only what the render says is compared. Used to take over a Shoot without
+//! writing it when the render already matches, and by `tessera render --compare-live`
+//! (the operator's check before switching a landscape).
+
+use serde_json::Value;
+
+use crate::crd::labels;
+
+/// The host's own bookkeeping on a Shoot. A Shoot made elsewhere (by KIM) lacks it; it is
+/// added with the first real change and is never a reason for one.
+pub fn bookkeeping() -> Vec<String> {
+    vec![
+        format!("metadata.labels.{}", labels::RUNTIME),
+        format!("metadata.labels.{}", labels::RUNTIME_NAMESPACE),
+        format!("metadata.annotations.{}", labels::RUNTIME_GENERATION),
+    ]
+}
+
+/// One field where the render and the live Shoot disagree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Difference {
+    /// Dotted path, list items by index: `spec.provider.workers[0].maximum`.
+    pub path: String,
+    pub rendered: Value,
+    /// `None`: the live Shoot does not have the field.
+    pub live: Option<Value>,
+}
+
+/// The fields `desired` sets that `live` lacks or holds otherwise, skipping `ignore`
+/// (dotted paths). Lists must have the same length; their items are compared in order
+/// (objects field by field, anything else whole). An empty object or `null` in the render
+/// asks for nothing, so a missing field matches it.
+pub fn differences(desired: &Value, live: &Value, ignore: &[String]) -> Vec<Difference> {
+    let mut out = Vec::new();
+    walk(desired, Some(live), String::new(), ignore, &mut out);
+    out
+}
+
+fn walk(
+    desired: &Value,
+    live: Option<&Value>,
+    path: String,
+    ignore: &[String],
+    out: &mut Vec<Difference>,
+) {
+    if ignore.contains(&path) {
+        return;
+    }
+    match (desired, live) {
+        (Value::Null, None | Some(Value::Null)) => {}
+        (Value::Object(d), None) if d.is_empty() => {}
+        (Value::Object(d), Some(Value::Object(l))) => {
+            for (key, value) in d {
+                let child = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                walk(value, l.get(key), child, ignore, out);
+            }
+        }
+        (Value::Array(d), Some(Value::Array(l))) if d.len() == l.len() => {
+            for (i, (item, live_item)) in d.iter().zip(l).enumerate() {
+                let child = format!("{path}[{i}]");
+                if item.is_object() {
+                    walk(item, Some(live_item), child, ignore, out);
+                } else if item != live_item {
+                    out.push(difference(child, item, Some(live_item)));
+                }
+            }
+        }
+        (d, Some(l)) if d == l => {}
+        (d, l) => out.push(difference(path, d, l)),
+    }
+}
+
+fn difference(path: String, rendered: &Value, live: Option<&Value>) -> Difference {
+    Difference {
+        path,
+        rendered: rendered.clone(),
+        live: live.cloned(),
+    }
+}
+
+/// One line per difference, at most `max` (and how many more).
+pub fn describe(diffs: &[Difference], max: usize) -> Vec<String> {
+    let show = |v: &Value| serde_json::to_string(v).unwrap_or_default();
+    let mut lines: Vec<String> = diffs
+        .iter()
+        .take(max)
+        .map(|d| match &d.live {
+            Some(live) => format!(
+                "{}: live {} → rendered {}",
+                d.path,
+                show(live),
+                show(&d.rendered)
+            ),
+            None => format!("{}: not live → rendered {}", d.path, show(&d.rendered)),
+        })
+        .collect();
+    if diffs.len() > max {
+        lines.push(format!("… and {} more", diffs.len() - max));
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaults_gardener_adds_and_fields_of_others_are_not_differences() {
+        let desired = json!({"spec": {"region": "eu-west-1", "provider": {"workers": [
+            {"name": "cpu-worker-0", "maximum": 3}]}, "addons": {}}});
+        let live = json!({"spec": {"region": "eu-west-1", "purpose": "production",
+            "provider": {"workers": [{"name": "cpu-worker-0", "maximum": 3, "cri": {"name": "containerd"}}]}}});
+        assert_eq!(differences(&desired, &live, &[]), vec![]);
+    }
+
+    #[test]
+    fn a_changed_missing_or_reshaped_field_is_named_by_its_path() {
+        let desired = json!({"spec": {"provider": {"workers": [{"maximum": 5}]},
+            "kubernetes": {"version": "1.33"}, "tolerations": [{"key": "a"}],
+            "networking": {"ipFamilies": ["IPv4"]}}});
+        let live = json!({"spec": {"provider": {"workers": [{"maximum": 3}]},
+            "tolerations": [], "networking": {"ipFamilies": ["IPv6"]}}});
+        let mut paths: Vec<String> = differences(&desired, &live, &[])
+            .into_iter()
+            .map(|d| d.path)
+            .collect();
+        paths.sort();
+        assert_eq!(
+            paths,
+            [
+                "spec.kubernetes",
+                "spec.networking.ipFamilies[0]",
+                "spec.provider.workers[0].maximum",
+                "spec.tolerations"
+            ]
+        );
+    }
+
+    #[test]
+    fn bookkeeping_is_skipped_only_when_asked() {
+        let desired = json!({"metadata": {"labels": {"tessera.dev/runtime": "r", "account": "a"}}});
+        let live = json!({"metadata": {"labels": {"account": "a"}}});
+        assert_eq!(differences(&desired, &live, &bookkeeping()), vec![]);
+        let diffs = differences(&desired, &live, &[]);
+        assert_eq!(diffs.len(), 1);
+        assert_eq!(diffs[0].path, "metadata.labels.tessera.dev/runtime");
+        assert_eq!(
+            describe(&diffs, 5),
+            [r#"metadata.labels.tessera.dev/runtime: not live → rendered "r""#]
+        );
+    }
+}
