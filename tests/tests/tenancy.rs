@@ -285,42 +285,7 @@ async fn runtime_kubeconfigs_act_only_for_their_runtime(cp: &ControlPlane) -> Re
     let owner = runtime_in(&runtimes, "rt-own", RuntimeState::Ready, &host).await?;
     let fetched = admin_kubeconfigs(cp);
     let rkcs: Api<RuntimeKubeconfig> = Api::namespaced(f.client.clone(), &f.ns);
-    let hostile = [
-        rkc_doc(
-            &f.ns,
-            "stray",
-            None,
-            ("garden-kyma-dev", "s-other-tenant"),
-            "db-password",
-        ),
-        rkc_doc(
-            &f.ns,
-            "steal",
-            Some(&owner),
-            ("garden-kyma-dev", "s-other-tenant"),
-            "kubeconfig-rt-own",
-        ),
-        rkc_doc(
-            &f.ns,
-            "overwrite",
-            Some(&owner),
-            ("garden-kyma-dev", "s-rkc-own"),
-            "db-password",
-        ),
-    ];
-    for (doc, needle) in hostile
-        .iter()
-        .zip(["no controller owner", "spec.shoot", "spec.secret"])
-    {
-        rkcs.create(&PostParams::default(), doc)
-            .await
-            .map_err(|e| e.to_string())?;
-        let name = doc.metadata.name.clone().unwrap_or_default();
-        let message = rkc_refused(&rkcs, &name, "NotBound", &host).await?;
-        if !message.contains(needle) {
-            return Err(format!("RuntimeKubeconfig {name}: {message}"));
-        }
-    }
+    refuse_hostile_rkcs(&f, &rkcs, &owner, &host).await?;
     // A Runtime whose kubeconfig Secret name is taken by someone else's Secret.
     runtimes
         .create(
@@ -342,6 +307,67 @@ async fn runtime_kubeconfigs_act_only_for_their_runtime(cp: &ControlPlane) -> Re
         || async { rkcs.get_opt("stray").await.ok()?.is_none().then_some(()) },
     )
     .await?;
+    secrets_unchanged(&f).await?;
+    // Only rt-squat's own (refused) kubeconfig was ever asked for: none of the hostile ones.
+    let now = admin_kubeconfigs(cp);
+    if now != fetched {
+        return Err(format!(
+            "{} admin kubeconfigs were requested for hand-made RuntimeKubeconfigs",
+            now - fetched
+        ));
+    }
+    Ok(())
+}
+
+/// RuntimeKubeconfigs made by hand — unowned, naming another tenant's Shoot, or a Secret
+/// that is not the Runtime's — are refused, each naming its fault.
+async fn refuse_hostile_rkcs(
+    f: &Fixture<'_>,
+    rkcs: &Api<RuntimeKubeconfig>,
+    owner: &Runtime,
+    host: &Host,
+) -> Result {
+    let hostile = [
+        rkc_doc(
+            &f.ns,
+            "stray",
+            None,
+            ("garden-kyma-dev", "s-other-tenant"),
+            "db-password",
+        ),
+        rkc_doc(
+            &f.ns,
+            "steal",
+            Some(owner),
+            ("garden-kyma-dev", "s-other-tenant"),
+            "kubeconfig-rt-own",
+        ),
+        rkc_doc(
+            &f.ns,
+            "overwrite",
+            Some(owner),
+            ("garden-kyma-dev", "s-rkc-own"),
+            "db-password",
+        ),
+    ];
+    for (doc, needle) in hostile
+        .iter()
+        .zip(["no controller owner", "spec.shoot", "spec.secret"])
+    {
+        rkcs.create(&PostParams::default(), doc)
+            .await
+            .map_err(|e| e.to_string())?;
+        let name = doc.metadata.name.clone().unwrap_or_default();
+        let message = rkc_refused(rkcs, &name, "NotBound", host).await?;
+        if !message.contains(needle) {
+            return Err(format!("RuntimeKubeconfig {name}: {message}"));
+        }
+    }
+    Ok(())
+}
+
+/// The Secrets a hostile RuntimeKubeconfig named are as they were.
+async fn secrets_unchanged(f: &Fixture<'_>) -> Result {
     let secrets: Api<Secret> = Api::namespaced(f.client.clone(), &f.ns);
     for (name, value) in [
         ("db-password", "hunter2"),
@@ -357,14 +383,6 @@ async fn runtime_kubeconfigs_act_only_for_their_runtime(cp: &ControlPlane) -> Re
         {
             return Err(format!("Secret {name} was changed"));
         }
-    }
-    // Only rt-squat's own (refused) kubeconfig was ever asked for: none of the hostile ones.
-    let now = admin_kubeconfigs(cp);
-    if now != fetched {
-        return Err(format!(
-            "{} admin kubeconfigs were requested for hand-made RuntimeKubeconfigs",
-            now - fetched
-        ));
     }
     Ok(())
 }

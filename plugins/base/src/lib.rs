@@ -72,53 +72,8 @@ impl ShootExtension for Base {
 
     fn extend(input: ExtendInput<Config>) -> Result<ExtendOutput, PluginError> {
         let rt = &input.runtime.spec.shoot;
-        if !is_dns_label(&rt.name) {
-            return Err(PluginError::invalid_input(
-                "spec.shoot.name",
-                format!(
-                    "{:?} is not a valid Shoot name (lower-case letters, digits and '-', at most 63)",
-                    rt.name
-                ),
-            ));
-        }
-        if !PURPOSES.contains(&rt.purpose.as_str()) {
-            return Err(PluginError::invalid_input(
-                "spec.shoot.purpose",
-                format!(
-                    "unknown purpose {:?}; expected one of {}",
-                    rt.purpose,
-                    PURPOSES.join(", ")
-                ),
-            ));
-        }
-        if rt.region.is_empty() {
-            return Err(PluginError::invalid_input(
-                "spec.shoot.region",
-                "region is empty",
-            ));
-        }
+        check(rt)?;
         let net = &rt.networking;
-        let parse = |field: &str, value: &str| {
-            Cidr::parse(value).map_err(|e| {
-                PluginError::invalid_input(format!("spec.shoot.networking.{field}"), e)
-            })
-        };
-        let ranges = [
-            ("nodes", parse("nodes", &net.nodes)?),
-            ("pods", parse("pods", &net.pods)?),
-            ("services", parse("services", &net.services)?),
-        ];
-        for (i, (a_name, a)) in ranges.iter().enumerate() {
-            for (b_name, b) in &ranges[i + 1..] {
-                if a.overlaps(b) {
-                    return Err(PluginError::invalid_input(
-                        format!("spec.shoot.networking.{b_name}"),
-                        format!("{b_name} range {b} overlaps {a_name} range {a}"),
-                    ));
-                }
-            }
-        }
-
         let mut shoot: Shoot = input.draft;
         shoot.metadata.name = Some(rt.name.clone());
         let spec = &mut shoot.spec;
@@ -151,6 +106,57 @@ impl ShootExtension for Base {
         }
         Ok(ExtendOutput::new(shoot))
     }
+}
+
+/// The Runtime's name, purpose, region and networks as Gardener will accept them, or the
+/// field at fault.
+fn check(rt: &RuntimeShoot) -> Result<(), PluginError> {
+    if !is_dns_label(&rt.name) {
+        return Err(PluginError::invalid_input(
+            "spec.shoot.name",
+            format!(
+                "{:?} is not a valid Shoot name (lower-case letters, digits and '-', at most 63)",
+                rt.name
+            ),
+        ));
+    }
+    if !PURPOSES.contains(&rt.purpose.as_str()) {
+        return Err(PluginError::invalid_input(
+            "spec.shoot.purpose",
+            format!(
+                "unknown purpose {:?}; expected one of {}",
+                rt.purpose,
+                PURPOSES.join(", ")
+            ),
+        ));
+    }
+    if rt.region.is_empty() {
+        return Err(PluginError::invalid_input(
+            "spec.shoot.region",
+            "region is empty",
+        ));
+    }
+    let net = &rt.networking;
+    let parse = |field: &str, value: &str| {
+        Cidr::parse(value)
+            .map_err(|e| PluginError::invalid_input(format!("spec.shoot.networking.{field}"), e))
+    };
+    let ranges = [
+        ("nodes", parse("nodes", &net.nodes)?),
+        ("pods", parse("pods", &net.pods)?),
+        ("services", parse("services", &net.services)?),
+    ];
+    for (i, (a_name, a)) in ranges.iter().enumerate() {
+        for (b_name, b) in &ranges[i + 1..] {
+            if a.overlaps(b) {
+                return Err(PluginError::invalid_input(
+                    format!("spec.shoot.networking.{b_name}"),
+                    format!("{b_name} range {b} overlaps {a_name} range {a}"),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Providers whose Gardener extension runs dual-stack (IPv4 and IPv6) Shoots.

@@ -81,10 +81,14 @@ pub(crate) fn owns(rkc: &RuntimeKubeconfig, secret: &Secret) -> bool {
 
 /// Whether `secret` is the kubeconfig Secret KIM wrote for this RuntimeKubeconfig's
 /// Runtime (KIM's `managed-by` and runtime-id labels, no controller), to be taken over when
-/// the operator says so: the next write makes it this RuntimeKubeconfig's.
+/// the operator says so and the Runtime lives where KIM's are taken over: the next write
+/// makes it this RuntimeKubeconfig's.
 pub(crate) fn adoptable(rkc: &RuntimeKubeconfig, secret: &Secret, kim: &KimTakeover) -> bool {
     let l = secret.labels();
+    // Only where KIM's Runtimes are taken over, as for their Shoots.
+    let namespace = rkc.namespace().unwrap_or_default();
     kim.enabled
+        && kim.runtime_namespaces.contains(&namespace)
         && l.get(KIM_MANAGED_BY).map(String::as_str) == Some(KIM_MANAGED_BY_VALUE)
         && l.get(KIM_RUNTIME_ID) == Some(&rkc.spec.runtime)
         && !l.contains_key(labels::RUNTIME)
@@ -116,6 +120,25 @@ mod tests {
         doc["metadata"] = json!({"name": "rt", "namespace": "team-a", "uid": uid});
         doc["status"] = json!({"shoot": {"name": shoot, "namespace": "garden-kyma-dev"}});
         serde_json::from_value(doc).unwrap()
+    }
+
+    #[test]
+    fn a_kim_secret_is_adopted_only_with_takeover_and_in_kim_namespaces() {
+        let kim_secret: Secret = serde_json::from_value(json!({"metadata": {
+            "name": "kubeconfig-rt", "namespace": "team-a",
+            "labels": {"kyma-project.io/runtime-id": "rt",
+                "operator.kyma-project.io/managed-by": "infrastructure-manager"}}}))
+        .unwrap();
+        let rkc = rkc(Some("u1"), "c-1", ("team-a", "kubeconfig-rt"));
+        let mut kim = KimTakeover::default();
+        assert!(!adoptable(&rkc, &kim_secret, &kim), "takeover off");
+        kim.enabled = true;
+        assert!(
+            !adoptable(&rkc, &kim_secret, &kim),
+            "team-a is not KIM's namespace"
+        );
+        kim.runtime_namespaces = vec!["team-a".into()];
+        assert!(adoptable(&rkc, &kim_secret, &kim));
     }
 
     fn rkc(owner_uid: Option<&str>, shoot: &str, secret: (&str, &str)) -> RuntimeKubeconfig {
