@@ -5,7 +5,7 @@ pub mod diff;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
 use tessera_sdk::models::{RUNTIME_API_VERSION, Runtime};
 
-use crate::plugins::{ChainOutput, ShootChain, ShootIdentity};
+use crate::plugins::{ChainConfig, ChainOutput, ShootChain, ShootIdentity};
 use crate::wasm::{CallError, WasmRuntime};
 
 /// Why rendering failed; every variant says where.
@@ -107,15 +107,16 @@ pub fn parse_current_shoot(text: &str, source_name: &str) -> Result<String, Rend
     Ok(value.to_string())
 }
 
-/// Render a Runtime into a Shoot of Gardener project `project` with `chain`; `current`
-/// (JSON) makes it a patch.
+/// Render a Runtime into a Shoot of the Gardener project `config` names with `chain`;
+/// `current` (JSON) makes it a patch.
 pub fn render(
     rt: &WasmRuntime,
     chain: &ShootChain,
     runtime: &RuntimeDocument,
-    project: &str,
+    config: &ChainConfig,
     current: Option<&str>,
 ) -> Result<ChainOutput, RenderError> {
-    let identity = ShootIdentity::of(&runtime.runtime.spec, project);
+    let identity = ShootIdentity::of(&runtime.runtime.spec, config.project())
+        .with_credentials_binding(config.enable_credential_binding);
     Ok(chain.run(rt, &runtime.json, &identity, runtime.runtime.id(), current)?)
 }

@@ -103,6 +103,45 @@ pub fn compare_versions(a: &str, b: &str) -> Ordering {
     Ordering::Equal
 }
 
+/// Go's `time.Duration` text, as Gardener's API stores `metav1.Duration` fields.
+pub mod go_duration {
+    /// Whole seconds of a Go duration made of `h`, `m` and `s` parts (what
+    /// `time.ParseDuration` accepts for these; `30d` is refused as Go refuses it).
+    pub fn seconds(text: &str) -> Option<u64> {
+        let mut total = 0u64;
+        let mut number = String::new();
+        for c in text.chars() {
+            match c {
+                '0'..='9' => number.push(c),
+                'h' | 'm' | 's' => {
+                    let n: u64 = number.parse().ok()?;
+                    number.clear();
+                    total += n * match c {
+                        'h' => 3600,
+                        'm' => 60,
+                        _ => 1,
+                    };
+                }
+                _ => return None,
+            }
+        }
+        number
+            .is_empty()
+            .then_some(total)
+            .filter(|_| !text.is_empty())
+    }
+
+    /// Whole seconds as Go's `Duration.String` writes them: `720h0m0s`, `15m0s`, `30s`.
+    pub fn text(seconds: u64) -> String {
+        let (h, m, s) = (seconds / 3600, seconds % 3600 / 60, seconds % 60);
+        match (h, m) {
+            (0, 0) => format!("{s}s"),
+            (0, _) => format!("{m}m{s}s"),
+            _ => format!("{h}h{m}m{s}s"),
+        }
+    }
+}
+
 /// Apply an RFC 7386 JSON merge patch: objects merge, `null` removes, anything else replaces.
 pub fn merge_patch(target: &mut serde_json::Value, patch: &serde_json::Value) {
     use serde_json::Value;
@@ -190,6 +229,20 @@ pub fn reword_unknown_field(serde_message: &str) -> Option<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Go's `Duration.String` drops leading zero units (`time/time.go`).
+    #[test]
+    fn go_durations_read_and_written_as_go_does() {
+        assert_eq!(go_duration::text(15 * 60), "15m0s");
+        assert_eq!(go_duration::text(720 * 3600), "720h0m0s");
+        assert_eq!(go_duration::text(30), "30s");
+        assert_eq!(go_duration::text(3600 + 1), "1h0m1s");
+        assert_eq!(go_duration::seconds("1h30m"), Some(5400));
+        assert_eq!(go_duration::seconds("15m"), Some(900));
+        assert_eq!(go_duration::seconds("30d"), None);
+        assert_eq!(go_duration::seconds("15"), None);
+        assert_eq!(go_duration::seconds(""), None);
+    }
 
     #[test]
     fn cidr_parse_and_overlap() {

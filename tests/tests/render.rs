@@ -27,7 +27,7 @@ fn render_file(
     let mut doc = yaml(&workspace().join(runtime_file));
     tessera_sdk::util::merge_patch(&mut doc, &patch);
     let parsed = parse_runtime(&doc.to_string(), runtime_file)?;
-    Ok(render(runtime(), &chain(), &parsed, DEFAULT_PROJECT, None)?.shoot)
+    Ok(render(runtime(), &chain(), &parsed, &ChainConfig::default(), None)?.shoot)
 }
 
 #[test]
@@ -112,7 +112,7 @@ fn kim_runtime_options_render_and_patch_stably() {
 /// Rendering `parsed` against the Shoot `created` it rendered to changes nothing.
 fn assert_patch_is_stable(parsed: &RuntimeDocument, created: &serde_json::Value, what: &str) {
     let current = parse_current_shoot(&created.to_string(), "created").unwrap();
-    let patched = render(runtime(), &chain(), parsed, DEFAULT_PROJECT, Some(&current))
+    let patched = render(runtime(), &chain(), parsed, &ChainConfig::default(), Some(&current))
         .unwrap()
         .shoot;
     assert!(
@@ -137,7 +137,7 @@ fn patch_of_the_rendered_shoot_is_stable() {
 fn warnings_name_their_plugin_and_digests_are_recorded() {
     let doc = read(&workspace().join("examples/runtime-aws.yaml"));
     let parsed = parse_runtime(&doc, "aws").unwrap();
-    let out = render(runtime(), &chain(), &parsed, DEFAULT_PROJECT, None).unwrap();
+    let out = render(runtime(), &chain(), &parsed, &ChainConfig::default(), None).unwrap();
     assert!(
         out.warnings
             .iter()

@@ -101,7 +101,8 @@ pub fn run(rt: &WasmRuntime, args: RenderArgs) -> anyhow::Result<ExitCode> {
     )?;
     let chain = ShootChain::load(rt, &config, &plugin_dir)?;
     if let Some(step) = &args.record {
-        let identity = ShootIdentity::of(&runtime.runtime.spec, config.project());
+        let identity = ShootIdentity::of(&runtime.runtime.spec, config.project())
+            .with_credentials_binding(config.enable_credential_binding);
         let id = runtime.runtime.id();
         let Some(recorded) =
             chain.record_step(rt, &runtime.json, &identity, id, current.as_deref(), step)?
@@ -113,7 +114,7 @@ pub fn run(rt: &WasmRuntime, args: RenderArgs) -> anyhow::Result<ExitCode> {
         super::record::write_case(&case, args.case.as_deref())?;
         return Ok(ExitCode::SUCCESS);
     }
-    let output = render(rt, &chain, &runtime, config.project(), current.as_deref())?;
+    let output = render(rt, &chain, &runtime, &config, current.as_deref())?;
     for (plugin, warning) in &output.warnings {
         eprintln!("warning: [{plugin}] {warning}");
     }

@@ -1,5 +1,6 @@
 //! Shoot reads and writes, and the progress Gardener reports in `status`.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::Client;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
@@ -174,6 +175,25 @@ impl ShootClient {
             "uid": shoot.metadata.uid,
             "resourceVersion": shoot.metadata.resource_version,
             "annotations": map,
+        } });
+        let (namespace, name) = name_of(shoot);
+        Ok(self
+            .api(namespace)
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?)
+    }
+
+    /// Replace the field ownership of exactly `shoot` as read (uid and resourceVersion are
+    /// preconditions, as for `annotate`); nothing else of the Shoot changes.
+    pub(crate) async fn set_managed_fields(
+        &self,
+        shoot: &DynamicObject,
+        entries: &[ManagedFieldsEntry],
+    ) -> Result<DynamicObject, ShootError> {
+        let patch = json!({ "metadata": {
+            "uid": shoot.metadata.uid,
+            "resourceVersion": shoot.metadata.resource_version,
+            "managedFields": entries,
         } });
         let (namespace, name) = name_of(shoot);
         Ok(self

@@ -102,6 +102,11 @@ pub struct ChainConfig {
     pub channel: Option<String>,
     /// Gardener project Shoots live in (`garden-<project>`) [default: kyma-dev].
     pub project: Option<String>,
+    /// Shoots name a CredentialsBinding called as the Runtime's `secretBindingName`
+    /// instead of that SecretBinding (KIM's `gardener.enableCredentialBinding`); existing
+    /// Shoots move over with their next patch [default: false].
+    #[serde(default)]
+    pub enable_credential_binding: bool,
     /// Module reconcilers run by `tessera modules apply`.
     #[serde(default)]
     pub modules: BTreeMap<String, ModuleSettings>,

@@ -61,6 +61,17 @@ impl ShootIdentity {
         }
     }
 
+    /// With Gardener's credentials bindings on (KIM's `gardener.enableCredentialBinding`),
+    /// a Runtime's `secretBindingName` names the CredentialsBinding of the same name, as
+    /// KIM's `ExtendWithCredentialsBinding` sets it; its Shoots with a SecretBinding move
+    /// over with their next patch (Gardener allows that move, for the same Secret).
+    pub fn with_credentials_binding(mut self, enabled: bool) -> Self {
+        if let (true, Binding::Secret(name)) = (enabled, &self.binding) {
+            self.binding = Binding::Credentials(name.clone());
+        }
+        self
+    }
+
     /// The draft every chain starts from: an empty Shoot carrying the identity.
     pub fn draft(&self) -> Value {
         let mut shoot = Shoot::default();
@@ -95,11 +106,30 @@ impl ShootIdentity {
         Self::compare(self.expected().into_iter(), shoot)
     }
 
-    /// Where an existing Shoot is not this Shoot (its seed is Gardener's choice).
+    /// Where an existing Shoot is not this Shoot (its seed is Gardener's choice). A Shoot
+    /// with the SecretBinding of the name this identity uses as CredentialsBinding is this
+    /// Shoot, not yet moved over.
     pub fn mismatch_existing(&self, shoot: &Value) -> Option<String> {
-        let fields = self.expected();
+        let moving = match &self.binding {
+            Binding::Credentials(name) => {
+                shoot["spec"]["secretBindingName"].as_str() == Some(name.as_str())
+                    && shoot["spec"]["credentialsBindingName"].is_null()
+            }
+            _ => false,
+        };
+        let skipped: &[&str] = if moving {
+            &[
+                "spec.seedName",
+                "spec.secretBindingName",
+                "spec.credentialsBindingName",
+            ]
+        } else {
+            &["spec.seedName"]
+        };
         Self::compare(
-            fields.into_iter().filter(|(p, _)| *p != "spec.seedName"),
+            self.expected()
+                .into_iter()
+                .filter(|(p, _)| !skipped.contains(p)),
             shoot,
         )
     }
@@ -160,5 +190,27 @@ mod tests {
         let mut seeded = draft;
         seeded["spec"]["seedName"] = json!("aws-eu1");
         assert!(id.mismatch(&seeded).unwrap().starts_with("spec.seedName"));
+    }
+
+    /// KIM's `TestExtendWithCredentialsBinding_CredentialBindingEnabled` and `…Disabled`: enabled, the
+    /// secret binding's name becomes the credentials binding and no secret binding is set;
+    /// disabled, nothing moves. An existing Shoot on that SecretBinding is the same Shoot,
+    /// one on another binding is not.
+    #[test]
+    fn credentials_binding_takes_the_secret_bindings_name() {
+        let spec = spec();
+        let secret = spec.shoot.secret_binding_name.clone().unwrap();
+        let off = ShootIdentity::of(&spec, "kyma").with_credentials_binding(false);
+        assert_eq!(off.binding, Binding::Secret(secret.clone()));
+        let on = ShootIdentity::of(&spec, "kyma").with_credentials_binding(true);
+        let draft = on.draft();
+        assert_eq!(draft["spec"]["credentialsBindingName"], json!(secret));
+        assert!(draft["spec"].get("secretBindingName").is_none());
+        let existing = off.draft();
+        assert_eq!(on.mismatch_existing(&existing), None, "moves over");
+        assert!(on.mismatch(&existing).is_some(), "but is never written so");
+        let mut other = existing;
+        other["spec"]["secretBindingName"] = json!("another");
+        assert!(on.mismatch_existing(&other).is_some());
     }
 }

@@ -45,6 +45,8 @@ pub struct ChainTemplate {
     pub default_channel: String,
     /// The Gardener project Shoots live in.
     pub project: String,
+    /// `enableCredentialBinding` of the configuration.
+    pub credentials_binding: bool,
     defaults: Limits,
 }
 
@@ -130,6 +132,7 @@ impl ChainTemplate {
                 .clone()
                 .unwrap_or_else(|| DEFAULT_CHANNEL.to_string()),
             project: config.project().to_string(),
+            credentials_binding: config.enable_credential_binding,
             defaults,
         })
     }
@@ -145,6 +148,7 @@ impl ChainTemplate {
                 .collect(),
             default_channel: DEFAULT_CHANNEL.to_string(),
             project: DEFAULT_PROJECT.to_string(),
+            credentials_binding: false,
             defaults: Limits::default(),
         }
     }
@@ -355,6 +359,7 @@ mod tests {
             ],
             default_channel: "regular".into(),
             project: DEFAULT_PROJECT.into(),
+            credentials_binding: false,
             defaults: Limits::default(),
         }
     }

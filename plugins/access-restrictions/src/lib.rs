@@ -1,4 +1,7 @@
-//! `access-restrictions`: `eu-access-only` for platform regions that require it.
+//! `access-restrictions`: `eu-access-only`, with its options, for platform regions that
+//! require it (KIM's `restrictions.ExtendWithAccessRestriction`).
+
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use tessera_sdk::{ExtendInput, ExtendOutput, PluginError, ShootExtension};
@@ -9,14 +12,22 @@ pub struct AccessRestrictions;
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
-    /// Platform regions whose clusters are restricted to EU access.
+    /// Platform regions whose clusters are restricted to EU access (KIM's `regions`).
     pub eu_access_platform_regions: Vec<String>,
+    /// Options of the restriction (KIM sets both of Gardener's EU-access options).
+    pub eu_access_options: BTreeMap<String, String>,
 }
 
 impl Default for Config {
     fn default() -> Self {
+        let regions = ["cf-eu11", "cf-ch20", "cf-eu01", "cf-eu02", "cf-eu31"];
+        let options = [
+            "support.gardener.cloud/eu-access-for-cluster-addons",
+            "support.gardener.cloud/eu-access-for-cluster-nodes",
+        ];
         Self {
-            eu_access_platform_regions: vec!["cf-eu11".into(), "cf-ch20".into()],
+            eu_access_platform_regions: regions.map(String::from).to_vec(),
+            eu_access_options: options.map(|o| (o.into(), "true".into())).into(),
         }
     }
 }
@@ -39,6 +50,18 @@ impl ShootExtension for AccessRestrictions {
             let list = shoot.spec.access_restrictions.get_or_insert_with(Vec::new);
             if !list.iter().any(|r| r["name"] == EU_ACCESS_ONLY) {
                 list.push(serde_json::json!({ "name": EU_ACCESS_ONLY }));
+            }
+            let options = &input.config.eu_access_options;
+            if let Some(entry) = list.iter_mut().find(|r| r["name"] == EU_ACCESS_ONLY)
+                && !options.is_empty()
+            {
+                let have = entry["options"].as_object().cloned().unwrap_or_default();
+                let mut merged: serde_json::Map<_, _> = options
+                    .iter()
+                    .map(|(k, v)| (k.clone(), serde_json::json!(v)))
+                    .collect();
+                merged.extend(have);
+                entry["options"] = serde_json::Value::Object(merged);
             }
         }
         Ok(ExtendOutput::new(shoot))

@@ -30,7 +30,8 @@ pub struct Config {
     pub tenants: BTreeMap<String, BTreeMap<String, Tenant>>,
     /// ConfigMap with the audit policy in the project namespace.
     pub policy_config_map_name: String,
-    /// Refuse Runtimes in regions without a tenant instead of warning.
+    /// Refuse Runtimes in regions without a tenant instead of warning (KIM's flag
+    /// `-audit-log-mandatory`, true there; false here, as no tenants come configured).
     pub mandatory: bool,
 }
 
@@ -45,6 +46,11 @@ impl Default for Config {
 }
 
 const SECRET_REFERENCE: &str = "auditlog-credentials";
+
+/// A Runtime annotated so (value `true`, any case) gets the audit policy ConfigMap of that
+/// name instead of the configured one (KIM's `fixPolicyConfigMapName`).
+const EXPERIMENTAL_POLICY_ANNOTATION: &str = "operator.kyma-project.io/experimental-audit-policy";
+const EXPERIMENTAL_POLICY: &str = "experimental-audit-policy";
 
 impl ShootExtension for Auditlog {
     const NAME: &'static str = "auditlog";
@@ -100,11 +106,21 @@ impl ShootExtension for Auditlog {
             Some(slot) => *slot = resource,
             None => resources.push(resource),
         }
+        let experimental = input
+            .runtime
+            .metadata
+            .annotations
+            .get(EXPERIMENTAL_POLICY_ANNOTATION)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let policy = match experimental {
+            true => EXPERIMENTAL_POLICY,
+            false => input.config.policy_config_map_name.as_str(),
+        };
         spec.kubernetes
             .kube_api_server
             .get_or_insert_with(KubeApiServer::default)
             .audit_config = Some(json!({
-            "auditPolicy": { "configMapRef": { "name": input.config.policy_config_map_name } }
+            "auditPolicy": { "configMapRef": { "name": policy } }
         }));
         Ok(ExtendOutput::new(shoot))
     }

@@ -17,12 +17,43 @@ pub struct Extensions;
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
+    /// The networking filter on the landscape (KIM's flag `-network-restriction-enabled`):
+    /// off, no filter extension is added and an existing one is left as it is.
     pub networking_filter: bool,
     pub cert_service: bool,
     pub dns_service: bool,
     pub oidc_service: bool,
     /// Registry cache `providerConfig` (a `RegistryConfig`); unset: no registry cache.
     pub registry_cache: Option<Value>,
+    /// The API server ACL (KIM's flag `-api-server-acl-enabled` and the ConfigMap
+    /// `kubeApiServer.acl.configMapName` names).
+    pub acl: AclConfig,
+}
+
+/// Who may always reach an API server with an ACL, and where ACLs apply.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct AclConfig {
+    /// Off: a Runtime's `acl` is ignored (with a warning) and an existing ACL disabled.
+    pub enabled: bool,
+    /// Provider types whose Shoots get the ACL (KIM: aws and azure).
+    pub providers: Vec<String>,
+    /// Operators' CIDRs, appended to every ACL (KIM's ConfigMap key `acl-list.json`).
+    pub operator_cidrs: Vec<String>,
+    /// The control plane's egress address, appended last (`kcp-external-nat-ip.json`).
+    pub kcp_nat_ip: String,
+}
+
+impl Default for AclConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            providers: vec!["aws".into(), "azure".into()],
+            operator_cidrs: Vec::new(),
+            kcp_nat_ip: String::new(),
+        }
+    }
 }
 
 impl Default for Config {
@@ -33,6 +64,7 @@ impl Default for Config {
             dns_service: true,
             oidc_service: true,
             registry_cache: None,
+            acl: AclConfig::default(),
         }
     }
 }
@@ -61,7 +93,16 @@ impl ShootExtension for Extensions {
         let spec = &mut shoot.spec;
         kyma_defaults(spec, config, &input.runtime.spec.security.networking.filter);
         let rt = &input.runtime.spec;
-        acl(spec, rt.shoot.kubernetes.kube_api_server.acl.as_ref())?;
+        let mut warnings = Vec::new();
+        let requested = rt.shoot.kubernetes.kube_api_server.acl.as_ref();
+        acl(
+            spec,
+            requested,
+            &rt.shoot.provider.type_,
+            &config.acl,
+            &mut warnings,
+        )?;
+        nvidia_openshell(spec, rt.shoot.enable_nvidia_openshell);
         let caches = rt.image_registry_cache.as_deref().unwrap_or_default();
         own_secrets(caches, &rt.shoot.name)?;
         let registry = registry_config(config.registry_cache.as_ref(), caches)?;
@@ -75,7 +116,7 @@ impl ShootExtension for Extensions {
             caches,
             registry.as_ref(),
         );
-        Ok(ExtendOutput::new(shoot))
+        Ok(ExtendOutput::with_warnings(shoot, warnings))
     }
 }
 
@@ -96,14 +137,15 @@ fn start_from_current(shoot: &mut Shoot, current: Option<&Shoot>) {
 /// The extensions every Kyma cluster runs, as configured.
 fn kyma_defaults(spec: &mut ShootSpec, config: &Config, filter: &Filter) {
     if config.networking_filter {
+        // KIM's `NewNetworkFilterExtension`: off is `disabled: true` alone; on carries a
+        // providerConfig (without apiVersion and kind, as KIM writes it) only to blackhole
+        // ingress.
         let ingress = filter.ingress.as_ref().is_some_and(|i| i.enabled);
+        let config = (filter.egress.enabled && ingress)
+            .then(|| json!({ "egressFilter": { "blackholingEnabled": true } }));
         spec.upsert_extension(extension(
             "shoot-networking-filter",
-            Some(json!({
-                "apiVersion": "shoot-networking-filter.extensions.gardener.cloud/v1alpha1",
-                "kind": "Configuration",
-                "egressFilter": { "blackholingEnabled": ingress },
-            })),
+            config,
             Some(!filter.egress.enabled),
         ));
     }
@@ -156,21 +198,20 @@ fn is_cidr(text: &str) -> bool {
     }
 }
 
-/// `kubeAPIServer.acl`: Gardener's ACL extension letting only `allowedCIDRs` reach the API
-/// server; without it, no ACL extension.
-fn acl(spec: &mut ShootSpec, acl: Option<&Acl>) -> Result<(), PluginError> {
+/// `kubeAPIServer.acl`: Gardener's ACL extension letting only the Runtime's CIDRs, the
+/// operators' and the control plane's reach the API server (KIM's `AclNeedsToBeEnabled`,
+/// `NewApiServerACLExtension`). Without an ACL to apply, an ACL the Shoot has is disabled,
+/// not removed, and none is added.
+fn acl(
+    spec: &mut ShootSpec,
+    acl: Option<&Acl>,
+    provider: &str,
+    config: &AclConfig,
+    warnings: &mut Vec<String>,
+) -> Result<(), PluginError> {
     let field = "spec.shoot.kubernetes.kubeAPIServer.acl.allowedCIDRs";
-    let Some(acl) = acl else {
-        remove_extension(spec, "acl");
-        return Ok(());
-    };
-    if acl.allowed_cidrs.is_empty() {
-        return Err(PluginError::invalid_input(
-            field,
-            "no CIDR is allowed: the API server would be unreachable (remove acl to allow every address)",
-        ));
-    }
-    for (i, cidr) in acl.allowed_cidrs.iter().enumerate() {
+    let cidrs = acl.map(|a| a.allowed_cidrs.as_slice()).unwrap_or_default();
+    for (i, cidr) in cidrs.iter().enumerate() {
         if !is_cidr(cidr) {
             return Err(PluginError::invalid_input(
                 format!("{field}[{i}]"),
@@ -178,9 +219,38 @@ fn acl(spec: &mut ShootSpec, acl: Option<&Acl>) -> Result<(), PluginError> {
             ));
         }
     }
-    let rule = json!({ "action": "ALLOW", "cidrs": acl.allowed_cidrs, "type": "remote_ip" });
-    spec.upsert_extension(extension("acl", Some(json!({ "rule": rule })), None));
+    let applies = config.enabled && config.providers.iter().any(|p| p == provider);
+    if !cidrs.is_empty() && !applies {
+        warnings.push(format!(
+            "{field}: no API server ACL for provider {provider} on this landscape; the list is ignored"
+        ));
+    }
+    if cidrs.is_empty() || !applies {
+        let existing = spec.extensions.iter().flatten().any(|e| e.type_ == "acl");
+        if existing {
+            spec.upsert_extension(extension("acl", None, Some(true)));
+        }
+        return Ok(());
+    }
+    let mut all: Vec<&str> = cidrs.iter().map(String::as_str).collect();
+    all.extend(config.operator_cidrs.iter().map(String::as_str));
+    all.push(config.kcp_nat_ip.as_str());
+    all.retain(|c| !c.is_empty());
+    let rule = json!({ "action": "ALLOW", "cidrs": all, "type": "remote_ip" });
+    spec.upsert_extension(extension("acl", Some(json!({ "rule": rule })), Some(false)));
     Ok(())
+}
+
+/// KIM's `shoot-nvidia-openshell`: enabled as the Runtime asks; once on the Shoot, turned
+/// off by `disabled: true`.
+fn nvidia_openshell(spec: &mut ShootSpec, enabled: Option<bool>) {
+    const TYPE: &str = "shoot-nvidia-openshell";
+    let existing = spec.extensions.iter().flatten().any(|e| e.type_ == TYPE);
+    match enabled {
+        Some(true) => spec.upsert_extension(extension(TYPE, None, Some(false))),
+        _ if existing => spec.upsert_extension(extension(TYPE, None, Some(true))),
+        _ => {}
+    }
 }
 
 /// The registry cache's `RegistryConfig`: the operator's configuration with the Runtime's

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tessera_sdk::models::{KubeApiServer, Shoot};
+use tessera_sdk::util::go_duration;
 use tessera_sdk::{Operation, PluginError};
 
 /// KIM's bounds for `maxTokenExpiration` (`lowerBound`, `upperBound`), in hours.
@@ -84,7 +85,7 @@ pub fn extend(
 fn service_account_config(max: &str) -> Result<Value, PluginError> {
     let seconds = match max {
         "" => LOWER_HOURS * 3600,
-        text => go_duration_seconds(text).ok_or_else(|| {
+        text => go_duration::seconds(text).ok_or_else(|| {
             PluginError::invalid_input(
                 "plugin configuration kubeApiServer.maxTokenExpiration",
                 format!("{text:?} is not a duration like 720h or 1200h30m"),
@@ -94,44 +95,8 @@ fn service_account_config(max: &str) -> Result<Value, PluginError> {
     let clamped = seconds.clamp(LOWER_HOURS * 3600, UPPER_HOURS * 3600);
     Ok(json!({
         "extendTokenExpiration": false,
-        "maxTokenExpiration": go_duration_text(clamped),
+        "maxTokenExpiration": go_duration::text(clamped),
     }))
-}
-
-/// Whole seconds of a Go duration made of `h`, `m` and `s` parts (what `time.ParseDuration`
-/// accepts for these; `30d` is refused as Go refuses it).
-fn go_duration_seconds(text: &str) -> Option<u64> {
-    let mut total = 0u64;
-    let mut number = String::new();
-    for c in text.chars() {
-        match c {
-            '0'..='9' => number.push(c),
-            'h' | 'm' | 's' => {
-                let n: u64 = number.parse().ok()?;
-                number.clear();
-                total += n * match c {
-                    'h' => 3600,
-                    'm' => 60,
-                    _ => 1,
-                };
-            }
-            _ => return None,
-        }
-    }
-    number
-        .is_empty()
-        .then_some(total)
-        .filter(|_| !text.is_empty())
-}
-
-/// A duration as Go's `Duration.String` writes whole seconds: `720h0m0s`.
-fn go_duration_text(seconds: u64) -> String {
-    format!(
-        "{}h{}m{}s",
-        seconds / 3600,
-        seconds % 3600 / 60,
-        seconds % 60
-    )
 }
 
 #[cfg(test)]

@@ -1,4 +1,6 @@
-//! `labels`: account and subaccount labels on the Shoot, copied from the Runtime's labels.
+//! `labels`: account and subaccount labels on the Shoot, copied from the Runtime's labels;
+//! Runtimes lacking a label the landscape requires are refused (KIM's
+//! `Runtime.ValidateRequiredLabels`, checked before create and patch).
 
 use std::collections::BTreeMap;
 
@@ -13,6 +15,9 @@ pub struct Labels;
 pub struct Config {
     /// Shoot label → Runtime label it is copied from.
     pub labels: BTreeMap<String, String>,
+    /// Runtime labels that must be set and non-empty. KIM requires eight (those KEB sets;
+    /// docs/kim-parity.md lists them); empty by default, as Runtimes need not come from KEB.
+    pub required: Vec<String>,
 }
 
 impl Default for Config {
@@ -22,6 +27,7 @@ impl Default for Config {
                 ("account".into(), "kyma-project.io/global-account-id".into()),
                 ("subaccount".into(), "kyma-project.io/subaccount-id".into()),
             ]),
+            required: Vec::new(),
         }
     }
 }
@@ -32,6 +38,17 @@ impl ShootExtension for Labels {
     type Config = Config;
 
     fn extend(input: ExtendInput<Config>) -> Result<ExtendOutput, PluginError> {
+        if let Some(missing) = input
+            .config
+            .required
+            .iter()
+            .find(|key| input.runtime.label(key).is_none_or(str::is_empty))
+        {
+            return Err(PluginError::invalid_input(
+                format!("metadata.labels.{missing}"),
+                format!("missing required label {missing}"),
+            ));
+        }
         let mut shoot = input.draft;
         let mut warnings = Vec::new();
         for (shoot_label, runtime_label) in &input.config.labels {

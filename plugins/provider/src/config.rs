@@ -13,6 +13,22 @@ pub struct Config {
     pub openstack: OpenStackConfig,
     /// Disable SSH access to worker nodes (`workersSettings.sshAccess.enabled: false`).
     pub disable_ssh_access: bool,
+    /// Machine-controller-manager defaults for pools that set none (KIM's
+    /// `provider.worker`).
+    pub worker: WorkerConfig,
+}
+
+/// KIM's `WorkerConfig`; both are strings there, empty meaning KIM's default.
+#[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkerConfig {
+    /// `machineControllerManager.machineDrainTimeout`, a Go duration; empty: `15m`.
+    #[cfg_attr(test, schemars(regex(pattern = r"^([0-9]+[hms])*$")))]
+    pub default_machine_drain_timeout: String,
+    /// `machineControllerManager.maxEvictRetries`, a whole number as text; empty: `2`.
+    #[cfg_attr(test, schemars(regex(pattern = r"^[0-9]*$")))]
+    pub default_max_evict_retries: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -54,6 +70,7 @@ impl Default for Config {
             aws: AwsConfig::default(),
             openstack: OpenStackConfig::default(),
             disable_ssh_access: true,
+            worker: WorkerConfig::default(),
         }
     }
 }

@@ -7,10 +7,12 @@
 
 mod config;
 mod network;
+mod settings;
 mod workers;
 
 pub use config::Config;
 use serde_json::json;
+use tessera_sdk::models::{ShootProvider, Worker};
 use tessera_sdk::util::Cidr;
 use tessera_sdk::{ExtendInput, ExtendOutput, Operation, PluginError, ShootExtension};
 
@@ -46,41 +48,20 @@ impl ShootExtension for Provider {
         };
         let desired: Vec<_> = pools.into_iter().map(|p| p.worker).collect();
         let desired_main_zones = desired[0].zones.clone();
-        let workers = match current {
+        let mut workers = match current {
             Some(cur) => workers::patch(desired, &cur.workers, &mut warnings),
             None => desired,
         };
+        settings::max_pods(&mut workers, &rt.networking.pods)?;
+        settings::machine_controller(&mut workers, &input.config.worker)?;
+        settings::gvisor_net_raw(&mut workers);
         let main = workers
             .iter()
             .find(|w| w.name == main_name)
             .expect("the main pool is always desired");
 
-        // Regenerate the network layout only when zones were added (or none exists yet).
-        let current_main_zones = current
-            .and_then(|c| c.workers.iter().find(|w| w.name == main_name))
-            .map(|w| w.zones.clone())
-            .unwrap_or_default();
-        let zones_added = desired_main_zones
-            .iter()
-            .any(|z| !current_main_zones.contains(z));
-        let keep = current.filter(|c| {
-            !zones_added && c.infrastructure_config.is_some() && c.control_plane_config.is_some()
-        });
-        let (infra, control_plane) = match keep {
-            Some(c) => (
-                c.infrastructure_config.clone().expect("checked above"),
-                c.control_plane_config.clone().expect("checked above"),
-            ),
-            None => network::configs(&network::Layout {
-                provider,
-                region: &rt.region,
-                nodes,
-                zones: &main.zones,
-                zones_field: "spec.shoot.provider.workers[0].zones",
-                current: current.and_then(|c| c.infrastructure_config.as_ref()),
-                config: &input.config,
-            })?,
-        };
+        let (infra, control_plane) =
+            network_configs(&input, current, main, &desired_main_zones, nodes)?;
 
         let mut shoot = input.draft;
         let p = &mut shoot.spec.provider;
@@ -96,6 +77,47 @@ impl ShootExtension for Provider {
         }
         Ok(ExtendOutput::with_warnings(shoot, warnings))
     }
+}
+
+/// The infrastructure and control-plane configs: the Shoot's kept unless the main pool
+/// gained zones (or none exist yet), else generated for the provider.
+fn network_configs(
+    input: &ExtendInput<Config>,
+    current: Option<&ShootProvider>,
+    main: &Worker,
+    desired_main_zones: &[String],
+    nodes: Cidr,
+) -> Result<(serde_json::Value, serde_json::Value), PluginError> {
+    let rt = &input.runtime.spec.shoot;
+    let main_name = &main.name;
+    // Regenerate the network layout only when zones were added (or none exists yet).
+    let current_main_zones = current
+        .and_then(|c| c.workers.iter().find(|w| w.name == *main_name))
+        .map(|w| w.zones.clone())
+        .unwrap_or_default();
+    let zones_added = desired_main_zones
+        .iter()
+        .any(|z| !current_main_zones.contains(z));
+    let keep = current.filter(|c| {
+        !zones_added && c.infrastructure_config.is_some() && c.control_plane_config.is_some()
+    });
+    let configs = match keep {
+        Some(c) => (
+            c.infrastructure_config.clone().expect("checked above"),
+            c.control_plane_config.clone().expect("checked above"),
+        ),
+        None => network::configs(&network::Layout {
+            provider: &rt.provider.type_,
+            region: &rt.region,
+            nodes,
+            zones: &main.zones,
+            zones_field: "spec.shoot.provider.workers[0].zones",
+            current: current.and_then(|c| c.infrastructure_config.as_ref()),
+            config: &input.config,
+        })?,
+    };
+
+    Ok(configs)
 }
 
 tessera_sdk::export_shoot_extension!(Provider);

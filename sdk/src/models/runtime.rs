@@ -123,6 +123,10 @@ pub struct RuntimeShoot {
     pub networking: RuntimeNetworking,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_plane: Option<ControlPlane>,
+    /// Run NVIDIA's OpenShell extension (`shoot-nvidia-openshell`); once enabled, turning
+    /// it off disables the extension rather than removing it (as KIM does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_nvidia_openshell: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -87,6 +87,19 @@ pub(super) async fn kim_takeover(cp: &ControlPlane) -> Result {
             patched.labels()
         ));
     }
+    // KIM's fields were handed over: its manager owns nothing of the Shoot any more.
+    let kim_left: Vec<_> = patched
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|f| f.manager.as_deref() == Some("kim"))
+        .collect();
+    if !kim_left.is_empty() {
+        return Err(format!(
+            "KIM still owns Shoot fields after the patch: {kim_left:?}"
+        ));
+    }
     eventually("adoptedGeneration cleared", LIMIT, || async {
         let rt = s.runtimes().get(RUNTIME).await.ok()?;
         rt.status?.adopted_generation.is_none().then_some(())

@@ -120,10 +120,9 @@ impl Machine {
 
     /// The Shoot this Runtime owns, as the host pins it.
     pub(crate) fn identity(&self) -> crate::plugins::ShootIdentity {
-        crate::plugins::ShootIdentity::of(
-            &self.runtime.spec.inner,
-            &self.ctx.renderer.resolver.template.project,
-        )
+        let template = &self.ctx.renderer.resolver.template;
+        crate::plugins::ShootIdentity::of(&self.runtime.spec.inner, &template.project)
+            .with_credentials_binding(template.credentials_binding)
     }
 
     pub(crate) fn generation(&self) -> i64 {

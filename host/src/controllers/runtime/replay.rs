@@ -87,7 +87,10 @@ pub fn replay(
         steps.push(step(record, stamp, plugin, config, sources)?);
     }
     let chain = ShootChain { steps };
-    let identity = ShootIdentity::of(&runtime.spec.inner, &project_of(record));
+    // The binding as the Shoot was applied: a credentials binding when the project used them.
+    let credentials = record.shoot["spec"]["credentialsBindingName"].is_string();
+    let identity = ShootIdentity::of(&runtime.spec.inner, &project_of(record))
+        .with_credentials_binding(credentials);
     let current = record.current.as_ref().map(Value::to_string);
     let output = chain.run(
         rt,

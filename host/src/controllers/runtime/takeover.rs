@@ -3,8 +3,10 @@
 //! A Shoot taken over is not written while the Runtime's render matches it; Tessera's
 //! labels come with the first real change (`shoot_diff::bookkeeping`).
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
 use kube::ResourceExt;
 use kube::api::DynamicObject;
+use serde_json::Value;
 
 use super::shoot_doc;
 use crate::controllers::KimTakeover;
@@ -96,10 +98,72 @@ pub(crate) fn rendered_generation(shoot: &DynamicObject, status: &RuntimeStatus)
         .unwrap_or(0)
 }
 
+/// `entries` with the fields KIM's managers own handed to `manager` as one Apply entry
+/// (merged with `manager`'s own, if any), as `kubectl`'s `csaupgrade` hands over fields:
+/// Tessera's next apply then also removes what KIM set and Tessera no longer renders,
+/// instead of leaving it owned by a manager that is gone. `None` when KIM owns nothing.
+/// Entries of a subresource (Gardener's status) are kept as they are.
+pub(crate) fn hand_over_fields(
+    entries: &[ManagedFieldsEntry],
+    kim: &KimTakeover,
+    manager: &str,
+) -> Option<Vec<ManagedFieldsEntry>> {
+    let top_level =
+        |e: &ManagedFieldsEntry| e.subresource.as_deref().unwrap_or_default().is_empty();
+    let is_kim = |e: &ManagedFieldsEntry| {
+        top_level(e)
+            && e.manager
+                .as_ref()
+                .is_some_and(|m| kim.field_managers.contains(m))
+    };
+    let is_ours = |e: &ManagedFieldsEntry| {
+        top_level(e)
+            && e.manager.as_deref() == Some(manager)
+            && e.operation.as_deref() == Some("Apply")
+    };
+    let first = entries.iter().find(|e| is_kim(e))?.clone();
+    let mut fields = Value::Object(Default::default());
+    let mut time = first.time.clone();
+    for entry in entries.iter().filter(|e| is_kim(e) || is_ours(e)) {
+        if let Some(FieldsV1(set)) = &entry.fields_v1 {
+            merge_field_sets(&mut fields, set);
+        }
+        time = time.max(entry.time.clone());
+    }
+    let handed = ManagedFieldsEntry {
+        manager: Some(manager.to_string()),
+        operation: Some("Apply".into()),
+        fields_type: Some("FieldsV1".into()),
+        fields_v1: Some(FieldsV1(fields)),
+        time,
+        ..first
+    };
+    let mut out: Vec<ManagedFieldsEntry> = entries
+        .iter()
+        .filter(|e| !is_kim(e) && !is_ours(e))
+        .cloned()
+        .collect();
+    out.push(handed);
+    Some(out)
+}
+
+/// The union of two `FieldsV1` sets: both are tries of objects (`{"f:spec": {...}, ".": {}}`).
+fn merge_field_sets(into: &mut Value, from: &Value) {
+    let (Value::Object(into), Value::Object(from)) = (into, from) else {
+        return;
+    };
+    for (key, value) in from {
+        let slot = into
+            .entry(key.clone())
+            .or_insert_with(|| Value::Object(Default::default()));
+        merge_field_sets(slot, value);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+    use serde_json::json;
 
     fn runtime(name: &str) -> Runtime {
         let text = include_str!("../../../../examples/runtime-aws.yaml");
@@ -180,5 +244,67 @@ mod tests {
         assert_eq!(rendered_generation(&s, &status), 0);
         status.adopted_generation = Some(3);
         assert_eq!(rendered_generation(&s, &status), 3);
+    }
+
+    fn entry(
+        manager: &str,
+        operation: &str,
+        sub: Option<&str>,
+        fields: Value,
+    ) -> ManagedFieldsEntry {
+        ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            operation: Some(operation.into()),
+            api_version: Some("core.gardener.cloud/v1beta1".into()),
+            fields_type: Some("FieldsV1".into()),
+            fields_v1: Some(FieldsV1(fields)),
+            subresource: sub.map(Into::into),
+            ..Default::default()
+        }
+    }
+
+    /// KIM's apply and its credentials-binding update become one Tessera apply entry with
+    /// the union of their fields; Gardener's status entry and other managers stay.
+    #[test]
+    fn kims_fields_are_handed_over_as_one_apply_entry() {
+        let kim = KimTakeover::default();
+        let entries = vec![
+            entry(
+                "kim",
+                "Apply",
+                None,
+                json!({"f:spec": {"f:region": {}, "f:provider": {"f:type": {}}}}),
+            ),
+            entry(
+                "kim",
+                "Update",
+                None,
+                json!({"f:spec": {"f:credentialsBindingName": {}}}),
+            ),
+            entry(
+                "gardenlet",
+                "Update",
+                Some("status"),
+                json!({"f:status": {}}),
+            ),
+            entry(
+                "kubectl",
+                "Update",
+                None,
+                json!({"f:metadata": {"f:labels": {"f:x": {}}}}),
+            ),
+        ];
+        let out = hand_over_fields(&entries, &kim, "tessera").unwrap();
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[..2], entries[2..]);
+        let handed = &out[2];
+        assert_eq!(handed.manager.as_deref(), Some("tessera"));
+        assert_eq!(handed.operation.as_deref(), Some("Apply"));
+        assert_eq!(
+            handed.fields_v1.as_ref().unwrap().0,
+            json!({"f:spec": {"f:region": {}, "f:provider": {"f:type": {}}, "f:credentialsBindingName": {}}})
+        );
+        let none_of_kims = vec![entries[2].clone(), entries[3].clone()];
+        assert_eq!(hand_over_fields(&none_of_kims, &kim, "tessera"), None);
     }
 }

@@ -1,7 +1,7 @@
 //! Render against the current Shoot and apply the difference. When only plugin digests
 //! changed and the render is the Shoot already applied, nothing is sent.
 
-use kube::api::{Patch, PatchParams};
+use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::json;
 
 use super::super::machine::{Ask, Machine, Step, Transition};
@@ -9,8 +9,8 @@ use super::super::{shoot_doc, takeover};
 use super::render::{history_record, record_applied, render};
 use super::structured_auth;
 use crate::controllers::{ReconcileError, labels};
-use crate::crd::RuntimeState;
 use crate::crd::{EventReason, Reason};
+use crate::crd::{FIELD_MANAGER, RuntimeState};
 use crate::history::{self, Operation};
 use crate::render::diff as shoot_diff;
 use kube::runtime::events::EventType;
@@ -48,6 +48,7 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
             record_applied(m, &desired, &output);
             return Ok(next);
         }
+        hand_over(m, shoot).await?;
     }
     if let Some(refused) = structured_auth::write(m, &identity.namespace, &desired).await? {
         return Ok(refused);
@@ -113,6 +114,17 @@ async fn take_over(
         ),
     );
     Ok(Some(Transition::Next(Step::WaitForShoot)))
+}
+
+/// KIM's fields become Tessera's before its first apply, so that apply also removes what
+/// KIM set and the render no longer has (a binding KIM named, an extension dropped).
+async fn hand_over(m: &Machine, shoot: &DynamicObject) -> Result<(), ReconcileError> {
+    let entries = shoot.metadata.managed_fields.as_deref().unwrap_or_default();
+    if let Some(entries) = takeover::hand_over_fields(entries, &m.ctx.config.kim, FIELD_MANAGER) {
+        m.ctx.shoots.set_managed_fields(shoot, &entries).await?;
+        tracing::info!(runtime = %m.id(), "KIM's Shoot fields handed over to Tessera's field manager");
+    }
+    Ok(())
 }
 
 /// The force-patch annotation is used once, whichever key asked (KIM removes its own the
