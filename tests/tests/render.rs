@@ -112,9 +112,15 @@ fn kim_runtime_options_render_and_patch_stably() {
 /// Rendering `parsed` against the Shoot `created` it rendered to changes nothing.
 fn assert_patch_is_stable(parsed: &RuntimeDocument, created: &serde_json::Value, what: &str) {
     let current = parse_current_shoot(&created.to_string(), "created").unwrap();
-    let patched = render(runtime(), &chain(), parsed, &ChainConfig::default(), Some(&current))
-        .unwrap()
-        .shoot;
+    let patched = render(
+        runtime(),
+        &chain(),
+        parsed,
+        &ChainConfig::default(),
+        Some(&current),
+    )
+    .unwrap()
+    .shoot;
     assert!(
         *created == patched,
         "{what}:\n{}",

@@ -30,8 +30,11 @@ pub struct Difference {
 }
 
 /// The fields `desired` sets that `live` lacks or holds otherwise, skipping `ignore`
-/// (dotted paths). Lists must have the same length; their items are compared in order
-/// (objects field by field, anything else whole). An empty object or `null` in the render
+/// (dotted paths). Lists of objects keyed by `name` or `type` (Gardener's list-maps:
+/// workers, extensions, resources) are compared item by key, whatever their order, and a
+/// live item the render lacks is a difference (the host's apply would remove it). Other
+/// lists must have the same length; their items are compared in order (objects field by
+/// field, anything else whole). An empty object or `null` in the render
 /// asks for nothing, so a missing field matches it.
 pub fn differences(desired: &Value, live: &Value, ignore: &[String]) -> Vec<Difference> {
     let mut out = Vec::new();
@@ -62,6 +65,10 @@ fn walk(
                 walk(value, l.get(key), child, ignore, out);
             }
         }
+        (Value::Array(d), Some(Value::Array(l))) if list_key(d, l).is_some() => {
+            let key = list_key(d, l).expect("checked by the guard");
+            walk_keyed(d, l, key, &path, ignore, out);
+        }
         (Value::Array(d), Some(Value::Array(l))) if d.len() == l.len() => {
             for (i, (item, live_item)) in d.iter().zip(l).enumerate() {
                 let child = format!("{path}[{i}]");
@@ -74,6 +81,39 @@ fn walk(
         }
         (d, Some(l)) if d == l => {}
         (d, l) => out.push(difference(path, d, l)),
+    }
+}
+
+/// The key of a list-map: `name` or `type`, when every item of both lists is an object
+/// with that key as text and the render names no key twice.
+fn list_key(desired: &[Value], live: &[Value]) -> Option<&'static str> {
+    ["name", "type"].into_iter().find(|key| {
+        let all_keyed = desired
+            .iter()
+            .chain(live)
+            .all(|item| item.get(*key).is_some_and(Value::is_string));
+        let mut seen = std::collections::HashSet::new();
+        !desired.is_empty() && all_keyed && desired.iter().all(|i| seen.insert(&i[*key]))
+    })
+}
+
+fn walk_keyed(
+    desired: &[Value],
+    live: &[Value],
+    key: &str,
+    path: &str,
+    ignore: &[String],
+    out: &mut Vec<Difference>,
+) {
+    let child = |item: &Value| format!("{path}[{key}={}]", item[key].as_str().unwrap_or_default());
+    for item in desired {
+        let live_item = live.iter().find(|l| l[key] == item[key]);
+        walk(item, live_item, child(item), ignore, out);
+    }
+    for item in live {
+        if !desired.iter().any(|d| d[key] == item[key]) && !ignore.contains(&child(item)) {
+            out.push(difference(child(item), &Value::Null, Some(item)));
+        }
     }
 }
 
@@ -142,6 +182,31 @@ mod tests {
                 "spec.tolerations"
             ]
         );
+    }
+
+    /// Gardener's list-maps are matched by key: another order is no difference, a live
+    /// item the render lacks is.
+    #[test]
+    fn list_maps_are_compared_by_key() {
+        let desired = json!({"spec": {"extensions": [
+            {"type": "shoot-dns-service"}, {"type": "acl", "disabled": false}]}});
+        let live = json!({"spec": {"extensions": [
+            {"type": "acl", "disabled": true}, {"type": "shoot-dns-service"},
+            {"type": "shoot-nvidia-openshell"}]}});
+        let paths: Vec<String> = differences(&desired, &live, &[])
+            .into_iter()
+            .map(|d| d.path)
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "spec.extensions[type=acl].disabled",
+                "spec.extensions[type=shoot-nvidia-openshell]"
+            ]
+        );
+        let reordered = json!({"spec": {"extensions": [
+            {"type": "acl", "disabled": false}, {"type": "shoot-dns-service"}]}});
+        assert_eq!(differences(&desired, &reordered, &[]), vec![]);
     }
 
     #[test]

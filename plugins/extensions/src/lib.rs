@@ -1,8 +1,9 @@
 //! `extensions`: Gardener extensions Kyma clusters run — networking filter, certificates,
-//! DNS, OIDC, the API server ACL (`kubeAPIServer.acl`) and the registry cache (the
-//! operator's and the Runtime's `imageRegistryCache`). Upserted by type; the ACL and the
-//! registry cache are removed when nothing asks for them; on patch every other extension
-//! on the Shoot stays untouched.
+//! OIDC, NVIDIA OpenShell, the API server ACL (`kubeAPIServer.acl`) and the registry cache (the
+//! operator's and the Runtime's `imageRegistryCache`). Upserted by type; the ACL and
+//! OpenShell are disabled and the registry cache removed when nothing asks for them; on
+//! patch every other extension on the Shoot stays untouched. `shoot-dns-service` is the
+//! `dns` plugin's.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -21,7 +22,6 @@ pub struct Config {
     /// off, no filter extension is added and an existing one is left as it is.
     pub networking_filter: bool,
     pub cert_service: bool,
-    pub dns_service: bool,
     pub oidc_service: bool,
     /// Registry cache `providerConfig` (a `RegistryConfig`); unset: no registry cache.
     pub registry_cache: Option<Value>,
@@ -61,7 +61,6 @@ impl Default for Config {
         Self {
             networking_filter: true,
             cert_service: true,
-            dns_service: true,
             oidc_service: true,
             registry_cache: None,
             acl: AclConfig::default(),
@@ -81,7 +80,7 @@ fn extension(type_: &str, provider_config: Option<Value>, disabled: Option<bool>
 impl ShootExtension for Extensions {
     const NAME: &'static str = "extensions";
     const DESCRIPTION: &'static str =
-        "Networking filter, cert, DNS, OIDC and registry-cache extensions";
+        "Networking filter, cert, OIDC, ACL, NVIDIA OpenShell and registry-cache extensions";
     type Config = Config;
 
     fn extend(input: ExtendInput<Config>) -> Result<ExtendOutput, PluginError> {
@@ -156,18 +155,6 @@ fn kyma_defaults(spec: &mut ShootSpec, config: &Config, filter: &Filter) {
                 "apiVersion": "service.cert.extensions.gardener.cloud/v1alpha1",
                 "kind": "CertConfig",
                 "shootIssuers": { "enabled": true },
-            })),
-            None,
-        ));
-    }
-    if config.dns_service {
-        spec.upsert_extension(extension(
-            "shoot-dns-service",
-            Some(json!({
-                "apiVersion": "service.dns.extensions.gardener.cloud/v1alpha1",
-                "kind": "DNSConfig",
-                "dnsProviderReplication": { "enabled": true },
-                "syncProvidersFromShootSpecDNS": true,
             })),
             None,
         ));
