@@ -98,8 +98,17 @@ fn network_configs(
     let zones_added = desired_main_zones
         .iter()
         .any(|z| !current_main_zones.contains(z));
+    // KIM's `isAzureLiteSetup`: an old Azure Shoot without zones keeps its network.
+    let azure_lite = |c: &ShootProvider| {
+        c.type_ == "azure"
+            && c.infrastructure_config
+                .as_ref()
+                .is_some_and(|i| i["networks"]["zones"].as_array().is_none_or(Vec::is_empty))
+    };
     let keep = current.filter(|c| {
-        !zones_added && c.infrastructure_config.is_some() && c.control_plane_config.is_some()
+        (!zones_added || azure_lite(c))
+            && c.infrastructure_config.is_some()
+            && c.control_plane_config.is_some()
     });
     let configs = match keep {
         Some(c) => (

@@ -168,12 +168,21 @@ pub fn patch(desired: Vec<Worker>, current: &[Worker], warnings: &mut Vec<String
 }
 
 fn merge_existing(worker: &mut Worker, current: &Worker, warnings: &mut Vec<String>) {
-    let mut zones: Vec<String> = current
-        .zones
-        .iter()
-        .filter(|z| worker.zones.contains(z))
-        .cloned()
-        .collect();
+    // KIM's `alignWorkerZonesForExtension`: the pool keeps every zone it has (its machines
+    // and subnets live there), in Gardener's order; new zones are appended.
+    let mut zones = current.zones.clone();
+    let dropped: Vec<&String> = zones.iter().filter(|z| !worker.zones.contains(z)).collect();
+    if !dropped.is_empty() {
+        warnings.push(format!(
+            "pool {}: zones {} are kept; a pool's zones are never removed",
+            worker.name,
+            dropped
+                .iter()
+                .map(|z| z.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     for zone in &worker.zones {
         if !zones.contains(zone) {
             zones.push(zone.clone());

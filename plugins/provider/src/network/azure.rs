@@ -59,10 +59,7 @@ pub fn configs(layout: &Layout) -> Result<(Value, Value), PluginError> {
             "natGateway": { "enabled": true, "idleConnectionTimeoutMinutes": 4 },
         }));
     }
-    let mut networks = json!({ "vnet": { "cidr": nodes.to_string() }, "zones": zones });
-    if let Some(nat) = layout.current.and_then(|c| c["networks"].get("natGateway")) {
-        networks["natGateway"] = nat.clone();
-    }
+    let networks = json!({ "vnet": { "cidr": nodes.to_string() }, "zones": zones });
     let infra = json!({
         "apiVersion": API_VERSION,
         "kind": "InfrastructureConfig",

@@ -30,6 +30,58 @@ pub const PROVIDERS: &[&str] = &["aws", "azure", "gcp", "openstack"];
 
 /// Build (infrastructureConfig, controlPlaneConfig).
 pub fn configs(layout: &Layout) -> Result<(Value, Value), PluginError> {
+    let (mut infra, control_plane) = generated(layout)?;
+    if let Some(current) = layout.current {
+        keep_from_current(layout.provider, &mut infra, current);
+    }
+    Ok((infra, control_plane))
+}
+
+/// Fields of the infrastructure config that Gardener or an operator set and a regenerated
+/// config must carry over (KIM's `NewInfrastructureConfigForPatch`, aws and azure).
+const KEPT: &[(&str, &[&str])] = &[
+    (
+        "aws",
+        &[
+            "ignoreTags",
+            "enableECRAccess",
+            "dualStack",
+            "networks.vpc.id",
+            "networks.vpc.gatewayEndpoints",
+        ],
+    ),
+    (
+        "azure",
+        &[
+            "resourceGroup",
+            "networks.vnet",
+            "networks.serviceEndpoints",
+            "networks.natGateway",
+            "networks.workers",
+        ],
+    ),
+];
+
+fn keep_from_current(provider: &str, infra: &mut Value, current: &Value) {
+    let paths = KEPT.iter().find(|(p, _)| *p == provider).map(|(_, k)| *k);
+    for path in paths.unwrap_or_default() {
+        let pointer = format!("/{}", path.replace('.', "/"));
+        let Some(value) = current.pointer(&pointer) else {
+            continue;
+        };
+        let (parent, key) = pointer.rsplit_once('/').expect("starts with /");
+        let parent = if parent.is_empty() {
+            Some(&mut *infra)
+        } else {
+            infra.pointer_mut(parent)
+        };
+        if let Some(Value::Object(map)) = parent {
+            map.insert(key.to_string(), value.clone());
+        }
+    }
+}
+
+fn generated(layout: &Layout) -> Result<(Value, Value), PluginError> {
     match layout.provider {
         "aws" => aws::configs(layout),
         "azure" => azure::configs(layout),
