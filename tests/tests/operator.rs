@@ -28,6 +28,9 @@ use budget::gardener_budget;
 #[path = "operator/structured_auth.rs"]
 mod structured_auth;
 use structured_auth::structured_authentication;
+#[path = "operator/landscape.rs"]
+mod landscape;
+use landscape::kim_landscape;
 #[path = "operator/takeover.rs"]
 mod takeover;
 use takeover::kim_takeover;
@@ -1598,6 +1601,7 @@ fn main() {
         trial!(structured_authentication),
         trial!(gardener_budget),
         trial!(kim_takeover),
+        trial!(kim_landscape),
     ];
     let conclusion = libtest_mimic::run(&args, trials);
     drop(cp);

@@ -81,6 +81,9 @@ impl ShootExtension for Base {
         spec.region = Some(rt.region.clone());
         match (&rt.credentials_binding_name, &rt.secret_binding_name) {
             (Some(credentials), _) => spec.credentials_binding_name = Some(credentials.clone()),
+            // The host names the secret binding's credentials binding instead (KIM's
+            // `gardener.enableCredentialBinding`): the draft says so.
+            (None, Some(secret)) if spec.credentials_binding_name.as_ref() == Some(secret) => {}
             (None, Some(secret)) => {
                 check_secret_binding(rt.kubernetes.version.as_deref())?;
                 spec.secret_binding_name = Some(secret.clone());

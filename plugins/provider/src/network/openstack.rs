@@ -10,7 +10,10 @@ pub fn configs(layout: &Layout) -> (Value, Value) {
         "apiVersion": API_VERSION,
         "kind": "InfrastructureConfig",
         "floatingPoolName": openstack.floating_pool_name,
-        "networks": { "workers": layout.nodes.to_string() },
+        // `worker` is deprecated, but KIM's Go type has no omitempty (provider-openstack
+        // v1alpha1 `Networks.Worker`): every KIM Shoot carries it empty, and dropping it
+        // would make Gardener reconcile the infrastructure once more.
+        "networks": { "worker": "", "workers": layout.nodes.to_string() },
     });
     let control_plane = json!({
         "apiVersion": API_VERSION,

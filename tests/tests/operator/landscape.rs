@@ -1,0 +1,258 @@
+//! Switching a KIM landscape to Tessera: four Runtimes, one per provider, with OIDC, an API
+//! server ACL (aws, azure), audit logs (one with KIM's experimental policy), external DNS and
+//! credentials bindings, whose Shoots are the ones KIM's own conversion makes
+//! (`tests/kim/shoot-*.yaml`, each field citing the KIM function that sets it — not
+//! Tessera's render), applied by field manager `kim` with KIM's structured-authentication
+//! ConfigMaps. Tessera runs with KIM's landscape configuration (`tests/kim/landscape.yaml`).
+//!
+//! Without `--takeover-kim` every Runtime is refused naming the flag; with it every Runtime
+//! becomes Ready without a single Shoot write and with KIM's objects kept; then one
+//! Runtime's worker maximum changes and exactly that Shoot is patched.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tessera_tests::probe::eventually;
+
+use super::{ControlPlane, LIMIT, Result, RuntimeState, Scenario, condition};
+
+const PROVIDERS: [&str; 4] = ["aws", "azure", "gcp", "openstack"];
+const PROJECT: &str = "garden-kyma-dev";
+
+/// One provider's Runtime and the Shoot KIM made for it.
+struct Seeded {
+    runtime: Value,
+    shoot: String,
+    /// uids of the Shoot and its ConfigMap as KIM created them.
+    uids: [String; 2],
+}
+
+impl Seeded {
+    fn id(&self) -> &str {
+        self.runtime["metadata"]["name"].as_str().unwrap_or_default()
+    }
+}
+
+pub(super) async fn kim_landscape(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "t-kimland").await;
+    audit_policies(&s).await?;
+    let mut landscape = Vec::new();
+    for provider in PROVIDERS {
+        landscape.push(seed(&s, provider).await?);
+    }
+    let writes_before = writes(cp, &landscape);
+    let config = tessera_tests::workspace().join("tests/kim/landscape.yaml");
+    let config = config.display().to_string();
+
+    let refused = s.host("a", &["--config", &config]);
+    for seeded in &landscape {
+        s.create(&seeded.runtime).await?;
+    }
+    for seeded in &landscape {
+        let rt = s.wait_state(seeded.id(), RuntimeState::Failed, &refused).await?;
+        let provisioned = condition(&rt, "Provisioned").ok_or("no Provisioned condition")?;
+        if provisioned.reason != "TakeoverDisabled" || !provisioned.message.contains("--takeover-kim")
+        {
+            return Err(format!("{}: refusal does not name the flag: {provisioned:?}", seeded.id()));
+        }
+    }
+    drop(refused);
+
+    let takeover = ["--config", &config, "--takeover-kim", "--kim-runtime-namespace", "t-kimland"];
+    let host = s.host("b", &takeover);
+    for seeded in &landscape {
+        s.wait_state(seeded.id(), RuntimeState::Ready, &host).await?;
+    }
+    let after = writes(cp, &landscape);
+    if after != writes_before {
+        return Err(format!(
+            "Shoots were written on takeover: {writes_before:?} → {after:?}; host log:\n{}",
+            host.logs()
+        ));
+    }
+    for seeded in &landscape {
+        kept(&s, seeded).await?;
+        s.no_refusals(&seeded.shoot)?;
+    }
+    one_change_one_patch(&s, cp, &landscape, after).await
+}
+
+/// The aws Runtime's worker maximum changes: its Shoot is patched (with Tessera's labels,
+/// KIM's fields handed over), the others are not written.
+async fn one_change_one_patch(
+    s: &Scenario<'_>,
+    cp: &ControlPlane,
+    landscape: &[Seeded],
+    before: BTreeMap<String, u64>,
+) -> Result {
+    let aws = &landscape[0];
+    let mut workers = aws.runtime["spec"]["shoot"]["provider"]["workers"].clone();
+    workers[0]["maximum"] = json!(11);
+    let patch = json!({"spec": {"shoot": {"provider": {"workers": workers}}}});
+    s.runtimes()
+        .patch(aws.id(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| e.to_string())?;
+    let patched = eventually("the aws Shoot patched", LIMIT, || async {
+        let shoot = s.shoots().get(&aws.shoot).await.ok()?;
+        (shoot.data["spec"]["provider"]["workers"][0]["maximum"] == 11).then_some(shoot)
+    })
+    .await?;
+    if patched.labels().get("tessera.dev/runtime").map(String::as_str) != Some(aws.id()) {
+        return Err(format!("patched Shoot lacks Tessera's labels: {:?}", patched.labels()));
+    }
+    let kim_owns: Vec<_> = patched
+        .managed_fields()
+        .iter()
+        .filter(|f| f.manager.as_deref() == Some("kim"))
+        .collect();
+    if !kim_owns.is_empty() {
+        return Err(format!("KIM still owns fields of the patched Shoot: {kim_owns:?}"));
+    }
+    let after = writes(cp, landscape);
+    for seeded in &landscape[1..] {
+        if after[&seeded.shoot] != before[&seeded.shoot] {
+            return Err(format!("Shoot {} was written too: {before:?} → {after:?}", seeded.shoot));
+        }
+    }
+    if after[&aws.shoot] == before[&aws.shoot] {
+        return Err("the aws Shoot's write was not counted".into());
+    }
+    for seeded in landscape {
+        s.no_refusals(&seeded.shoot)?;
+    }
+    Ok(())
+}
+
+/// Seed what KIM made for `provider`: its structured-authentication ConfigMap and its Shoot,
+/// created by Gardener. The Runtime comes back in the test's namespace.
+async fn seed(s: &Scenario<'_>, provider: &str) -> Result<Seeded> {
+    let dir = tessera_tests::workspace().join("tests/kim");
+    let read = |name: String| -> Result<Value> {
+        let text = std::fs::read_to_string(dir.join(&name)).map_err(|e| format!("{name}: {e}"))?;
+        serde_saphyr::from_str(&text).map_err(|e| format!("{name}: {e}"))
+    };
+    let mut runtime = read(format!("runtime-{provider}.yaml"))?;
+    runtime["metadata"]["namespace"] = json!(s.ns);
+    if let Some(meta) = runtime["metadata"].as_object_mut() {
+        meta.remove("generation");
+    }
+    let shoot = read(format!("shoot-{provider}.yaml"))?;
+    let name = shoot["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let cm_name = shoot["spec"]["kubernetes"]["kubeAPIServer"]["structuredAuthentication"]
+        ["configMapName"]
+        .as_str()
+        .ok_or("KIM's Shoot names no structured-authentication ConfigMap")?;
+    let oidc = &runtime["spec"]["shoot"]["kubernetes"]["kubeAPIServer"]["oidcConfig"];
+    let cm_uid = kim_config_map(s, cm_name, oidc).await?;
+    let applied = s
+        .shoots()
+        .patch(&name, &PatchParams::apply("kim").force(), &Patch::Apply(&shoot))
+        .await
+        .map_err(|e| format!("apply KIM's {provider} Shoot: {e}"))?;
+    eventually(&format!("KIM's Shoot {name} created"), LIMIT, || async {
+        let live = s.shoots().get(&name).await.ok()?;
+        let op = &live.data["status"]["lastOperation"];
+        (op["type"] == "Create" && op["state"] == "Succeeded").then_some(())
+    })
+    .await
+    .map_err(|e| {
+        let live = futures::executor::block_on(s.shoots().get(&name));
+        let status = live.map(|l| l.data["status"].to_string()).unwrap_or_default();
+        format!("{e}; status: {status}")
+    })?;
+    Ok(Seeded {
+        runtime,
+        shoot: name,
+        uids: [applied.uid().unwrap_or_default(), cm_uid],
+    })
+}
+
+/// The audit policies an operator keeps in the project for KIM (`auditLogging.policyConfigMapName`
+/// and KIM's `experimental-audit-policy`); Gardener's gardenlet needs them to reconcile.
+async fn audit_policies(s: &Scenario<'_>) -> Result {
+    let api: Api<ConfigMap> = Api::namespaced(s.client.clone(), PROJECT);
+    let policy = "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n";
+    for name in ["policy-config-map", "experimental-audit-policy"] {
+        let cm: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": PROJECT},
+            "data": {"policy": policy},
+        }))
+        .map_err(|e| e.to_string())?;
+        match api.create(&PostParams::default(), &cm).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(format!("create audit policy {name}: {e}")),
+        }
+    }
+    Ok(())
+}
+
+/// The ConfigMap as KIM's `CreateOrUpdateStructuredAuthConfigMap` writes it (no labels):
+/// `toAuthenticationConfiguration` of the Runtime's `oidcConfig`, one JWT authenticator,
+/// the username prefix verbatim, the groups prefix `""` when unset, marshalled by
+/// `sigs.k8s.io/yaml` (keys sorted).
+async fn kim_config_map(s: &Scenario<'_>, name: &str, oidc: &Value) -> Result<String> {
+    let text = |key: &str| oidc[key].as_str().unwrap_or_default().to_string();
+    let config = format!(
+        "apiVersion: apiserver.config.k8s.io/v1beta1\njwt:\n- claimMappings:\n    groups:\n      claim: {}\n      prefix: \"{}\"\n    username:\n      claim: {}\n      prefix: \"{}\"\n  issuer:\n    audiences:\n    - {}\n    url: {}\nkind: AuthenticationConfiguration\n",
+        text("groupsClaim"),
+        text("groupsPrefix"),
+        text("usernameClaim"),
+        text("usernamePrefix"),
+        text("clientID"),
+        text("issuerURL"),
+    );
+    let api: Api<ConfigMap> = Api::namespaced(s.client.clone(), PROJECT);
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": PROJECT},
+        "data": {"config.yaml": config},
+    }))
+    .map_err(|e| e.to_string())?;
+    let created = api
+        .create(&PostParams::default(), &cm)
+        .await
+        .map_err(|e| format!("create KIM's ConfigMap {name}: {e}"))?;
+    Ok(created.uid().unwrap_or_default())
+}
+
+/// KIM's Shoot and ConfigMap are the same objects (nothing deleted and recreated), the
+/// ConfigMap now labelled as the Runtime's.
+async fn kept(s: &Scenario<'_>, seeded: &Seeded) -> Result {
+    let shoot = s.shoots().get(&seeded.shoot).await.map_err(|e| e.to_string())?;
+    let cm_name = shoot.data["spec"]["kubernetes"]["kubeAPIServer"]["structuredAuthentication"]
+        ["configMapName"]
+        .as_str()
+        .unwrap_or_default();
+    let api: Api<ConfigMap> = Api::namespaced(s.client.clone(), PROJECT);
+    let cm = api.get(cm_name).await.map_err(|e| e.to_string())?;
+    let found = [shoot.uid().unwrap_or_default(), cm.uid().unwrap_or_default()];
+    if found != seeded.uids {
+        return Err(format!(
+            "{}: KIM's Shoot or ConfigMap was replaced: {:?} → {found:?}",
+            seeded.id(),
+            seeded.uids
+        ));
+    }
+    if cm.labels().get("tessera.dev/runtime").map(String::as_str) != Some(seeded.id()) {
+        return Err(format!("ConfigMap {cm_name} not taken over: {:?}", cm.labels()));
+    }
+    Ok(())
+}
+
+/// Writes of each landscape Shoot the test Gardener counted (subresources not included).
+fn writes(cp: &ControlPlane, landscape: &[Seeded]) -> BTreeMap<String, u64> {
+    let stats = cp.sim_stats();
+    landscape
+        .iter()
+        .map(|s| {
+            let count = stats["byObject"][format!("shoot/{}", s.shoot)]["objectWrites"]
+                .as_u64()
+                .unwrap_or(0);
+            (s.shoot.clone(), count)
+        })
+        .collect()
+}
