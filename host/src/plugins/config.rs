@@ -107,6 +107,11 @@ pub struct ChainConfig {
     /// Shoots move over with their next patch [default: false].
     #[serde(default)]
     pub enable_credential_binding: bool,
+    /// The OIDC provider every runtime cluster trusts when its Runtime lists no complete
+    /// `additionalOidcConfig` (KIM's `cluster.defaultSharedIASTenant`), as an
+    /// `OpenIDConnect` object; `additionalOidcConfig: []` opts out [default: none].
+    #[serde(default, rename = "defaultSharedIASTenant")]
+    pub default_shared_ias_tenant: Option<tessera_sdk::models::OidcConfig>,
     /// Module reconcilers run by `tessera modules apply`.
     #[serde(default)]
     pub modules: BTreeMap<String, ModuleSettings>,

@@ -47,6 +47,8 @@ pub struct ChainTemplate {
     pub project: String,
     /// `enableCredentialBinding` of the configuration.
     pub credentials_binding: bool,
+    /// `defaultSharedIASTenant` of the configuration.
+    pub default_oidc_tenant: Option<tessera_sdk::models::OidcConfig>,
     defaults: Limits,
 }
 
@@ -133,6 +135,7 @@ impl ChainTemplate {
                 .unwrap_or_else(|| DEFAULT_CHANNEL.to_string()),
             project: config.project().to_string(),
             credentials_binding: config.enable_credential_binding,
+            default_oidc_tenant: config.default_shared_ias_tenant.clone(),
             defaults,
         })
     }
@@ -149,6 +152,7 @@ impl ChainTemplate {
             default_channel: DEFAULT_CHANNEL.to_string(),
             project: DEFAULT_PROJECT.to_string(),
             credentials_binding: false,
+            default_oidc_tenant: None,
             defaults: Limits::default(),
         }
     }
@@ -360,6 +364,7 @@ mod tests {
             default_channel: "regular".into(),
             project: DEFAULT_PROJECT.into(),
             credentials_binding: false,
+            default_oidc_tenant: None,
             defaults: Limits::default(),
         }
     }

@@ -39,6 +39,7 @@ impl Default for Config {
                 username_prefix: Some("-".into()),
                 signing_algs: Some(vec!["RS256".into()]),
                 required_claims: None,
+                jwks: None,
             },
         }
     }

@@ -181,6 +181,10 @@ pub struct OidcConfig {
     pub signing_algs: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub required_claims: Option<std::collections::BTreeMap<String, String>>,
+    /// The issuer's JSON Web Key Set, base64 (KIM's `jwks`): tokens are verified with these
+    /// keys instead of the issuer's discovery endpoint (`OpenIDConnect` `spec.jwks.keys`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwks: Option<String>,
 }
 
 impl OidcConfig {

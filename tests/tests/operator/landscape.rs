@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use serde_json::{Value, json};
 use tessera_tests::probe::eventually;
 
@@ -32,7 +34,9 @@ struct Seeded {
 
 impl Seeded {
     fn id(&self) -> &str {
-        self.runtime["metadata"]["name"].as_str().unwrap_or_default()
+        self.runtime["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
     }
 }
 
@@ -52,19 +56,33 @@ pub(super) async fn kim_landscape(cp: &ControlPlane) -> Result {
         s.create(&seeded.runtime).await?;
     }
     for seeded in &landscape {
-        let rt = s.wait_state(seeded.id(), RuntimeState::Failed, &refused).await?;
+        let rt = s
+            .wait_state(seeded.id(), RuntimeState::Failed, &refused)
+            .await?;
         let provisioned = condition(&rt, "Provisioned").ok_or("no Provisioned condition")?;
-        if provisioned.reason != "TakeoverDisabled" || !provisioned.message.contains("--takeover-kim")
+        if provisioned.reason != "TakeoverDisabled"
+            || !provisioned.message.contains("--takeover-kim")
         {
-            return Err(format!("{}: refusal does not name the flag: {provisioned:?}", seeded.id()));
+            return Err(format!(
+                "{}: refusal does not name the flag: {provisioned:?}",
+                seeded.id()
+            ));
         }
     }
     drop(refused);
 
-    let takeover = ["--config", &config, "--takeover-kim", "--kim-runtime-namespace", "t-kimland"];
+    let kim_oidc = kim_openid_connect(&s).await?;
+    let takeover = [
+        "--config",
+        &config,
+        "--takeover-kim",
+        "--kim-runtime-namespace",
+        "t-kimland",
+    ];
     let host = s.host("b", &takeover);
     for seeded in &landscape {
-        s.wait_state(seeded.id(), RuntimeState::Ready, &host).await?;
+        s.wait_state(seeded.id(), RuntimeState::Ready, &host)
+            .await?;
     }
     let after = writes(cp, &landscape);
     if after != writes_before {
@@ -77,6 +95,7 @@ pub(super) async fn kim_landscape(cp: &ControlPlane) -> Result {
         kept(&s, seeded).await?;
         s.no_refusals(&seeded.shoot)?;
     }
+    oidc_adopted(&s, &landscape, &kim_oidc).await?;
     one_change_one_patch(&s, cp, &landscape, after).await
 }
 
@@ -101,8 +120,16 @@ async fn one_change_one_patch(
         (shoot.data["spec"]["provider"]["workers"][0]["maximum"] == 11).then_some(shoot)
     })
     .await?;
-    if patched.labels().get("tessera.dev/runtime").map(String::as_str) != Some(aws.id()) {
-        return Err(format!("patched Shoot lacks Tessera's labels: {:?}", patched.labels()));
+    if patched
+        .labels()
+        .get("tessera.dev/runtime")
+        .map(String::as_str)
+        != Some(aws.id())
+    {
+        return Err(format!(
+            "patched Shoot lacks Tessera's labels: {:?}",
+            patched.labels()
+        ));
     }
     let kim_owns: Vec<_> = patched
         .managed_fields()
@@ -110,12 +137,17 @@ async fn one_change_one_patch(
         .filter(|f| f.manager.as_deref() == Some("kim"))
         .collect();
     if !kim_owns.is_empty() {
-        return Err(format!("KIM still owns fields of the patched Shoot: {kim_owns:?}"));
+        return Err(format!(
+            "KIM still owns fields of the patched Shoot: {kim_owns:?}"
+        ));
     }
     let after = writes(cp, landscape);
     for seeded in &landscape[1..] {
         if after[&seeded.shoot] != before[&seeded.shoot] {
-            return Err(format!("Shoot {} was written too: {before:?} → {after:?}", seeded.shoot));
+            return Err(format!(
+                "Shoot {} was written too: {before:?} → {after:?}",
+                seeded.shoot
+            ));
         }
     }
     if after[&aws.shoot] == before[&aws.shoot] {
@@ -141,16 +173,23 @@ async fn seed(s: &Scenario<'_>, provider: &str) -> Result<Seeded> {
         meta.remove("generation");
     }
     let shoot = read(format!("shoot-{provider}.yaml"))?;
-    let name = shoot["metadata"]["name"].as_str().unwrap_or_default().to_string();
-    let cm_name = shoot["spec"]["kubernetes"]["kubeAPIServer"]["structuredAuthentication"]
-        ["configMapName"]
+    let name = shoot["metadata"]["name"]
         .as_str()
-        .ok_or("KIM's Shoot names no structured-authentication ConfigMap")?;
+        .unwrap_or_default()
+        .to_string();
+    let cm_name =
+        shoot["spec"]["kubernetes"]["kubeAPIServer"]["structuredAuthentication"]["configMapName"]
+            .as_str()
+            .ok_or("KIM's Shoot names no structured-authentication ConfigMap")?;
     let oidc = &runtime["spec"]["shoot"]["kubernetes"]["kubeAPIServer"]["oidcConfig"];
     let cm_uid = kim_config_map(s, cm_name, oidc).await?;
     let applied = s
         .shoots()
-        .patch(&name, &PatchParams::apply("kim").force(), &Patch::Apply(&shoot))
+        .patch(
+            &name,
+            &PatchParams::apply("kim").force(),
+            &Patch::Apply(&shoot),
+        )
         .await
         .map_err(|e| format!("apply KIM's {provider} Shoot: {e}"))?;
     eventually(&format!("KIM's Shoot {name} created"), LIMIT, || async {
@@ -161,7 +200,9 @@ async fn seed(s: &Scenario<'_>, provider: &str) -> Result<Seeded> {
     .await
     .map_err(|e| {
         let live = futures::executor::block_on(s.shoots().get(&name));
-        let status = live.map(|l| l.data["status"].to_string()).unwrap_or_default();
+        let status = live
+            .map(|l| l.data["status"].to_string())
+            .unwrap_or_default();
         format!("{e}; status: {status}")
     })?;
     Ok(Seeded {
@@ -222,14 +263,21 @@ async fn kim_config_map(s: &Scenario<'_>, name: &str, oidc: &Value) -> Result<St
 /// KIM's Shoot and ConfigMap are the same objects (nothing deleted and recreated), the
 /// ConfigMap now labelled as the Runtime's.
 async fn kept(s: &Scenario<'_>, seeded: &Seeded) -> Result {
-    let shoot = s.shoots().get(&seeded.shoot).await.map_err(|e| e.to_string())?;
+    let shoot = s
+        .shoots()
+        .get(&seeded.shoot)
+        .await
+        .map_err(|e| e.to_string())?;
     let cm_name = shoot.data["spec"]["kubernetes"]["kubeAPIServer"]["structuredAuthentication"]
         ["configMapName"]
         .as_str()
         .unwrap_or_default();
     let api: Api<ConfigMap> = Api::namespaced(s.client.clone(), PROJECT);
     let cm = api.get(cm_name).await.map_err(|e| e.to_string())?;
-    let found = [shoot.uid().unwrap_or_default(), cm.uid().unwrap_or_default()];
+    let found = [
+        shoot.uid().unwrap_or_default(),
+        cm.uid().unwrap_or_default(),
+    ];
     if found != seeded.uids {
         return Err(format!(
             "{}: KIM's Shoot or ConfigMap was replaced: {:?} → {found:?}",
@@ -238,7 +286,70 @@ async fn kept(s: &Scenario<'_>, seeded: &Seeded) -> Result {
         ));
     }
     if cm.labels().get("tessera.dev/runtime").map(String::as_str) != Some(seeded.id()) {
-        return Err(format!("ConfigMap {cm_name} not taken over: {:?}", cm.labels()));
+        return Err(format!(
+            "ConfigMap {cm_name} not taken over: {:?}",
+            cm.labels()
+        ));
+    }
+    Ok(())
+}
+
+fn openid_connects(s: &Scenario<'_>) -> Api<DynamicObject> {
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("authentication.gardener.cloud", "v1alpha1", "OpenIDConnect"),
+        "openidconnects",
+    );
+    Api::all_with(s.runtime_client.clone(), &resource)
+}
+
+/// KIM's `kyma-oidc-0` in the runtime cluster, as `createOpenIDConnectResource` makes it
+/// from `cluster.defaultSharedIASTenant` for a Runtime without `additionalOidcConfig`. Its uid.
+async fn kim_openid_connect(s: &Scenario<'_>) -> Result<String> {
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "authentication.gardener.cloud/v1alpha1", "kind": "OpenIDConnect",
+        "metadata": {"name": "kyma-oidc-0",
+            "labels": {"operator.kyma-project.io/managed-by": "infrastructure-manager"}},
+        "spec": {"clientID": "test-clientID", "groupsClaim": "test-group",
+            "issuerURL": "test-issuer-url", "jwks": {}, "supportedSigningAlgs": ["test-alg"],
+            "usernameClaim": "test-username-claim", "usernamePrefix": "-"},
+    }))
+    .map_err(|e| e.to_string())?;
+    let created = openid_connects(s)
+        .create(&PostParams::default(), &object)
+        .await
+        .map_err(|e| format!("create KIM's OpenIDConnect: {e}"))?;
+    Ok(created.uid().unwrap_or_default())
+}
+
+/// Every Runtime trusts the landscape's default tenant; KIM's object was adopted by one of
+/// them (same uid, Tessera's labels), not deleted and recreated. (The four Runtimes share
+/// one test runtime cluster; in a landscape each has its own `kyma-oidc-0`.)
+async fn oidc_adopted(s: &Scenario<'_>, landscape: &[Seeded], kim_uid: &str) -> Result {
+    let api = openid_connects(s);
+    let kim = api
+        .get("kyma-oidc-0")
+        .await
+        .map_err(|e| format!("KIM's OpenIDConnect: {e}"))?;
+    let adopter = kim
+        .labels()
+        .get("tessera.dev/runtime")
+        .cloned()
+        .unwrap_or_default();
+    if kim.uid().as_deref() != Some(kim_uid) || !landscape.iter().any(|l| l.id() == adopter) {
+        return Err(format!(
+            "kyma-oidc-0 not adopted in place: {:?}",
+            kim.metadata
+        ));
+    }
+    for seeded in landscape.iter().filter(|l| l.id() != adopter) {
+        let name = format!("tessera-oidc-{}-0", seeded.id());
+        let own = api.get(&name).await.map_err(|e| format!("{name}: {e}"))?;
+        if own.data["spec"]["issuerURL"] != "test-issuer-url" {
+            return Err(format!(
+                "{name} is not the default tenant: {:?}",
+                own.data["spec"]
+            ));
+        }
     }
     Ok(())
 }

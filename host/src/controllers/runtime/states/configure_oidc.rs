@@ -1,8 +1,10 @@
 //! Additional OIDC providers as Gardener `OpenIDConnect` objects in the runtime cluster.
 
+use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind};
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
+use tessera_sdk::models::OidcConfig;
 
 use super::super::machine::{Machine, Step, Transition};
 use crate::controllers::{ReconcileError, runtime_cluster};
@@ -18,50 +20,114 @@ fn resource() -> ApiResource {
 }
 
 pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
-    let configs = m
-        .runtime
-        .spec
-        .inner
-        .shoot
-        .kubernetes
-        .kube_api_server
-        .additional_oidc_config
-        .clone()
-        .unwrap_or_default();
+    let template = &m.ctx.renderer.resolver.template;
+    let api_server = &m.runtime.spec.inner.shoot.kubernetes.kube_api_server;
+    let configs = wanted(
+        api_server.additional_oidc_config.as_deref(),
+        template.default_oidc_tenant.as_ref(),
+    );
     let had_any = m
         .status
         .conditions
         .iter()
         .any(|c| c.is(ConditionType::OidcConfigured));
-    if configs.is_empty() && !had_any {
+    let taking_over = m.ctx.config.kim.enabled;
+    if !oidc_extension_on(m.shoot.as_ref()) || (configs.is_empty() && !had_any && !taking_over) {
         return Ok(Transition::Next(Step::ApplyAdminBindings));
     }
     let client = runtime_cluster::client(&m.ctx, &m.namespace(), &m.id()).await?;
     let api: Api<DynamicObject> = Api::all_with(client, &resource());
     let id = m.id();
     let existing = runtime_cluster::list_owned(&api, &id).await?;
-    let wanted = apply(&api, &id, &configs, &existing).await?;
+    let kims = match taking_over {
+        true => kim_objects(&api, &id).await?,
+        false => Vec::new(),
+    };
+    let applied = apply(&api, &id, &configs, &existing, &kims).await?;
+    for stale in kims.iter().filter(|k| !applied.contains(k)) {
+        api.delete(stale, &DeleteParams::default())
+            .await
+            .map_err(runtime_cluster::failed(
+                &id,
+                &format!("OpenIDConnect {stale}"),
+            ))?;
+        tracing::info!(runtime = %id, name = %stale, "KIM's OpenIDConnect no longer wanted, deleted");
+    }
     m.condition(
         ConditionType::OidcConfigured,
         ConditionStatus::True,
         Reason::OidcConfigured,
-        format!("{} additional OIDC provider(s) configured", wanted.len()),
+        format!("{} additional OIDC provider(s) configured", applied.len()),
     );
     Ok(Transition::Next(Step::ApplyAdminBindings))
 }
+
+/// The OIDC providers a runtime cluster gets as `OpenIDConnect` objects (KIM's
+/// `additionalOidcEmptyOrUndefined`): the Runtime's `additionalOidcConfig`; when it is unset
+/// or an entry lacks client id or issuer, the landscape's default tenant alone; `[]`, none.
+pub(crate) fn wanted(
+    additional: Option<&[OidcConfig]>,
+    default: Option<&OidcConfig>,
+) -> Vec<OidcConfig> {
+    let complete = |c: &OidcConfig| c.client_id.is_some() && c.issuer_url.is_some();
+    match additional {
+        Some(configs) if configs.iter().all(complete) => configs.to_vec(),
+        _ => default.cloned().into_iter().collect(),
+    }
+}
+
+/// Whether the Shoot runs Gardener's OIDC extension, which serves `OpenIDConnect` (KIM's
+/// `isOidcExtensionEnabled`: listed and not disabled).
+fn oidc_extension_on(shoot: Option<&DynamicObject>) -> bool {
+    let extensions = shoot.and_then(|s| s.data["spec"]["extensions"].as_array().cloned());
+    extensions
+        .into_iter()
+        .flatten()
+        .any(|e| e["type"] == "shoot-oidc-service" && e["disabled"].as_bool() != Some(true))
+}
+
+/// The names of KIM's `OpenIDConnect` objects (its managed-by label) no Runtime of Tessera
+/// has adopted yet.
+async fn kim_objects(api: &Api<DynamicObject>, id: &str) -> Result<Vec<String>, ReconcileError> {
+    let params = kube::api::ListParams::default().labels(KIM_MANAGED);
+    let kims = api
+        .list(&params)
+        .await
+        .map_err(runtime_cluster::failed(id, "KIM's OpenIDConnect objects"))?;
+    Ok(kims
+        .items
+        .into_iter()
+        .filter(|o| !o.labels().contains_key(crate::controllers::labels::RUNTIME))
+        .filter_map(|o| o.metadata.name)
+        .collect())
+}
+
+/// The object name of the `index`th provider: KIM's `kyma-oidc-<index>` when KIM made it
+/// (adopted: applied over, never deleted and recreated), else Tessera's own.
+fn object_name(id: &str, index: usize, kims: &[String]) -> String {
+    let kim = format!("kyma-oidc-{index}");
+    match kims.contains(&kim) {
+        true => kim,
+        false => format!("tessera-oidc-{id}-{index}"),
+    }
+}
+
+/// The label KIM puts on what it makes in a runtime cluster.
+const KIM_MANAGED: &str = "operator.kyma-project.io/managed-by=infrastructure-manager";
 
 /// The `OpenIDConnect` object of each of `configs`, applied where it differs from
 /// `existing`; those of `existing` no longer wanted deleted. Their names.
 async fn apply(
     api: &Api<DynamicObject>,
     id: &str,
-    configs: &[tessera_sdk::models::OidcConfig],
+    configs: &[OidcConfig],
     existing: &[DynamicObject],
+    kims: &[String],
 ) -> Result<Vec<String>, ReconcileError> {
     let mut wanted = Vec::new();
     for (i, oidc) in configs.iter().enumerate() {
-        let name = format!("tessera-oidc-{id}-{i}");
-        let doc = json!({
+        let name = object_name(id, i, kims);
+        let mut doc = json!({
             "apiVersion": "authentication.gardener.cloud/v1alpha1",
             "kind": "OpenIDConnect",
             "metadata": {
@@ -79,6 +145,9 @@ async fn apply(
                 "requiredClaims": oidc.required_claims,
             },
         });
+        if let Some(keys) = &oidc.jwks {
+            doc["spec"]["jwks"] = json!({ "keys": keys });
+        }
         let unchanged = existing.iter().any(|o| {
             o.metadata.name.as_deref() == Some(name.as_str()) && o.data["spec"] == doc["spec"]
         });
@@ -107,4 +176,50 @@ async fn apply(
         }
     }
     Ok(wanted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(client: Option<&str>, issuer: Option<&str>) -> OidcConfig {
+        serde_json::from_value(json!({"clientID": client, "issuerURL": issuer})).unwrap()
+    }
+
+    /// KIM's `additionalOidcEmptyOrUndefined` (runtime_fsm_configure_skr.go): unset or
+    /// incomplete → the default tenant, `[]` → none, complete → as listed.
+    #[test]
+    fn the_default_tenant_fills_in_unless_the_runtime_opts_out() {
+        let tenant = config(Some("shared"), Some("https://ias.example.com"));
+        let own = config(Some("own"), Some("https://own.example.com"));
+        let default = Some(&tenant);
+        assert_eq!(wanted(None, default), [tenant.clone()]);
+        assert_eq!(
+            wanted(Some(&[own.clone(), config(None, None)]), default),
+            [tenant.clone()]
+        );
+        assert_eq!(wanted(Some(&[]), default), []);
+        assert_eq!(
+            wanted(Some(std::slice::from_ref(&own)), default),
+            [own.clone()]
+        );
+        assert_eq!(wanted(None, None), []);
+    }
+
+    #[test]
+    fn oidc_objects_need_the_extension() {
+        let shoot = |ext: serde_json::Value| -> DynamicObject {
+            serde_json::from_value(json!({"apiVersion": "v1", "kind": "Shoot", "metadata": {},
+                "spec": {"extensions": ext}}))
+            .unwrap()
+        };
+        assert!(oidc_extension_on(Some(&shoot(
+            json!([{"type": "shoot-oidc-service"}])
+        ))));
+        assert!(!oidc_extension_on(Some(&shoot(
+            json!([{"type": "shoot-oidc-service", "disabled": true}])
+        ))));
+        assert!(!oidc_extension_on(Some(&shoot(json!([])))));
+        assert!(!oidc_extension_on(None));
+    }
 }
