@@ -106,16 +106,7 @@ impl ShootExtension for Auditlog {
             Some(slot) => *slot = resource,
             None => resources.push(resource),
         }
-        let experimental = input
-            .runtime
-            .metadata
-            .annotations
-            .get(EXPERIMENTAL_POLICY_ANNOTATION)
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-        let policy = match experimental {
-            true => EXPERIMENTAL_POLICY,
-            false => input.config.policy_config_map_name.as_str(),
-        };
+        let policy = policy_name(&input.runtime, &input.config);
         spec.kubernetes
             .kube_api_server
             .get_or_insert_with(KubeApiServer::default)
@@ -123,6 +114,19 @@ impl ShootExtension for Auditlog {
             "auditPolicy": { "configMapRef": { "name": policy } }
         }));
         Ok(ExtendOutput::new(shoot))
+    }
+}
+
+/// The audit policy ConfigMap: KIM's experimental one when the Runtime asks for it.
+fn policy_name<'a>(runtime: &tessera_sdk::models::Runtime, config: &'a Config) -> &'a str {
+    let experimental = runtime
+        .metadata
+        .annotations
+        .get(EXPERIMENTAL_POLICY_ANNOTATION)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    match experimental {
+        true => EXPERIMENTAL_POLICY,
+        false => &config.policy_config_map_name,
     }
 }
 

@@ -210,7 +210,8 @@ mod tests {
     /// KIM's `TestApplyMaxPodsWithTotalCap`, case by case.
     #[test]
     fn total_cap_as_kim_clamps() {
-        let cases: [(&[Option<i64>], i64, Result<&[Option<i64>], usize>); 9] = [
+        type Pools<'a> = &'a [Option<i64>];
+        let cases: [(Pools, i64, Result<Pools, usize>); 9] = [
             (&[None, None, None], 10, Ok(&[None, None, None])),
             (&[Some(100), Some(125)], 256, Ok(&[Some(100), Some(125)])),
             (&[Some(100), Some(200)], 256, Ok(&[Some(100), Some(156)])),

@@ -193,15 +193,15 @@ mod tests {
         let tenant = config(Some("shared"), Some("https://ias.example.com"));
         let own = config(Some("own"), Some("https://own.example.com"));
         let default = Some(&tenant);
-        assert_eq!(wanted(None, default), [tenant.clone()]);
+        assert_eq!(wanted(None, default), vec![tenant.clone()]);
         assert_eq!(
             wanted(Some(&[own.clone(), config(None, None)]), default),
-            [tenant.clone()]
+            vec![tenant.clone()]
         );
         assert_eq!(wanted(Some(&[]), default), []);
         assert_eq!(
             wanted(Some(std::slice::from_ref(&own)), default),
-            [own.clone()]
+            vec![own.clone()]
         );
         assert_eq!(wanted(None, None), []);
     }
