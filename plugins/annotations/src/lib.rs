@@ -82,7 +82,14 @@ impl ShootExtension for Annotations {
                 generation.to_string(),
             );
         }
-        if let Some(licence) = &runtime.spec.shoot.licence_type {
+        // KIM's `getAnnotations` writes no licence annotation for an empty licence.
+        if let Some(licence) = runtime
+            .spec
+            .shoot
+            .licence_type
+            .as_ref()
+            .filter(|l| !l.is_empty())
+        {
             annotations.insert(format!("{prefix}/licence-type"), licence.clone());
         }
         for (kind, seconds) in &input.config.cleanup_grace_period_seconds {
