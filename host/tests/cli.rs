@@ -166,7 +166,7 @@ fn compare_live_names_the_fields_a_takeover_would_patch() {
     let listed = text(&out.stdout);
     assert!(listed.contains("2 field(s) differ"), "{listed}");
     assert!(
-        listed.contains("spec.provider.workers[0].maximum: live 99 → rendered"),
+        listed.contains("spec.provider.workers[name=cpu-worker-0].maximum: live 99 → rendered"),
         "{listed}"
     );
     assert!(
@@ -298,7 +298,7 @@ fn plugin_test_runs_golden_cases_and_shows_diffs() {
     ]);
     assert!(out.status.success(), "{}", text(&out.stdout));
     assert!(
-        text(&out.stdout).contains("labels 0.1.0: 3 passed, 0 failed"),
+        text(&out.stdout).contains("labels 0.1.0: 5 passed, 0 failed"),
         "{}",
         text(&out.stdout)
     );

@@ -116,11 +116,12 @@ pub mod go_duration {
                 'h' | 'm' | 's' => {
                     let n: u64 = number.parse().ok()?;
                     number.clear();
-                    total += n * match c {
+                    let unit = match c {
                         'h' => 3600,
                         'm' => 60,
                         _ => 1,
                     };
+                    total = total.checked_add(n.checked_mul(unit)?)?;
                 }
                 _ => return None,
             }
@@ -242,6 +243,12 @@ mod tests {
         assert_eq!(go_duration::seconds("30d"), None);
         assert_eq!(go_duration::seconds("15"), None);
         assert_eq!(go_duration::seconds(""), None);
+        assert_eq!(
+            go_duration::seconds("99999999999999999999h"),
+            None,
+            "overflow"
+        );
+        assert_eq!(go_duration::seconds("9999999999999999h"), None, "overflow");
     }
 
     #[test]

@@ -176,6 +176,19 @@ impl ChainConfig {
                 "project: {project:?} is not a Gardener project name (lower-case letters, digits and '-')"
             ));
         }
+        if let Some(tenant) = &self.default_shared_ias_tenant {
+            let missing = [
+                ("clientID", &tenant.client_id),
+                ("issuerURL", &tenant.issuer_url),
+            ]
+            .into_iter()
+            .find(|(_, v)| v.as_deref().is_none_or(str::is_empty));
+            if let Some((key, _)) = missing {
+                return Err(format!(
+                    "defaultSharedIASTenant.{key} is missing: every runtime cluster would get an OIDC provider without it"
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -237,5 +250,30 @@ mod tests {
             .to_string();
         assert!(err.contains("more than one YAML document"), "{err}");
         assert!(!err.contains("from_str"), "{err}");
+    }
+
+    /// KIM requires the default tenant's fields (`pkg/config/config.go` `OidcProvider`,
+    /// `validate:"required"`); without client id or issuer the file is refused at start,
+    /// naming the field, not every Runtime later.
+    #[test]
+    fn an_incomplete_default_tenant_is_refused_at_load() {
+        let err =
+            load("defaultSharedIASTenant: {clientId: typo, issuerURL: https://ias.example.com}\n")
+                .unwrap_err()
+                .to_string();
+        assert!(
+            err.contains("defaultSharedIASTenant.clientID is missing"),
+            "{err}"
+        );
+        let err = load("defaultSharedIASTenant: {issuerURL: https://ias.example.com}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("defaultSharedIASTenant.clientID is missing"),
+            "{err}"
+        );
+        let ok =
+            load("defaultSharedIASTenant: {clientID: c, issuerURL: https://ias.example.com}\n");
+        assert!(ok.unwrap().default_shared_ias_tenant.is_some());
     }
 }

@@ -65,22 +65,30 @@ fn walk(
                 walk(value, l.get(key), child, ignore, out);
             }
         }
-        (Value::Array(d), Some(Value::Array(l))) if list_key(d, l).is_some() => {
-            let key = list_key(d, l).expect("checked by the guard");
-            walk_keyed(d, l, key, &path, ignore, out);
-        }
-        (Value::Array(d), Some(Value::Array(l))) if d.len() == l.len() => {
-            for (i, (item, live_item)) in d.iter().zip(l).enumerate() {
-                let child = format!("{path}[{i}]");
-                if item.is_object() {
-                    walk(item, Some(live_item), child, ignore, out);
-                } else if item != live_item {
-                    out.push(difference(child, item, Some(live_item)));
-                }
-            }
-        }
+        (Value::Array(d), Some(Value::Array(l))) => match list_key(d, l) {
+            Some(key) => walk_keyed(d, l, key, &path, ignore, out),
+            None if d.len() == l.len() => walk_in_order(d, l, &path, ignore, out),
+            None => out.push(difference(path, desired, live)),
+        },
         (d, Some(l)) if d == l => {}
         (d, l) => out.push(difference(path, d, l)),
+    }
+}
+
+fn walk_in_order(
+    desired: &[Value],
+    live: &[Value],
+    path: &str,
+    ignore: &[String],
+    out: &mut Vec<Difference>,
+) {
+    for (i, (item, live_item)) in desired.iter().zip(live).enumerate() {
+        let child = format!("{path}[{i}]");
+        if item.is_object() {
+            walk(item, Some(live_item), child, ignore, out);
+        } else if item != live_item {
+            out.push(difference(child, item, Some(live_item)));
+        }
     }
 }
 

@@ -33,6 +33,10 @@ pub struct Config {
     /// Refuse Runtimes in regions without a tenant instead of warning (KIM's flag
     /// `-audit-log-mandatory`, true there; false here, as no tenants come configured).
     pub mandatory: bool,
+    /// Honour KIM's annotation `operator.kyma-project.io/experimental-audit-policy: "true"`
+    /// (policy ConfigMap `experimental-audit-policy`). Off by default: whoever may create a
+    /// Runtime could otherwise choose their cluster's audit policy.
+    pub allow_experimental_policy: bool,
 }
 
 impl Default for Config {
@@ -41,6 +45,7 @@ impl Default for Config {
             tenants: BTreeMap::new(),
             policy_config_map_name: "policy-config-map".into(),
             mandatory: false,
+            allow_experimental_policy: false,
         }
     }
 }
@@ -119,11 +124,12 @@ impl ShootExtension for Auditlog {
 
 /// The audit policy ConfigMap: KIM's experimental one when the Runtime asks for it.
 fn policy_name<'a>(runtime: &tessera_sdk::models::Runtime, config: &'a Config) -> &'a str {
-    let experimental = runtime
-        .metadata
-        .annotations
-        .get(EXPERIMENTAL_POLICY_ANNOTATION)
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let experimental = config.allow_experimental_policy
+        && runtime
+            .metadata
+            .annotations
+            .get(EXPERIMENTAL_POLICY_ANNOTATION)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
     match experimental {
         true => EXPERIMENTAL_POLICY,
         false => &config.policy_config_map_name,

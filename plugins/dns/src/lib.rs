@@ -47,7 +47,7 @@ impl ShootExtension for Dns {
         let external = !config.domain_prefix.is_empty();
         if external && (config.secret_name.is_empty() || config.provider_type.is_empty()) {
             return Err(PluginError::invalid_input(
-                "config",
+                "plugin configuration secretName, providerType",
                 "domainPrefix needs secretName and providerType too",
             ));
         }
@@ -57,15 +57,28 @@ impl ShootExtension for Dns {
             Operation::Create => None,
         };
         let mut shoot = input.draft;
+        let mut warnings = Vec::new();
         shoot.spec.dns = match current.map(|c| &c.spec.dns) {
             // KIM's `NewDNSExtenderForPatch`: a Shoot made before custom domains keeps
             // its DNS as it is; Gardener's DNS is never given providers.
             Some(dns) if !external || is_some_without_providers(dns) => dns.clone(),
+            // Gardener never lets a domain change: a new domainPrefix applies to new
+            // Shoots, this one keeps its DNS (KIM would send the change and be refused).
+            Some(Some(dns)) if dns["domain"].as_str().is_some_and(|d| d != domain) => {
+                warnings.push(format!(
+                    "spec.dns.domain stays {} (a Shoot's domain cannot change); domainPrefix {} applies to new Shoots",
+                    dns["domain"], config.domain_prefix
+                ));
+                Some(dns.clone())
+            }
             _ if external => Some(shoot_dns(&domain, config)),
             _ => None,
         };
         if config.extension {
-            let wanted = extension_config(external.then_some(domain.as_str()), config);
+            // The extension serves the domain the Shoot has.
+            let live = shoot.spec.dns.as_ref().and_then(|d| d["domain"].as_str());
+            let served = live.unwrap_or(&domain).to_string();
+            let wanted = extension_config(external.then_some(served.as_str()), config);
             let kept = current.and_then(existing_without_providers);
             shoot.spec.upsert_extension(Extension {
                 type_: EXTENSION.into(),
@@ -74,7 +87,7 @@ impl ShootExtension for Dns {
                 extra: Default::default(),
             });
         }
-        Ok(ExtendOutput::new(shoot))
+        Ok(ExtendOutput::with_warnings(shoot, warnings))
     }
 }
 

@@ -219,6 +219,18 @@ fn acl(
         }
         return Ok(());
     }
+    let landscape = config.operator_cidrs.iter().chain([&config.kcp_nat_ip]);
+    if let Some(bad) = landscape.filter(|c| !c.is_empty()).find(|c| !is_cidr(c)) {
+        return Err(PluginError::invalid_input(
+            "plugin configuration acl.operatorCidrs, acl.kcpNatIp",
+            format!("{bad:?} is not a CIDR (like 10.0.0.0/8 or 2001:db8::/32)"),
+        ));
+    }
+    if config.kcp_nat_ip.is_empty() {
+        warnings.push(
+            "plugin configuration acl.kcpNatIp is empty: the API server ACL leaves out the control plane's address, so the host may lose access to this cluster".into(),
+        );
+    }
     let mut all: Vec<&str> = cidrs.iter().map(String::as_str).collect();
     all.extend(config.operator_cidrs.iter().map(String::as_str));
     all.push(config.kcp_nat_ip.as_str());

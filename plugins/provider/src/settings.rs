@@ -53,6 +53,25 @@ fn or_default<'a>(value: &'a str, default: &'a str) -> &'a str {
 /// KIM's `setWorkerSettings`: each pool's kubelet `maxPods` at most 254
 /// (`ApplyPerNodeMaxPodsCap`), then capped in total by the pod range.
 pub fn max_pods(workers: &mut [Worker], pods: &str) -> Result<(), PluginError> {
+    // Gardener's kubelet `maxPods` is an int32 of at least 1.
+    if let Some(worker) = workers.iter().find(|w| {
+        let value = &w.extra.get("kubernetes").map(|k| &k["kubelet"]["maxPods"]);
+        value.is_some_and(|v| {
+            !v.is_null()
+                && !v
+                    .as_i64()
+                    .is_some_and(|n| (1..=i32::MAX as i64).contains(&n))
+        })
+    }) {
+        return Err(PluginError::invalid_input(
+            "spec.shoot.provider.workers",
+            format!(
+                "pool {}: kubernetes.kubelet.maxPods must be a whole number from 1 to {}",
+                worker.name,
+                i32::MAX
+            ),
+        ));
+    }
     for value in max_pods_values(workers) {
         if value.as_i64().unwrap_or(0) > PER_NODE_MAX_PODS {
             *value = json!(PER_NODE_MAX_PODS);
@@ -207,12 +226,13 @@ mod tests {
         }
     }
 
-    /// KIM's `TestApplyMaxPodsWithTotalCap`, case by case.
+    /// KIM's `TestApplyMaxPodsWithTotalCap`, its cases ("totalIPs less than 1" cannot happen
+    /// here: `usable_addresses` is at least 1).
     #[test]
     fn total_cap_as_kim_clamps() {
         type Pools<'a> = &'a [Option<i64>];
         let cases: [(Pools, i64, Result<Pools, usize>); 9] = [
-            (&[None, None, None], 10, Ok(&[None, None, None])),
+            (&[None, None, None], 256, Ok(&[None, None, None])),
             (&[Some(100), Some(125)], 256, Ok(&[Some(100), Some(125)])),
             (&[Some(100), Some(200)], 256, Ok(&[Some(100), Some(156)])),
             (&[Some(500)], 254, Ok(&[Some(254)])),
@@ -247,6 +267,11 @@ mod tests {
         let mut w = pools(&[Some(5), Some(5)]);
         let err = max_pods(&mut w, "10.0.0.1/32").unwrap_err();
         assert!(err.to_string().contains("cannot fit"), "{err}");
+        for bad in [0, -3, i64::MIN, i64::from(i32::MAX) + 1] {
+            let mut w = pools(&[Some(bad)]);
+            let err = max_pods(&mut w, "10.0.0.0/24").unwrap_err();
+            assert!(err.to_string().contains("from 1 to"), "{bad}: {err}");
+        }
     }
 
     /// KIM's `TestApplyMachineControllerManagerConfig`: defaults 15m and 2, values the

@@ -141,6 +141,16 @@ async fn one_change_one_patch(
             "KIM still owns fields of the patched Shoot: {kim_owns:?}"
         ));
     }
+    // KIM's create owned Gardener's defaults too: they stay with it, not removed by the patch.
+    let create_kept = patched.managed_fields().iter().any(|f| {
+        f.manager.as_deref() == Some("manager") && f.operation.as_deref() == Some("Update")
+    });
+    if !create_kept {
+        return Err(format!(
+            "KIM's create entry was handed over: {:?}",
+            patched.managed_fields()
+        ));
+    }
     let after = writes(cp, landscape);
     for seeded in &landscape[1..] {
         if after[&seeded.shoot] != before[&seeded.shoot] {
@@ -183,6 +193,17 @@ async fn seed(s: &Scenario<'_>, provider: &str) -> Result<Seeded> {
             .ok_or("KIM's Shoot names no structured-authentication ConfigMap")?;
     let oidc = &runtime["spec"]["shoot"]["kubernetes"]["kubeAPIServer"]["oidcConfig"];
     let cm_uid = kim_config_map(s, cm_name, oidc).await?;
+    // KIM creates with a plain Create (no field manager: `manager`, owning Gardener's
+    // defaults too) and patches with server-side apply as `kim`.
+    let object: DynamicObject = serde_json::from_value(shoot.clone()).map_err(|e| e.to_string())?;
+    let create = PostParams {
+        field_manager: Some("manager".into()),
+        ..PostParams::default()
+    };
+    s.shoots()
+        .create(&create, &object)
+        .await
+        .map_err(|e| format!("create KIM's {provider} Shoot: {e}"))?;
     let applied = s
         .shoots()
         .patch(

@@ -85,6 +85,12 @@ fn may_claim(runtime: &Runtime, kim: &KimTakeover) -> bool {
         .is_some_and(|ns| kim.runtime_namespaces.contains(&ns))
 }
 
+/// Whether the host takes over what KIM made for `runtime`: takeover is on and the Runtime
+/// lives in one of KIM's namespaces.
+pub(crate) fn takes_over(runtime: &Runtime, kim: &KimTakeover) -> bool {
+    kim.enabled && may_claim(runtime, kim)
+}
+
 /// Whether `runtime` may act on (patch, delete) a Shoot of `owner`.
 pub(crate) fn claims(owner: Owner, runtime: &Runtime, kim: &KimTakeover) -> bool {
     refusal(owner, runtime, kim, "").is_none()
@@ -98,53 +104,95 @@ pub(crate) fn rendered_generation(shoot: &DynamicObject, status: &RuntimeStatus)
         .unwrap_or(0)
 }
 
-/// `entries` with the fields KIM's managers own handed to `manager` as one Apply entry
-/// (merged with `manager`'s own, if any), as `kubectl`'s `csaupgrade` hands over fields:
-/// Tessera's next apply then also removes what KIM set and Tessera no longer renders,
-/// instead of leaving it owned by a manager that is gone. `None` when KIM owns nothing.
-/// Entries of a subresource (Gardener's status) are kept as they are.
+/// `entries` with the fields KIM applied handed to `manager` as one Apply entry (merged
+/// with `manager`'s own, if any), as `kubectl`'s `csaupgrade` hands over fields: Tessera's
+/// next apply then also removes what KIM applied and Tessera no longer renders, instead of
+/// leaving it owned by a manager that is gone. Only KIM's Apply entries move whole: an
+/// Update (KIM's create, its binding update) also owns every field Gardener defaulted, which
+/// an apply would then remove; of those only `spec.secretBindingName` moves, so that moving
+/// to a credentials binding removes it. Entries of another apiVersion or of a subresource
+/// (Gardener's status) stay. `None` when nothing moves.
 pub(crate) fn hand_over_fields(
     entries: &[ManagedFieldsEntry],
     kim: &KimTakeover,
     manager: &str,
 ) -> Option<Vec<ManagedFieldsEntry>> {
-    let top_level =
-        |e: &ManagedFieldsEntry| e.subresource.as_deref().unwrap_or_default().is_empty();
-    let is_kim = |e: &ManagedFieldsEntry| {
-        top_level(e)
-            && e.manager
-                .as_ref()
-                .is_some_and(|m| kim.field_managers.contains(m))
-    };
+    let first = entries.iter().find(|e| is_kim(e, kim))?.clone();
+    let same_version = |e: &ManagedFieldsEntry| e.api_version == first.api_version;
     let is_ours = |e: &ManagedFieldsEntry| {
-        top_level(e)
-            && e.manager.as_deref() == Some(manager)
-            && e.operation.as_deref() == Some("Apply")
+        top_level(e) && e.manager.as_deref() == Some(manager) && is_apply(e) && same_version(e)
     };
-    let first = entries.iter().find(|e| is_kim(e))?.clone();
     let mut fields = Value::Object(Default::default());
-    let mut time = first.time.clone();
-    for entry in entries.iter().filter(|e| is_kim(e) || is_ours(e)) {
-        if let Some(FieldsV1(set)) = &entry.fields_v1 {
-            merge_field_sets(&mut fields, set);
+    let mut time = None;
+    let mut out = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let moving = is_kim(entry, kim) && same_version(entry);
+        let taken = match (moving && is_apply(entry), moving, &entry.fields_v1) {
+            (true, _, Some(FieldsV1(set))) => Some(set.clone()),
+            (false, true, Some(FieldsV1(set))) => take_secret_binding(set, &mut out, entry),
+            _ if is_ours(entry) => entry.fields_v1.as_ref().map(|f| f.0.clone()),
+            _ => {
+                out.push(entry.clone());
+                None
+            }
+        };
+        if let Some(set) = taken {
+            merge_field_sets(&mut fields, &set);
+            time = time.max(entry.time.clone());
         }
-        time = time.max(entry.time.clone());
     }
-    let handed = ManagedFieldsEntry {
+    if fields.as_object().is_none_or(|f| f.is_empty()) {
+        return None;
+    }
+    out.push(ManagedFieldsEntry {
         manager: Some(manager.to_string()),
         operation: Some("Apply".into()),
         fields_type: Some("FieldsV1".into()),
         fields_v1: Some(FieldsV1(fields)),
         time,
         ..first
-    };
-    let mut out: Vec<ManagedFieldsEntry> = entries
-        .iter()
-        .filter(|e| !is_kim(e) && !is_ours(e))
-        .cloned()
-        .collect();
-    out.push(handed);
+    });
     Some(out)
+}
+
+fn top_level(e: &ManagedFieldsEntry) -> bool {
+    e.subresource.as_deref().unwrap_or_default().is_empty()
+}
+
+fn is_apply(e: &ManagedFieldsEntry) -> bool {
+    e.operation.as_deref() == Some("Apply")
+}
+
+fn is_kim(e: &ManagedFieldsEntry, kim: &KimTakeover) -> bool {
+    top_level(e)
+        && e.manager
+            .as_ref()
+            .is_some_and(|m| kim.field_managers.contains(m))
+}
+
+/// `spec.secretBindingName` out of KIM's Update entry `entry` (pushed to `out` without it,
+/// unless nothing else is left), as a field set of its own.
+fn take_secret_binding(
+    set: &Value,
+    out: &mut Vec<ManagedFieldsEntry>,
+    entry: &ManagedFieldsEntry,
+) -> Option<Value> {
+    let mut rest = set.clone();
+    let binding = rest
+        .get_mut("f:spec")
+        .and_then(Value::as_object_mut)
+        .and_then(|spec| spec.remove("f:secretBindingName"));
+    let spec_empty = rest["f:spec"].as_object().is_some_and(|s| s.is_empty());
+    if let (true, Some(map)) = (spec_empty, rest.as_object_mut()) {
+        map.remove("f:spec");
+    }
+    if rest.as_object().is_some_and(|r| !r.is_empty()) {
+        out.push(ManagedFieldsEntry {
+            fields_v1: Some(FieldsV1(rest)),
+            ..entry.clone()
+        });
+    }
+    binding.map(|b| serde_json::json!({ "f:spec": { "f:secretBindingName": b } }))
 }
 
 /// The union of two `FieldsV1` sets: both are tries of objects (`{"f:spec": {...}, ".": {}}`).
@@ -263,10 +311,10 @@ mod tests {
         }
     }
 
-    /// KIM's apply and its credentials-binding update become one Tessera apply entry with
-    /// the union of their fields; Gardener's status entry and other managers stay.
+    /// KIM's apply becomes Tessera's; of KIM's create (an Update owning Gardener's defaults
+    /// too) only the secret binding moves; Gardener's status entry and other managers stay.
     #[test]
-    fn kims_fields_are_handed_over_as_one_apply_entry() {
+    fn kims_applied_fields_are_handed_over_as_one_apply_entry() {
         let kim = KimTakeover::default();
         let entries = vec![
             entry(
@@ -276,10 +324,11 @@ mod tests {
                 json!({"f:spec": {"f:region": {}, "f:provider": {"f:type": {}}}}),
             ),
             entry(
-                "kim",
+                "manager",
                 "Update",
                 None,
-                json!({"f:spec": {"f:credentialsBindingName": {}}}),
+                json!({"f:spec": {"f:secretBindingName": {},
+                "f:maintenance": {"f:timeWindow": {}}}}),
             ),
             entry(
                 "gardenlet",
@@ -295,14 +344,19 @@ mod tests {
             ),
         ];
         let out = hand_over_fields(&entries, &kim, "tessera").unwrap();
-        assert_eq!(out.len(), 3);
-        assert_eq!(out[..2], entries[2..]);
-        let handed = &out[2];
+        assert_eq!(out.len(), 4);
+        assert_eq!(
+            out[0].fields_v1.as_ref().unwrap().0,
+            json!({"f:spec": {"f:maintenance": {"f:timeWindow": {}}}}),
+            "Gardener's defaults stay KIM's create's"
+        );
+        assert_eq!(out[1..3], entries[2..]);
+        let handed = &out[3];
         assert_eq!(handed.manager.as_deref(), Some("tessera"));
         assert_eq!(handed.operation.as_deref(), Some("Apply"));
         assert_eq!(
             handed.fields_v1.as_ref().unwrap().0,
-            json!({"f:spec": {"f:region": {}, "f:provider": {"f:type": {}}, "f:credentialsBindingName": {}}})
+            json!({"f:spec": {"f:region": {}, "f:provider": {"f:type": {}}, "f:secretBindingName": {}}})
         );
         let none_of_kims = vec![entries[2].clone(), entries[3].clone()];
         assert_eq!(hand_over_fields(&none_of_kims, &kim, "tessera"), None);

@@ -9,6 +9,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::super::machine::{Machine, Step, Transition};
+use super::super::takeover;
 use crate::controllers::{ReconcileError, runtime_cluster};
 use crate::crd::ConditionStatus;
 use crate::crd::{ConditionType, Reason};
@@ -85,9 +86,7 @@ async fn remove_kim_bindings(
     api: &Api<ClusterRoleBinding>,
     admins: &[String],
 ) -> Result<usize, ReconcileError> {
-    let kim = &m.ctx.config.kim;
-    let namespace = m.namespace();
-    if !kim.enabled || !kim.runtime_namespaces.contains(&namespace) {
+    if !takeover::takes_over(&m.runtime, &m.ctx.config.kim) {
         return Ok(0);
     }
     let id = m.id();

@@ -7,6 +7,7 @@ use serde_json::json;
 use tessera_sdk::models::OidcConfig;
 
 use super::super::machine::{Machine, Step, Transition};
+use super::super::takeover;
 use crate::controllers::{ReconcileError, runtime_cluster};
 use crate::crd::ConditionStatus;
 use crate::crd::{ConditionType, Reason};
@@ -31,7 +32,7 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         .conditions
         .iter()
         .any(|c| c.is(ConditionType::OidcConfigured));
-    let taking_over = m.ctx.config.kim.enabled;
+    let taking_over = takeover::takes_over(&m.runtime, &m.ctx.config.kim);
     if !oidc_extension_on(m.shoot.as_ref()) || (configs.is_empty() && !had_any && !taking_over) {
         return Ok(Transition::Next(Step::ApplyAdminBindings));
     }
@@ -89,7 +90,9 @@ fn oidc_extension_on(shoot: Option<&DynamicObject>) -> bool {
 /// The names of KIM's `OpenIDConnect` objects (its managed-by label) no Runtime of Tessera
 /// has adopted yet.
 async fn kim_objects(api: &Api<DynamicObject>, id: &str) -> Result<Vec<String>, ReconcileError> {
-    let params = kube::api::ListParams::default().labels(KIM_MANAGED);
+    let params = kube::api::ListParams::default()
+        .labels(KIM_MANAGED)
+        .match_any();
     let kims = api
         .list(&params)
         .await
@@ -102,11 +105,13 @@ async fn kim_objects(api: &Api<DynamicObject>, id: &str) -> Result<Vec<String>, 
         .collect())
 }
 
-/// The object name of the `index`th provider: KIM's `kyma-oidc-<index>` when KIM made it
-/// (adopted: applied over, never deleted and recreated), else Tessera's own.
-fn object_name(id: &str, index: usize, kims: &[String]) -> String {
+/// The object name of the `index`th provider: KIM's `kyma-oidc-<index>` when KIM made it or
+/// this Runtime adopted it before (applied over, never deleted and recreated), else
+/// Tessera's own.
+fn object_name(id: &str, index: usize, kims: &[String], owned: &[DynamicObject]) -> String {
     let kim = format!("kyma-oidc-{index}");
-    match kims.contains(&kim) {
+    let adopted = owned.iter().any(|o| o.metadata.name.as_ref() == Some(&kim));
+    match kims.contains(&kim) || adopted {
         true => kim,
         false => format!("tessera-oidc-{id}-{index}"),
     }
@@ -126,7 +131,7 @@ async fn apply(
 ) -> Result<Vec<String>, ReconcileError> {
     let mut wanted = Vec::new();
     for (i, oidc) in configs.iter().enumerate() {
-        let name = object_name(id, i, kims);
+        let name = object_name(id, i, kims, existing);
         let mut doc = json!({
             "apiVersion": "authentication.gardener.cloud/v1alpha1",
             "kind": "OpenIDConnect",
@@ -204,6 +209,23 @@ mod tests {
             vec![own.clone()]
         );
         assert_eq!(wanted(None, None), []);
+    }
+
+    /// An adopted `kyma-oidc-<i>` keeps its name on every later reconcile (it then carries
+    /// this Runtime's labels and is no longer among KIM's).
+    #[test]
+    fn an_adopted_object_keeps_its_name() {
+        let owned: DynamicObject = serde_json::from_value(json!({"apiVersion": "v1",
+            "kind": "OpenIDConnect", "metadata": {"name": "kyma-oidc-0"}}))
+        .unwrap();
+        let kims = ["kyma-oidc-0".to_string()];
+        assert_eq!(object_name("rt", 0, &kims, &[]), "kyma-oidc-0");
+        assert_eq!(
+            object_name("rt", 0, &[], std::slice::from_ref(&owned)),
+            "kyma-oidc-0"
+        );
+        assert_eq!(object_name("rt", 1, &kims, &[owned]), "tessera-oidc-rt-1");
+        assert_eq!(object_name("rt", 0, &[], &[]), "tessera-oidc-rt-0");
     }
 
     #[test]
