@@ -22,7 +22,8 @@ pub fn bookkeeping() -> Vec<String> {
 /// One field where the render and the live Shoot disagree.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Difference {
-    /// Dotted path, list items by index: `spec.provider.workers[0].maximum`.
+    /// Dotted path, list-map items by key (`spec.provider.workers[name=cpu-worker-0].maximum`),
+    /// other list items by index (`spec.tolerations[0]`).
     pub path: String,
     pub rendered: Value,
     /// `None`: the live Shoot does not have the field.

@@ -92,8 +92,7 @@ impl ShootExtension for Dns {
 }
 
 fn is_some_without_providers(dns: &Option<Value>) -> bool {
-    dns.as_ref()
-        .is_some_and(|d| d["providers"].as_array().is_none_or(Vec::is_empty))
+    dns.as_ref().is_some_and(lists_no_providers)
 }
 
 /// KIM's `NewDNSExtenderForCreate`: the domain and one primary provider whose credentials
@@ -131,17 +130,17 @@ fn extension_config(domain: Option<&str>, config: &Config) -> Value {
 /// KIM's `dnsExtensionForPatch`: the Shoot's extension config is kept when it lists no
 /// providers (a cluster made before custom domains).
 fn existing_without_providers(current: &Shoot) -> Option<Value> {
-    let existing = current
+    let config = current
         .spec
-        .extensions
-        .iter()
-        .flatten()
-        .find(|e| e.type_ == EXTENSION)?;
-    let config = existing.provider_config.as_ref()?;
-    config["providers"]
-        .as_array()
-        .is_none_or(Vec::is_empty)
-        .then(|| config.clone())
+        .extension(EXTENSION)?
+        .provider_config
+        .as_ref()?;
+    lists_no_providers(config).then(|| config.clone())
+}
+
+/// A DNS section or DNS extension config without providers (made before custom domains).
+fn lists_no_providers(config: &Value) -> bool {
+    config["providers"].as_array().is_none_or(Vec::is_empty)
 }
 
 tessera_sdk::export_shoot_extension!(Dns);

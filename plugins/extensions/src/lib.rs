@@ -213,7 +213,7 @@ fn acl(
         ));
     }
     if cidrs.is_empty() || !applies {
-        let existing = spec.extensions.iter().flatten().any(|e| e.type_ == "acl");
+        let existing = spec.extension("acl").is_some();
         if existing {
             spec.upsert_extension(extension("acl", None, Some(true)));
         }
@@ -244,7 +244,7 @@ fn acl(
 /// off by `disabled: true`.
 fn nvidia_openshell(spec: &mut ShootSpec, enabled: Option<bool>) {
     const TYPE: &str = "shoot-nvidia-openshell";
-    let existing = spec.extensions.iter().flatten().any(|e| e.type_ == TYPE);
+    let existing = spec.extension(TYPE).is_some();
     match enabled {
         Some(true) => spec.upsert_extension(extension(TYPE, None, Some(false))),
         _ if existing => spec.upsert_extension(extension(TYPE, None, Some(true))),

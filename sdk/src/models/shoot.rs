@@ -188,6 +188,11 @@ pub struct Extension {
 }
 
 impl ShootSpec {
+    /// The extension of type `type_`, if the Shoot lists it.
+    pub fn extension(&self, type_: &str) -> Option<&Extension> {
+        self.extensions.iter().flatten().find(|e| e.type_ == type_)
+    }
+
     /// Replace the extension of the same type, or append it; other extensions stay as they are.
     pub fn upsert_extension(&mut self, extension: Extension) {
         let list = self.extensions.get_or_insert_with(Vec::new);
