@@ -66,10 +66,7 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
 /// The OIDC providers a runtime cluster gets as `OpenIDConnect` objects (KIM's
 /// `additionalOidcEmptyOrUndefined`): the Runtime's `additionalOidcConfig`; when it is unset
 /// or an entry lacks client id or issuer, the landscape's default tenant alone; `[]`, none.
-fn wanted(
-    additional: Option<&[OidcConfig]>,
-    default: Option<&OidcConfig>,
-) -> Vec<OidcConfig> {
+fn wanted(additional: Option<&[OidcConfig]>, default: Option<&OidcConfig>) -> Vec<OidcConfig> {
     let complete = |c: &OidcConfig| c.client_id.is_some() && c.issuer_url.is_some();
     match additional {
         Some(configs) if configs.iter().all(complete) => configs.to_vec(),
