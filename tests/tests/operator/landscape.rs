@@ -59,15 +59,7 @@ pub(super) async fn kim_landscape(cp: &ControlPlane) -> Result {
         let rt = s
             .wait_state(seeded.id(), RuntimeState::Failed, &refused)
             .await?;
-        let provisioned = condition(&rt, "Provisioned").ok_or("no Provisioned condition")?;
-        if provisioned.reason != "TakeoverDisabled"
-            || !provisioned.message.contains("--takeover-kim")
-        {
-            return Err(format!(
-                "{}: refusal does not name the flag: {provisioned:?}",
-                seeded.id()
-            ));
-        }
+        refused_naming_the_flag(&rt).map_err(|e| format!("{}: {e}", seeded.id()))?;
     }
     drop(refused);
 
@@ -120,37 +112,7 @@ async fn one_change_one_patch(
         (shoot.data["spec"]["provider"]["workers"][0]["maximum"] == 11).then_some(shoot)
     })
     .await?;
-    if patched
-        .labels()
-        .get("tessera.dev/runtime")
-        .map(String::as_str)
-        != Some(aws.id())
-    {
-        return Err(format!(
-            "patched Shoot lacks Tessera's labels: {:?}",
-            patched.labels()
-        ));
-    }
-    let kim_owns: Vec<_> = patched
-        .managed_fields()
-        .iter()
-        .filter(|f| f.manager.as_deref() == Some("kim"))
-        .collect();
-    if !kim_owns.is_empty() {
-        return Err(format!(
-            "KIM still owns fields of the patched Shoot: {kim_owns:?}"
-        ));
-    }
-    // KIM's create owned Gardener's defaults too: they stay with it, not removed by the patch.
-    let create_kept = patched.managed_fields().iter().any(|f| {
-        f.manager.as_deref() == Some("manager") && f.operation.as_deref() == Some("Update")
-    });
-    if !create_kept {
-        return Err(format!(
-            "KIM's create entry was handed over: {:?}",
-            patched.managed_fields()
-        ));
-    }
+    handed_to_tessera(&patched, aws.id())?;
     let after = writes(cp, landscape);
     for seeded in &landscape[1..] {
         if after[&seeded.shoot] != before[&seeded.shoot] {
@@ -165,6 +127,75 @@ async fn one_change_one_patch(
     }
     for seeded in landscape {
         s.no_refusals(&seeded.shoot)?;
+    }
+    Ok(())
+}
+
+/// Make `shoot` as KIM does: a plain Create (no field manager: `manager`, which also owns
+/// Gardener's defaults), then server-side apply as `kim` (its patches). Its uid.
+pub(super) async fn create_as_kim(s: &Scenario<'_>, shoot: &Value) -> Result<String> {
+    let name = shoot["metadata"]["name"].as_str().unwrap_or_default();
+    let object: DynamicObject = serde_json::from_value(shoot.clone()).map_err(|e| e.to_string())?;
+    let create = PostParams {
+        field_manager: Some("manager".into()),
+        ..PostParams::default()
+    };
+    s.shoots()
+        .create(&create, &object)
+        .await
+        .map_err(|e| format!("create KIM's Shoot {name}: {e}"))?;
+    let applied = s
+        .shoots()
+        .patch(
+            name,
+            &PatchParams::apply("kim").force(),
+            &Patch::Apply(shoot),
+        )
+        .await
+        .map_err(|e| format!("apply KIM's Shoot {name}: {e}"))?;
+    Ok(applied.uid().unwrap_or_default())
+}
+
+/// A Runtime whose Shoot KIM made, refused while takeover is off: the condition names the
+/// flag.
+pub(super) fn refused_naming_the_flag(rt: &tessera::crd::Runtime) -> Result {
+    let provisioned = condition(rt, "Provisioned").ok_or("no Provisioned condition")?;
+    if provisioned.reason != "TakeoverDisabled" || !provisioned.message.contains("--takeover-kim") {
+        return Err(format!("refusal does not name the flag: {provisioned:?}"));
+    }
+    Ok(())
+}
+
+/// A taken-over Shoot after Tessera's first patch: Tessera's labels for Runtime `id`, KIM's
+/// applied fields handed over (`kim` owns nothing), KIM's create entry (Gardener's
+/// defaults) left as it was.
+pub(super) fn handed_to_tessera(patched: &DynamicObject, id: &str) -> Result {
+    if patched
+        .labels()
+        .get("tessera.dev/runtime")
+        .map(String::as_str)
+        != Some(id)
+    {
+        return Err(format!(
+            "patched Shoot lacks Tessera's labels: {:?}",
+            patched.labels()
+        ));
+    }
+    let fields = patched.managed_fields();
+    let kim_owns: Vec<_> = fields
+        .iter()
+        .filter(|f| f.manager.as_deref() == Some("kim"))
+        .collect();
+    if !kim_owns.is_empty() {
+        return Err(format!(
+            "KIM still owns fields of the patched Shoot: {kim_owns:?}"
+        ));
+    }
+    let create_kept = fields.iter().any(|f| {
+        f.manager.as_deref() == Some("manager") && f.operation.as_deref() == Some("Update")
+    });
+    if !create_kept {
+        return Err(format!("KIM's create entry was handed over: {fields:?}"));
     }
     Ok(())
 }
@@ -193,26 +224,7 @@ async fn seed(s: &Scenario<'_>, provider: &str) -> Result<Seeded> {
             .ok_or("KIM's Shoot names no structured-authentication ConfigMap")?;
     let oidc = &runtime["spec"]["shoot"]["kubernetes"]["kubeAPIServer"]["oidcConfig"];
     let cm_uid = kim_config_map(s, cm_name, oidc).await?;
-    // KIM creates with a plain Create (no field manager: `manager`, owning Gardener's
-    // defaults too) and patches with server-side apply as `kim`.
-    let object: DynamicObject = serde_json::from_value(shoot.clone()).map_err(|e| e.to_string())?;
-    let create = PostParams {
-        field_manager: Some("manager".into()),
-        ..PostParams::default()
-    };
-    s.shoots()
-        .create(&create, &object)
-        .await
-        .map_err(|e| format!("create KIM's {provider} Shoot: {e}"))?;
-    let applied = s
-        .shoots()
-        .patch(
-            &name,
-            &PatchParams::apply("kim").force(),
-            &Patch::Apply(&shoot),
-        )
-        .await
-        .map_err(|e| format!("apply KIM's {provider} Shoot: {e}"))?;
+    let shoot_uid = create_as_kim(s, &shoot).await?;
     eventually(&format!("KIM's Shoot {name} created"), LIMIT, || async {
         let live = s.shoots().get(&name).await.ok()?;
         let op = &live.data["status"]["lastOperation"];
@@ -229,7 +241,7 @@ async fn seed(s: &Scenario<'_>, provider: &str) -> Result<Seeded> {
     Ok(Seeded {
         runtime,
         shoot: name,
-        uids: [applied.uid().unwrap_or_default(), cm_uid],
+        uids: [shoot_uid, cm_uid],
     })
 }
 
@@ -257,7 +269,7 @@ async fn audit_policies(s: &Scenario<'_>) -> Result {
 /// `toAuthenticationConfiguration` of the Runtime's `oidcConfig`, one JWT authenticator,
 /// the username prefix verbatim, the groups prefix `""` when unset, marshalled by
 /// `sigs.k8s.io/yaml` (keys sorted).
-async fn kim_config_map(s: &Scenario<'_>, name: &str, oidc: &Value) -> Result<String> {
+pub(super) async fn kim_config_map(s: &Scenario<'_>, name: &str, oidc: &Value) -> Result<String> {
     let text = |key: &str| oidc[key].as_str().unwrap_or_default().to_string();
     let config = format!(
         "apiVersion: apiserver.config.k8s.io/v1beta1\njwt:\n- claimMappings:\n    groups:\n      claim: {}\n      prefix: \"{}\"\n    username:\n      claim: {}\n      prefix: \"{}\"\n  issuer:\n    audiences:\n    - {}\n    url: {}\nkind: AuthenticationConfiguration\n",

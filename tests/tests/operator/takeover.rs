@@ -18,7 +18,8 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tessera_tests::probe::eventually;
 
-use super::{ControlPlane, LIMIT, Result, RuntimeState, Scenario, condition, patch_worker_maximum};
+use super::landscape::{create_as_kim, handed_to_tessera, kim_config_map, refused_naming_the_flag};
+use super::{ControlPlane, LIMIT, Result, RuntimeState, Scenario, patch_worker_maximum};
 
 const SHOOT: &str = "kim";
 const RUNTIME: &str = "rt-kim";
@@ -33,15 +34,11 @@ pub(super) async fn kim_takeover(cp: &ControlPlane) -> Result {
     let mut host = s.host("a", &[]);
     s.create(&doc).await?;
     let refused = s.wait_state(RUNTIME, RuntimeState::Failed, &host).await?;
-    let provisioned = condition(&refused, "Provisioned").ok_or("no Provisioned condition")?;
-    if provisioned.reason != "TakeoverDisabled" || !provisioned.message.contains("--takeover-kim") {
-        return Err(format!("refusal does not name the flag: {provisioned:?}"));
-    }
+    refused_naming_the_flag(&refused)?;
     host.kill();
 
     let host = s.host("b", &["--takeover-kim", "--kim-runtime-namespace", "t-kim"]);
     let ready = s.wait_state(RUNTIME, RuntimeState::Ready, &host).await?;
-    let shoot = s.shoots().get(SHOOT).await.map_err(|e| e.to_string())?;
     if shoot_writes(cp) != writes_before {
         return Err(format!(
             "the Shoot was written on takeover ({writes_before} → {} writes); host log:\n{}",
@@ -49,11 +46,33 @@ pub(super) async fn kim_takeover(cp: &ControlPlane) -> Result {
             host.logs()
         ));
     }
+    adopted_unwritten(&s, &ready).await?;
+    same_objects(&s, &uids).await?;
+    s.no_refusals(SHOOT)?;
+
+    // Positive control: a real change patches exactly that Shoot, which now carries
+    // Tessera's labels.
+    let patched = patch_worker_maximum(&s, RUNTIME, SHOOT, 9).await?;
+    if shoot_writes(cp) == writes_before {
+        return Err("the change was not written either".into());
+    }
+    handed_to_tessera(&patched, RUNTIME)?;
+    eventually("adoptedGeneration cleared", LIMIT, || async {
+        let rt = s.runtimes().get(RUNTIME).await.ok()?;
+        rt.status?.adopted_generation.is_none().then_some(())
+    })
+    .await?;
+    kim_force_patch(&s, cp).await?;
+    s.no_refusals(SHOOT)
+}
+
+/// Adopted without a write: Tessera manages no field of the Shoot yet, and the Runtime's
+/// status says which generation the Shoot was found to match.
+async fn adopted_unwritten(s: &Scenario<'_>, ready: &tessera::crd::Runtime) -> Result {
+    let shoot = s.shoots().get(SHOOT).await.map_err(|e| e.to_string())?;
     let managers: Vec<String> = shoot
-        .metadata
-        .managed_fields
+        .managed_fields()
         .iter()
-        .flatten()
         .filter_map(|f| f.manager.clone())
         .collect();
     if managers.iter().any(|m| m == "tessera") {
@@ -67,46 +86,7 @@ pub(super) async fn kim_takeover(cp: &ControlPlane) -> Result {
             "adoptedGeneration {adopted:?} is not the Runtime's"
         ));
     }
-    same_objects(&s, &uids).await?;
-    s.no_refusals(SHOOT)?;
-
-    // Positive control: a real change patches exactly that Shoot, which now carries
-    // Tessera's labels.
-    let patched = patch_worker_maximum(&s, RUNTIME, SHOOT, 9).await?;
-    if shoot_writes(cp) == writes_before {
-        return Err("the change was not written either".into());
-    }
-    if patched
-        .labels()
-        .get("tessera.dev/runtime")
-        .map(String::as_str)
-        != Some(RUNTIME)
-    {
-        return Err(format!(
-            "patched Shoot lacks Tessera's labels: {:?}",
-            patched.labels()
-        ));
-    }
-    // KIM's fields were handed over: its manager owns nothing of the Shoot any more.
-    let kim_left: Vec<_> = patched
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|f| f.manager.as_deref() == Some("kim"))
-        .collect();
-    if !kim_left.is_empty() {
-        return Err(format!(
-            "KIM still owns Shoot fields after the patch: {kim_left:?}"
-        ));
-    }
-    eventually("adoptedGeneration cleared", LIMIT, || async {
-        let rt = s.runtimes().get(RUNTIME).await.ok()?;
-        rt.status?.adopted_generation.is_none().then_some(())
-    })
-    .await?;
-    kim_force_patch(&s, cp).await?;
-    s.no_refusals(SHOOT)
+    Ok(())
 }
 
 /// KIM's force-patch annotation works as Tessera's: the Shoot is written again and the
@@ -134,8 +114,8 @@ async fn kim_force_patch(s: &Scenario<'_>, cp: &ControlPlane) -> Result {
 /// The uids of what KIM made: Shoot, ConfigMap, kubeconfig Secret.
 struct Uids(BTreeMap<&'static str, String>);
 
-/// Apply the Shoot as KIM would (field manager `kim`, its annotations, no Tessera
-/// labels) with the ConfigMap it names, wait for Gardener to create it, and write the
+/// Make the Shoot as KIM would (created, then applied as `kim`; its annotations, no
+/// Tessera labels) with the ConfigMap it names, wait for Gardener to create it, and write the
 /// kubeconfig Secret KIM's GardenerCluster controller would.
 async fn seed_kim_landscape(s: &Scenario<'_>, doc: &Value) -> Result<Uids> {
     let mut shoot = render(doc)?;
@@ -147,15 +127,10 @@ async fn seed_kim_landscape(s: &Scenario<'_>, doc: &Value) -> Result<Uids> {
         shoot["spec"]["kubernetes"]["kubeAPIServer"]["structuredAuthentication"]["configMapName"]
             .as_str()
     {
-        uids.insert("configmap", kim_config_map(s, name).await?);
+        let oidc = &doc["spec"]["shoot"]["kubernetes"]["kubeAPIServer"]["oidcConfig"];
+        uids.insert("configmap", kim_config_map(s, name, oidc).await?);
     }
-    let params = PatchParams::apply("kim").force();
-    let applied = s
-        .shoots()
-        .patch(SHOOT, &params, &Patch::Apply(&shoot))
-        .await
-        .map_err(|e| format!("apply KIM's Shoot: {e}"))?;
-    uids.insert("shoot", applied.uid().unwrap_or_default());
+    uids.insert("shoot", create_as_kim(s, &shoot).await?);
     eventually("KIM's Shoot created by Gardener", LIMIT, || async {
         let live = s.shoots().get(SHOOT).await.ok()?;
         let op = &live.data["status"]["lastOperation"];
@@ -208,22 +183,6 @@ fn render(doc: &Value) -> Result<Value> {
         ));
     }
     serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
-}
-
-/// The ConfigMap as KIM's `CreateOrUpdateStructuredAuthConfigMap` creates it: no labels.
-async fn kim_config_map(s: &Scenario<'_>, name: &str) -> Result<String> {
-    let api: Api<ConfigMap> = Api::namespaced(s.client.clone(), PROJECT);
-    let config = "kind: AuthenticationConfiguration\napiVersion: apiserver.config.k8s.io/v1beta1\njwt:\n- issuer:\n    url: https://kyma.accounts.ondemand.com\n    audiences: [kim-client]\n  claimMappings:\n    username: {claim: sub, prefix: '-'}\n    groups: {claim: groups, prefix: ''}\n";
-    let cm: ConfigMap = serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": PROJECT},
-        "data": {"config.yaml": config},
-    }))
-    .map_err(|e| e.to_string())?;
-    let created = api
-        .create(&PostParams::default(), &cm)
-        .await
-        .map_err(|e| format!("create KIM's ConfigMap: {e}"))?;
-    Ok(created.uid().unwrap_or_default())
 }
 
 /// The Secret as KIM's GardenerCluster controller writes it (`newSecret`).
