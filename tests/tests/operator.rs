@@ -371,17 +371,24 @@ async fn metrics_and_health(host: &Host) -> Result {
     let addr = host
         .metrics_addr(Duration::from_secs(5))
         .ok_or("no metrics address logged")?;
-    let metrics = http_get(&addr, "/metrics").await?;
-    for want in [
+    let wanted = [
         r#"tessera_runtime_state{namespace="t-create",runtime="rt-create",state="Ready"} 1"#,
         r#"tessera_kubeconfig_expiration_timestamp_seconds{namespace="t-create",runtime="rt-create"}"#,
         "tessera_reconcile_duration_seconds_bucket",
         r#"tessera_plugin_call_duration_seconds_count{plugin="provider"}"#,
         "tessera_leader 1",
-    ] {
-        if !metrics.contains(want) {
-            return Err(format!("/metrics lacks {want}:\n{metrics}"));
-        }
+    ];
+    // The state gauge follows the status write at the end of the reconcile that made the
+    // Runtime Ready: wait for it rather than read it once.
+    let found = eventually("the Ready Runtime's metrics", LIMIT, || async {
+        let metrics = http_get(&addr, "/metrics").await.ok()?;
+        wanted.iter().all(|w| metrics.contains(w)).then_some(())
+    })
+    .await;
+    if let Err(e) = found {
+        let metrics = http_get(&addr, "/metrics").await?;
+        let missing: Vec<_> = wanted.iter().filter(|w| !metrics.contains(*w)).collect();
+        return Err(format!("{e}: /metrics lacks {missing:?}:\n{metrics}"));
     }
     for path in ["/healthz", "/readyz"] {
         http_get(&addr, path).await?;
