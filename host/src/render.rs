@@ -1,5 +1,6 @@
 //! Runtime → Shoot: read and check a Runtime manifest, run the chain, produce the Shoot.
 
+pub mod caches;
 pub mod diff;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
@@ -118,5 +119,30 @@ pub fn render(
 ) -> Result<ChainOutput, RenderError> {
     let identity = ShootIdentity::of(&runtime.runtime.spec, config.project())
         .with_credentials_binding(config.enable_credential_binding);
-    Ok(chain.run(rt, &runtime.json, &identity, runtime.runtime.id(), current)?)
+    let (json, left_out) = resolve_caches(&runtime.json, current);
+    let mut output = chain.run(rt, &json, &identity, runtime.runtime.id(), current)?;
+    for upstream in left_out {
+        output.warnings.push((
+            "host".into(),
+            format!("registry cache {upstream} left out: the running host copies its credentials into the project first"),
+        ));
+    }
+    Ok(output)
+}
+
+/// The Runtime as the chain sees it offline: each cache with credentials names the copy
+/// the current Shoot uses for its upstream, or is left out (its upstream returned).
+fn resolve_caches(json: &str, current: Option<&str>) -> (String, Vec<String>) {
+    let Ok(mut runtime) = serde_json::from_str::<serde_json::Value>(json) else {
+        return (json.to_string(), Vec::new());
+    };
+    if runtime["spec"]["imageRegistryCache"].is_null() {
+        return (json.to_string(), Vec::new());
+    }
+    let shoot = current
+        .and_then(|c| serde_json::from_str(c).ok())
+        .unwrap_or(serde_json::Value::Null);
+    let names = caches::in_use(&runtime, &shoot);
+    let left_out = caches::resolve(&mut runtime, &names);
+    (runtime.to_string(), left_out)
 }

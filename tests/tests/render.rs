@@ -63,7 +63,9 @@ fn kim_runtime_options_render_and_patch_stably() {
         },
         "security": {"networking": {"filter": {"egress": {"enabled": true}, "ingress": {"enabled": true}}}},
         "imageRegistryCache": [{"name": "hub", "namespace": "kyma-system", "uid": "u1",
-            "config": {"upstream": "docker.io", "secretReferenceName": "c-6f7d2b8-hub"}}],
+            "config": {"upstream": "docker.io", "secretReferenceName": "hub-credentials"}},
+            {"name": "quay", "namespace": "kyma-system", "uid": "u2",
+            "config": {"upstream": "quay.io"}}],
     }});
     let shoot = render_file("examples/runtime-aws.yaml", options.clone()).unwrap();
     let spec = &shoot["spec"];
@@ -86,27 +88,57 @@ fn kim_runtime_options_render_and_patch_stably() {
         extension("acl")["providerConfig"]["rule"]["cidrs"],
         serde_json::json!(["10.0.0.0/8"])
     );
+    // The cache with credentials waits for the host's copy in the project; offline it is
+    // left out with a warning.
     assert_eq!(
-        extension("registry-cache")["providerConfig"]["caches"][0]["upstream"],
-        "docker.io"
+        extension("registry-cache")["providerConfig"]["caches"],
+        serde_json::json!([{"upstream": "quay.io"}])
     );
     assert_eq!(
         extension("shoot-networking-filter")["providerConfig"]["egressFilter"]["blackholingEnabled"],
         true
     );
-    assert!(
-        spec["resources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|r| r["name"] == "c-6f7d2b8-hub"),
-        "{}",
-        spec["resources"]
-    );
     let mut doc = yaml(&workspace().join("examples/runtime-aws.yaml"));
     tessera_sdk::util::merge_patch(&mut doc, &options);
     let parsed = parse_runtime(&doc.to_string(), "kim.yaml").unwrap();
     assert_patch_is_stable(&parsed, &shoot, "kim");
+    cache_names_the_live_copy(&parsed, &shoot);
+}
+
+/// Against a live Shoot whose cache of the same upstream names the host's copy, the render
+/// names that copy, in the extension and in `spec.resources`.
+fn cache_names_the_live_copy(parsed: &RuntimeDocument, created: &serde_json::Value) {
+    let mut live = created.clone();
+    let caches = serde_json::json!([{"upstream": "docker.io", "secretReferenceName": "reg-cache-1"},
+        {"upstream": "quay.io"}]);
+    for e in live["spec"]["extensions"].as_array_mut().unwrap() {
+        if e["type"] == "registry-cache" {
+            e["providerConfig"]["caches"] = caches.clone();
+        }
+    }
+    let current = parse_current_shoot(&live.to_string(), "live").unwrap();
+    let out = render(
+        runtime(),
+        &chain(),
+        parsed,
+        &ChainConfig::default(),
+        Some(&current),
+    );
+    let spec = out.unwrap().shoot["spec"].clone();
+    let cache = spec["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "registry-cache")
+        .map(|e| e["providerConfig"]["caches"].clone());
+    assert_eq!(cache, Some(caches));
+    let named = spec["resources"].as_array().unwrap().iter();
+    assert!(
+        named
+            .clone()
+            .any(|r| r["resourceRef"]["name"] == "reg-cache-1"),
+        "{spec}"
+    );
 }
 
 /// Rendering `parsed` against the Shoot `created` it rendered to changes nothing.

@@ -141,6 +141,13 @@ pub struct RunArgs {
     /// and one made here would be foreign to them].
     #[arg(long = "runtime-namespace", value_name = "NAME")]
     runtime_namespaces: Vec<String>,
+    /// Copy the credentials of Runtimes' registry caches (a Secret of the runtime cluster)
+    /// into the Gardener project as `reg-cache-…` Secrets, as KIM's
+    /// `--registry-cache-config-controller-enabled` does; needs `get`, `list`, `create`,
+    /// `patch`, `delete` on Secrets there. Without it a cache with credentials is left out
+    /// of the Shoot (condition `RegistryCacheConfigured` False, naming this flag).
+    #[arg(long)]
+    registry_cache_credentials: bool,
     /// Take over Shoots Kyma Infrastructure Manager made (written by a
     /// `--kim-field-manager`, annotated with the Runtime's id under
     /// `--kim-runtime-id-annotation`) for Runtimes in a `--kim-runtime-namespace`: they are
@@ -301,6 +308,7 @@ fn operator_config(args: RunArgs) -> anyhow::Result<OperatorConfig> {
         module_target_concurrency: args.module_target_concurrency,
         maintenance_windows: windows,
         runtime_namespaces: runtime_namespaces(args.runtime_namespaces)?,
+        registry_cache_credentials: args.registry_cache_credentials,
         kim: kim_takeover(
             args.takeover_kim,
             args.kim_field_managers,

@@ -76,6 +76,9 @@ pub struct OperatorConfig {
     /// Namespaces made in every runtime cluster once it is reachable (KIM makes
     /// kyma-system).
     pub runtime_namespaces: Vec<String>,
+    /// Copy registry caches' credentials into the Gardener project
+    /// (`--registry-cache-credentials`).
+    pub registry_cache_credentials: bool,
     /// How Shoots made by Kyma Infrastructure Manager are recognised, and whether they are
     /// taken over.
     pub kim: KimTakeover,
@@ -130,6 +133,7 @@ impl Default for OperatorConfig {
             module_target_concurrency: 16,
             maintenance_windows: Default::default(),
             runtime_namespaces: Vec::new(),
+            registry_cache_credentials: false,
             kim: KimTakeover::default(),
         }
     }

@@ -69,6 +69,7 @@ words! {
         PluginsAvailable,
         PluginVersions,
         GardenerReachable,
+        RegistryCacheConfigured,
         // Plugin, RuntimeKubeconfig, ModuleSet
         Ready,
         Granted,
@@ -121,6 +122,8 @@ words! {
         KymaSystemNSCreated,
         ConfigurationCompleted,
         RuntimeClusterFailed,
+        RegistryCacheConfigured,
+        RegistryCacheGardenClusterConfigurationFailed,
         // Plugin
         Resolved,
         ResolvedWithErrors,

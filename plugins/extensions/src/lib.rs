@@ -103,10 +103,12 @@ impl ShootExtension for Extensions {
         )?;
         nvidia_openshell(spec, rt.shoot.enable_nvidia_openshell);
         let caches = rt.image_registry_cache.as_deref().unwrap_or_default();
-        own_secrets(caches, &rt.shoot.name)?;
+        host_copies(caches)?;
         let registry = registry_config(config.registry_cache.as_ref(), caches)?;
         match &registry {
-            Some(r) => spec.upsert_extension(extension("registry-cache", Some(r.clone()), None)),
+            Some(r) => {
+                spec.upsert_extension(extension("registry-cache", Some(r.clone()), Some(false)))
+            }
             None => remove_extension(spec, "registry-cache"),
         }
         reference_secrets(
@@ -295,17 +297,19 @@ fn registry_config(
     Ok(Some(registry))
 }
 
-/// A Runtime's caches may name only Secrets of their own Shoot (`<shoot>-…`): the project's
-/// Secrets are shared by every Runtime there, another tenant's credentials among them.
-fn own_secrets(caches: &[ImageRegistryCache], shoot: &str) -> Result<(), PluginError> {
+/// The host gives each cache's credentials as its copy in the project (`reg-cache-…`,
+/// KIM's `registry_config.go`); the Runtime names a Secret of its runtime cluster, so any
+/// other name here means the host did not resolve it, and the project's Secrets are shared
+/// by every Runtime there.
+fn host_copies(caches: &[ImageRegistryCache]) -> Result<(), PluginError> {
     for (i, cache) in caches.iter().enumerate() {
         if let Some(name) = &cache.config.secret_reference_name
-            && !name.starts_with(&format!("{shoot}-"))
+            && !name.starts_with("reg-cache-")
         {
             return Err(PluginError::invalid_input(
                 format!("spec.imageRegistryCache[{i}].config.secretReferenceName"),
                 format!(
-                    "{name:?} must begin with the Shoot's name ({shoot}-): the project's Secrets are shared by every Runtime there"
+                    "{name:?} is not the host's copy of the cache's credentials (reg-cache-…): the host copies the runtime cluster's Secret into the project"
                 ),
             ));
         }

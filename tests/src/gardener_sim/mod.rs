@@ -96,6 +96,7 @@ pub(crate) fn resource(plural: &str) -> ApiResource {
         "secretbindings" => ("core.gardener.cloud", "v1beta1", "SecretBinding"),
         "credentialsbindings" => ("security.gardener.cloud", "v1alpha1", "CredentialsBinding"),
         "configmaps" => ("", "v1", "ConfigMap"),
+        "secrets" => ("", "v1", "Secret"),
         other => panic!("the simulator knows no resource {other}"),
     };
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)

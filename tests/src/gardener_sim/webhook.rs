@@ -303,6 +303,7 @@ async fn facts(sim: &Sim, req: &Request) -> Facts {
         secret_bindings: BTreeMap::new(),
         credentials_bindings: BTreeMap::new(),
         config_maps: BTreeMap::new(),
+        secrets: BTreeMap::new(),
         may_bind: may_bind(sim, req).await,
     };
     if let Some(name) = needs.cloud_profile {
@@ -320,6 +321,10 @@ async fn facts(sim: &Sim, req: &Request) -> Facts {
     for name in needs.config_maps {
         let found = get("configmaps", name.clone(), ns.clone()).await;
         facts.config_maps.insert(name, found);
+    }
+    for name in needs.secrets {
+        let found = get("secrets", name.clone(), ns.clone()).await;
+        facts.secrets.insert(name, found);
     }
     facts
 }

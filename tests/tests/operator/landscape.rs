@@ -1,6 +1,7 @@
 //! Switching a KIM landscape to Tessera: four Runtimes, one per provider, with OIDC, an API
-//! server ACL (aws, azure), audit logs (one with KIM's experimental policy), external DNS and
-//! credentials bindings, whose Shoots are the ones KIM's own conversion makes
+//! server ACL (aws, azure), audit logs (one with KIM's experimental policy), external DNS,
+//! credentials bindings and a registry cache with credentials (aws: KIM's garden copy of the
+//! runtime cluster's Secret), whose Shoots are the ones KIM's own conversion makes
 //! (`tests/kim/shoot-*.yaml`, each field citing the KIM function that sets it — not
 //! Tessera's render), applied by field manager `kim` with KIM's structured-authentication
 //! ConfigMaps. Tessera runs with KIM's landscape configuration (`tests/kim/landscape.yaml`).
@@ -11,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::ResourceExt;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
@@ -43,6 +44,7 @@ impl Seeded {
 pub(super) async fn kim_landscape(cp: &ControlPlane) -> Result {
     let s = Scenario::new(cp, "t-kimland").await;
     audit_policies(&s).await?;
+    let cache_copy = kim_cache_credentials(&s).await?;
     let mut landscape = Vec::new();
     for provider in PROVIDERS {
         landscape.push(seed(&s, provider).await?);
@@ -70,6 +72,7 @@ pub(super) async fn kim_landscape(cp: &ControlPlane) -> Result {
         "--takeover-kim",
         "--kim-runtime-namespace",
         "t-kimland",
+        "--registry-cache-credentials",
     ];
     let host = s.host("b", &takeover);
     for seeded in &landscape {
@@ -88,7 +91,98 @@ pub(super) async fn kim_landscape(cp: &ControlPlane) -> Result {
         s.no_refusals(&seeded.shoot)?;
     }
     oidc_adopted(&s, &landscape, &kim_oidc).await?;
-    one_change_one_patch(&s, cp, &landscape, after).await
+    cache_copy_adopted(&s, &landscape[0], &cache_copy).await?;
+    one_change_one_patch(&s, cp, &landscape, after).await?;
+    // That patch's reconcile read the runtime cluster's Secret: equal data, same copy.
+    cache_copy_adopted(&s, &landscape[0], &cache_copy).await
+}
+
+const CACHE_COPY: &str = "reg-cache-7d1e9a40-5b2c-4f3d-9e8a-1c2b3d4e5f60";
+const CACHE_UID: &str = "0f6c1d2e-3b4a-4c5d-8e9f-a0b1c2d3e4f5";
+
+/// The aws Runtime's registry cache credentials as KIM keeps them: Secret
+/// `kyma-system/dockerhub-credentials` in the runtime cluster and its garden copy as
+/// `GardenSecretSyncer.newGardenSecret` makes it (immutable, KIM's labels and annotations).
+/// The copy's uid.
+async fn kim_cache_credentials(s: &Scenario<'_>) -> Result<String> {
+    let data = json!({"username": "cm9ib3Q=", "password": "czNjcjN0"});
+    let namespaces: Api<Namespace> = Api::all(s.runtime_client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "kyma-system"}}))
+        .map_err(|e| e.to_string())?;
+    match namespaces.create(&PostParams::default(), &ns).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => return Err(format!("create kyma-system: {e}")),
+    }
+    let skr: Api<Secret> = Api::namespaced(s.runtime_client.clone(), "kyma-system");
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "dockerhub-credentials"}, "data": data,
+    }))
+    .map_err(|e| e.to_string())?;
+    skr.create(&PostParams::default(), &secret)
+        .await
+        .map_err(|e| format!("create the runtime cluster's cache Secret: {e}"))?;
+    let copy: Secret = serde_json::from_value(json!({
+        "metadata": {"name": CACHE_COPY, "namespace": PROJECT,
+            "labels": {"kyma-project.io/runtime-id": "6f7d2b8a-7a1c-4f6e-9f5b-2d1c0e4b9a10",
+                "kyma-project.io/registry-cache-id": CACHE_UID,
+                "app.kubernetes.io/managed-by": "infrastructure-manager"},
+            "annotations": {"kyma-project.io/registry-cache-name": "dockerhub",
+                "kyma-project.io/registry-cache-namespace": "kyma-system"}},
+        "immutable": true,
+        "data": data,
+    }))
+    .map_err(|e| e.to_string())?;
+    let garden: Api<Secret> = Api::namespaced(s.client.clone(), PROJECT);
+    let created = garden
+        .create(&PostParams::default(), &copy)
+        .await
+        .map_err(|e| format!("create KIM's garden copy: {e}"))?;
+    Ok(created.uid().unwrap_or_default())
+}
+
+/// KIM's garden copy is the Runtime's copy: kept (same uid), the only one, still named by
+/// the Shoot, and `RegistryCacheConfigured` says so.
+async fn cache_copy_adopted(s: &Scenario<'_>, aws: &Seeded, uid: &str) -> Result {
+    let garden: Api<Secret> = Api::namespaced(s.client.clone(), PROJECT);
+    let selector = format!("kyma-project.io/runtime-id={}", aws.id());
+    let copies = garden
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| e.to_string())?;
+    let found: Vec<(String, String)> = copies
+        .items
+        .iter()
+        .map(|c| (c.name_any(), c.uid().unwrap_or_default()))
+        .collect();
+    if found != [(CACHE_COPY.to_string(), uid.to_string())] {
+        return Err(format!(
+            "KIM's registry cache copy not kept as the only one: {found:?}"
+        ));
+    }
+    let shoot = s
+        .shoots()
+        .get(&aws.shoot)
+        .await
+        .map_err(|e| e.to_string())?;
+    let named = shoot.data["spec"]["resources"]
+        .as_array()
+        .is_some_and(|r| r.iter().any(|r| r["name"] == CACHE_COPY));
+    if !named {
+        return Err(format!(
+            "the Shoot no longer names {CACHE_COPY}: {}",
+            shoot.data["spec"]
+        ));
+    }
+    let rt = s
+        .runtimes()
+        .get(aws.id())
+        .await
+        .map_err(|e| e.to_string())?;
+    match condition(&rt, "RegistryCacheConfigured") {
+        Some(c) if c.status == tessera::crd::ConditionStatus::True => Ok(()),
+        other => Err(format!("RegistryCacheConfigured: {other:?}")),
+    }
 }
 
 /// The aws Runtime's worker maximum changes: its Shoot is patched (with Tessera's labels,
@@ -246,8 +340,24 @@ async fn seed(s: &Scenario<'_>, provider: &str) -> Result<Seeded> {
 }
 
 /// The audit policies an operator keeps in the project for KIM (`auditLogging.policyConfigMapName`
-/// and KIM's `experimental-audit-policy`); Gardener's gardenlet needs them to reconcile.
+/// and KIM's `experimental-audit-policy`; Gardener's gardenlet needs them to reconcile) and
+/// the audit log tenants' Secrets (`auditlog.config` `secretName`; Gardener refuses a Shoot
+/// whose `spec.resources` name a Secret that does not exist).
 async fn audit_policies(s: &Scenario<'_>) -> Result {
+    let secrets: Api<Secret> = Api::namespaced(s.client.clone(), PROJECT);
+    for suffix in ["", "-azure", "-gcp", "-openstack"] {
+        let name = format!("auditlog-secret{suffix}");
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": PROJECT},
+            "stringData": {"clientID": "auditlog", "clientSecret": "s3cr3t"},
+        }))
+        .map_err(|e| e.to_string())?;
+        match secrets.create(&PostParams::default(), &secret).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(format!("create audit log Secret {name}: {e}")),
+        }
+    }
     let api: Api<ConfigMap> = Api::namespaced(s.client.clone(), PROJECT);
     let policy = "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n";
     for name in ["policy-config-map", "experimental-audit-policy"] {

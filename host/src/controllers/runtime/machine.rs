@@ -92,6 +92,11 @@ pub(crate) struct Machine {
     pub(crate) chain: Option<Arc<crate::plugins::ResolvedChain>>,
     /// A Shoot API call of this reconcile succeeded.
     pub(crate) gardener_answered: bool,
+    /// The project copy of each registry cache's credentials, by cache uid (see
+    /// `registry_cache`).
+    pub(crate) cache_secrets: std::collections::BTreeMap<String, String>,
+    /// A registry cache waits for its runtime cluster: come back soon after Ready.
+    pub(crate) caches_waiting: bool,
 }
 
 impl Machine {
@@ -106,6 +111,8 @@ impl Machine {
             finalizer_removed: false,
             chain: None,
             gardener_answered: false,
+            cache_secrets: Default::default(),
+            caches_waiting: false,
         }
     }
 

@@ -5,6 +5,7 @@
 
 mod controller;
 mod machine;
+mod registry_cache;
 pub mod replay;
 mod shoot_doc;
 mod shoot_watch;

@@ -114,6 +114,8 @@ pub struct Facts {
     pub credentials_bindings: BTreeMap<String, Option<Value>>,
     /// ConfigMaps in the Shoot's namespace by name (`None`: does not exist).
     pub config_maps: BTreeMap<String, Option<Value>>,
+    /// Secrets in the Shoot's namespace by name (`None`: does not exist).
+    pub secrets: BTreeMap<String, Option<Value>>,
     /// The requesting user may `update shoots/binding` in the namespace.
     pub may_bind: bool,
 }
@@ -125,11 +127,13 @@ pub struct Needs {
     pub secret_bindings: Vec<String>,
     pub credentials_bindings: Vec<String>,
     pub config_maps: Vec<String>,
+    pub secrets: Vec<String>,
 }
 
 /// What to look up for a request on `new` (`old` for a DELETE): the CloudProfile (only a
 /// `CloudProfile` reference), the SecretBinding/CredentialsBinding and the
-/// `structuredAuthentication` ConfigMap it names.
+/// `structuredAuthentication` ConfigMap it names, and the Secrets and ConfigMaps of
+/// `spec.resources`.
 pub fn needs(new: Option<&Value>, old: Option<&Value>) -> Needs {
     let Some(shoot) = new.or(old) else {
         return Needs::default();
@@ -147,13 +151,16 @@ pub fn needs(new: Option<&Value>, old: Option<&Value>) -> Needs {
         "structuredAuthentication",
         "configMapName",
     ];
+    let mut config_maps = named(&auth);
+    config_maps.extend(references::resource_names(shoot, "ConfigMap"));
     Needs {
         cloud_profile: cloud_profile::reference(shoot)
             .filter(|(kind, _)| kind == "CloudProfile")
             .map(|(_, name)| name),
         secret_bindings: named(&["spec", "secretBindingName"]),
         credentials_bindings: named(&["spec", "credentialsBindingName"]),
-        config_maps: named(&auth),
+        config_maps,
+        secrets: references::resource_names(shoot, "Secret"),
     }
 }
 

@@ -1,7 +1,9 @@
 //! ResourceReferenceManager for Shoots (gardener
 //! plugin/pkg/global/resourcereferencemanager/admission.go `ensureShootReferences`), items 1
-//! (CloudProfile), 3 (SecretBinding), 4 (CredentialsBinding) and 9 (structured
-//! authentication ConfigMap). Every failure is a 403.
+//! (CloudProfile), 3 (SecretBinding), 4 (CredentialsBinding), 9 (structured
+//! authentication ConfigMap) and `ensureResourceReferences` for `spec.resources` of kind
+//! Secret and ConfigMap (existence; Gardener also checks that the requester may read them,
+//! which a project member may). Every failure is a 403.
 
 use std::collections::BTreeMap;
 
@@ -76,7 +78,48 @@ pub(crate) fn ensure_shoot_references(
             return fail(msg, "RR*");
         }
     }
+    if let Some(msg) = unresolved_resource(shoot, old_spec, facts) {
+        return fail(msg, "RR-resources");
+    }
     Ok(())
+}
+
+/// The names `spec.resources` of `shoot` refers to with `kind` (API version v1).
+pub(crate) fn resource_names(shoot: &Value, kind: &str) -> Vec<String> {
+    shoot["spec"]["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["resourceRef"]["apiVersion"] == "v1" && r["resourceRef"]["kind"] == kind)
+        .filter_map(|r| r["resourceRef"]["name"].as_str().map(String::from))
+        .collect()
+}
+
+/// gardener admission.go `ensureResourceReferences`: when `spec.resources` changed, each
+/// reference must resolve (`lookupResource`); the first one that does not, in Gardener's
+/// words.
+fn unresolved_resource(shoot: &Value, old_spec: &Value, facts: &Facts) -> Option<String> {
+    let resources = &shoot["spec"]["resources"];
+    if *resources == old_spec["resources"] || resources.is_null() {
+        return None;
+    }
+    resources.as_array()?.iter().find_map(|r| {
+        let target = &r["resourceRef"];
+        let (found, plural) = match (target["apiVersion"].as_str(), target["kind"].as_str()) {
+            (Some("v1"), Some("Secret")) => (&facts.secrets, "secrets"),
+            (Some("v1"), Some("ConfigMap")) => (&facts.config_maps, "configmaps"),
+            _ => return None,
+        };
+        let n = target["name"].as_str().unwrap_or("");
+        (!exists(found, n)).then(|| {
+            let name = r["name"].as_str().unwrap_or("");
+            format!(
+                "failed to resolve resource reference {}: {plural} {} not found",
+                q(name),
+                q(n)
+            )
+        })
+    })
 }
 
 #[cfg(test)]
@@ -84,6 +127,27 @@ mod tests {
     use super::super::testing::*;
     use super::super::{Operation, validate};
     use serde_json::json;
+
+    #[test]
+    fn a_resource_reference_must_resolve_when_the_resources_change() {
+        let reference = json!([{"name": "reg-cache-1",
+            "resourceRef": {"apiVersion": "v1", "kind": "Secret", "name": "reg-cache-1"}}]);
+        let s = with(shoot(), "/spec/resources", reference);
+        let r = refused(create(&s));
+        assert_eq!(r.code, 403);
+        assert_eq!(
+            r.message,
+            "shoots.core.gardener.cloud \"s\" is forbidden: failed to resolve resource reference \"reg-cache-1\": secrets \"reg-cache-1\" not found"
+        );
+        let mut f = facts();
+        f.secrets.insert("reg-cache-1".into(), Some(json!({})));
+        assert_eq!(
+            validate(Operation::Create, Some(&s), None, &user(), &f),
+            Ok(())
+        );
+        let same = validate(Operation::Update, Some(&s), Some(&s), &user(), &facts());
+        assert_eq!(same, Ok(()), "unchanged references are not looked up again");
+    }
 
     #[test]
     fn b6_binding_must_exist() {

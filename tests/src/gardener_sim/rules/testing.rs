@@ -88,6 +88,7 @@ pub(crate) fn facts() -> Facts {
         secret_bindings: BTreeMap::new(),
         credentials_bindings: cbs,
         config_maps: BTreeMap::new(),
+        secrets: BTreeMap::new(),
         may_bind: false,
     }
 }

@@ -22,6 +22,12 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         format!("Shoot {name} is reconciled"),
     );
     m.status.observed_generation = Some(m.generation());
+    // A registry cache whose credentials wait for this (new) cluster: copy them soon.
+    if m.caches_waiting {
+        return Ok(Transition::Stop(Action::requeue(
+            m.ctx.config.requeue.pending,
+        )));
+    }
     Ok(Transition::Stop(match m.ctx.config.requeue.ready {
         Some(every) => Action::requeue(every),
         None => Action::await_change(),

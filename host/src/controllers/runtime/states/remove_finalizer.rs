@@ -18,6 +18,8 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     };
     let config_map = super::structured_auth::default_name(&name);
     super::structured_auth::remove(m, &namespace, &config_map).await?;
+    // And the project copies of its registry-cache credentials.
+    super::super::registry_cache::remove_all(m).await?;
     finalizer::remove(&m.runtimes(), m.runtime.as_ref(), labels::RUNTIME_FINALIZER).await?;
     tracing::info!(runtime = %m.id(), "Runtime deleted");
     m.finalizer_removed = true;

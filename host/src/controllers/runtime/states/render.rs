@@ -124,6 +124,18 @@ pub(crate) fn wait_for_plugins(m: &Machine, err: &Unavailable) -> Transition {
     Transition::Stop(Action::requeue(delay))
 }
 
+/// The Runtime the chain renders: as written, its registry caches naming the project
+/// copies of their credentials (`crate::render::caches::resolve`).
+fn runtime_for_plugins(m: &Machine) -> String {
+    let text = shoot_doc::runtime_json(&m.runtime);
+    if m.runtime.spec.inner.image_registry_cache.is_none() {
+        return text;
+    }
+    let mut runtime: Value = serde_json::from_str(&text).unwrap_or_default();
+    crate::render::caches::resolve(&mut runtime, &m.cache_secrets);
+    runtime.to_string()
+}
+
 /// The Shoot to apply and the chain output it came from, or the transition to take
 /// instead (`Failed`, or waiting for a plugin).
 pub(crate) async fn render(
@@ -134,7 +146,7 @@ pub(crate) async fn render(
         Ok(chain) => chain,
         Err(err) => return Ok(Err(wait_for_plugins(m, &err))),
     };
-    let runtime_json = shoot_doc::runtime_json(&m.runtime);
+    let runtime_json = runtime_for_plugins(m);
     let current_json = current.map(shoot_doc::current_json);
     let result = m
         .ctx
@@ -340,7 +352,7 @@ pub(crate) fn history_record(
         config_hashes,
         grants,
         shoot_hash: shoot_doc::hash(desired),
-        runtime: parsed(shoot_doc::runtime_json(&m.runtime)),
+        runtime: parsed(runtime_for_plugins(m)),
         current: current.map(|c| parsed(shoot_doc::current_json(c))),
         shoot: desired.clone(),
     }

@@ -1,9 +1,9 @@
-//! Patch when the Shoot is behind its Runtime, a patch is forced or the chain's plugins
-//! changed (a channel moved), unless suspended; render the shadows alone when only they
-//! changed.
+//! Patch when the Shoot is behind its Runtime, a patch is forced, the chain's plugins
+//! changed (a channel moved) or the Shoot names other registry-cache credentials than the
+//! project holds for it, unless suspended; render the shadows alone when only they changed.
 
 use super::super::machine::{Ask, Machine, Step, Transition};
-use super::super::takeover;
+use super::super::{registry_cache, takeover};
 use crate::controllers::ReconcileError;
 use crate::crd::{PluginStamp, ShootRef};
 
@@ -18,6 +18,8 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
             namespace: shoot.metadata.namespace.clone().unwrap_or_default(),
         });
     }
+    let caches = registry_cache::sync(m).await?;
+    m.caches_waiting = caches.waiting;
     let behind = takeover::rendered_generation(&shoot, &m.status) < m.generation();
     let forced = m.asks(Ask::ForcePatch);
     let (plugins_changed, shadows_changed) = match super::render::resolve(m) {
@@ -51,7 +53,7 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         tracing::info!(runtime = %m.id(), "plugin versions changed; re-rendering");
     }
     let suspended = m.asks(Ask::SuspendPatch);
-    let wants_patch = behind || forced || plugins_changed;
+    let wants_patch = behind || forced || plugins_changed || caches.stale;
     if suspended && wants_patch {
         tracing::info!(runtime = %m.id(), "Shoot patching is suspended by annotation");
     }

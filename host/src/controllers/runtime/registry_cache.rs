@@ -1,0 +1,485 @@
+//! Registry-cache credentials, as KIM keeps them (`sFnSyncRegistryCacheGardenSecrets`,
+//! `sFnCleanupRegistryCacheGardenSecrets`, `internal/registrycache`): a Runtime's cache
+//! names a Secret of its own runtime cluster (`imageRegistryCache[].namespace` and
+//! `config.secretReferenceName`). Gardener's extension reads credentials from the Shoot's
+//! project, so the host copies that Secret there as an immutable `reg-cache-…`; changed
+//! credentials become a new copy and the old one is marked dirty. The render names the copy
+//! ([`resolve`]); copies nobody wants are deleted once the Shoot no longer refers to them,
+//! and all of them with the Runtime.
+//!
+//! The tenant names a Secret of its own cluster, never one of the project (shared by every
+//! Runtime there): a name the host did not resolve is left out of the render. Only copies
+//! labelled with this Runtime (or, for a Runtime taken over from KIM, KIM's copies of its
+//! runtime id) are ever used, changed or deleted.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tessera_sdk::models::ImageRegistryCache;
+
+use super::machine::Machine;
+use super::takeover;
+use crate::controllers::{ReconcileError, labels, runtime_cluster};
+use crate::crd::{ConditionStatus, ConditionType, FIELD_MANAGER, Reason};
+
+/// The name prefix of every copy (KIM's `RegistryCacheSecretPrefix`).
+pub(crate) const PREFIX: &str = "reg-cache-";
+const RUNTIME_ID: &str = "kyma-project.io/runtime-id";
+const CACHE_ID: &str = "kyma-project.io/registry-cache-id";
+const CACHE_NAME: &str = "kyma-project.io/registry-cache-name";
+const CACHE_NAMESPACE: &str = "kyma-project.io/registry-cache-namespace";
+const DIRTY: &str = "kyma-project.io/dirty";
+const KIM_MANAGED_BY: &str = "infrastructure-manager";
+
+type Data = BTreeMap<String, ByteString>;
+
+/// A copy in the project.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Copy {
+    pub(crate) name: String,
+    /// The cache uid it holds credentials for.
+    pub(crate) cache: Option<String>,
+    pub(crate) dirty: bool,
+    pub(crate) data: Data,
+}
+
+/// A Runtime cache with credentials and, when the runtime cluster answered, its Secret's
+/// data (`None`: not known this time, the copy there is kept as it is).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Wanted {
+    pub(crate) uid: String,
+    pub(crate) name: String,
+    pub(crate) namespace: String,
+    pub(crate) data: Option<Data>,
+}
+
+/// What to do in the project.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Act {
+    /// A new copy (the API server names it: `generateName` `reg-cache-`).
+    Create(Wanted),
+    MarkDirty(String),
+    Delete(String),
+}
+
+/// The acts, and the existing copy each cache uid uses (a created copy adds its own).
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Plan {
+    pub(crate) acts: Vec<Act>,
+    pub(crate) names: BTreeMap<String, String>,
+}
+
+/// Decide: each wanted cache uses its clean copy when the data agree (or are unknown),
+/// else a new copy; a copy that lost its place is marked dirty while the live Shoot still
+/// refers to it (`referenced`), deleted otherwise.
+pub(crate) fn decide(wanted: &[Wanted], copies: &[Copy], referenced: &BTreeSet<String>) -> Plan {
+    let mut plan = Plan::default();
+    for cache in wanted {
+        let mut clean: Vec<&Copy> = copies
+            .iter()
+            .filter(|c| c.cache.as_deref() == Some(&cache.uid) && !c.dirty)
+            .collect();
+        clean.sort_by_key(|c| (!referenced.contains(&c.name), c.name.clone()));
+        match (clean.first(), &cache.data) {
+            (Some(c), Some(data)) if &c.data != data => plan.acts.push(Act::Create(cache.clone())),
+            (Some(c), _) => {
+                plan.names.insert(cache.uid.clone(), c.name.clone());
+            }
+            (None, Some(_)) => plan.acts.push(Act::Create(cache.clone())),
+            (None, None) => {}
+        }
+    }
+    let used: BTreeSet<&String> = plan.names.values().collect();
+    for copy in copies.iter().filter(|c| !used.contains(&c.name)) {
+        match (referenced.contains(&copy.name), copy.dirty) {
+            (false, _) => plan.acts.push(Act::Delete(copy.name.clone())),
+            (true, false) => plan.acts.push(Act::MarkDirty(copy.name.clone())),
+            (true, true) => {}
+        }
+    }
+    plan
+}
+
+/// The caches of `caches` that name a Secret, with their index.
+fn with_secrets(
+    caches: &[ImageRegistryCache],
+) -> impl Iterator<Item = (usize, &ImageRegistryCache, &str)> {
+    caches.iter().enumerate().filter_map(|(i, c)| {
+        let secret = c.config.secret_reference_name.as_deref()?;
+        (!secret.is_empty()).then_some((i, c, secret))
+    })
+}
+
+/// The copies the live Shoot refers to (`spec.resources`).
+pub(crate) fn referenced(shoot: &Value) -> BTreeSet<String> {
+    shoot["spec"]["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["resourceRef"]["name"].as_str())
+        .filter(|n| n.starts_with(PREFIX))
+        .map(String::from)
+        .collect()
+}
+
+/// The copies the registry-cache extension of `shoot` names.
+fn named_by_extension(shoot: &Value) -> BTreeSet<String> {
+    shoot["spec"]["extensions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["type"] == "registry-cache")
+        .flat_map(|e| {
+            e["providerConfig"]["caches"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|c| c["secretReferenceName"].as_str().map(String::from))
+        .filter(|n| n.starts_with(PREFIX))
+        .collect()
+}
+
+/// What the sync found: whether the live Shoot names other copies than the render will (a
+/// patch is due), and whether a cache still waits for its runtime cluster.
+#[derive(Debug, Default)]
+pub(crate) struct Synced {
+    pub(crate) stale: bool,
+    pub(crate) waiting: bool,
+}
+
+/// Sync the copies of the Runtime's caches, record which copy each cache uses
+/// (`m.cache_secrets`), and clean up. Nothing is read when the Runtime has no cache with
+/// credentials and its Shoot refers to no copy.
+pub(crate) async fn sync(m: &mut Machine) -> Result<Synced, ReconcileError> {
+    let caches = m
+        .runtime
+        .spec
+        .inner
+        .image_registry_cache
+        .clone()
+        .unwrap_or_default();
+    let shoot = m
+        .shoot
+        .as_ref()
+        .map(|s| serde_json::to_value(s).unwrap_or_default());
+    let live = shoot.as_ref().map(referenced).unwrap_or_default();
+    let any = with_secrets(&caches).next().is_some();
+    if !m.ctx.config.registry_cache_credentials || (!any && live.is_empty()) {
+        m.status
+            .conditions
+            .retain(|c| !c.is(ConditionType::RegistryCacheConfigured));
+        if any {
+            let message = "a registry cache names credentials but the host does not copy them (--registry-cache-credentials, chart registryCache.credentials): the cache is left out of the Shoot";
+            m.condition(
+                ConditionType::RegistryCacheConfigured,
+                ConditionStatus::False,
+                Reason::RegistryCacheGardenClusterConfigurationFailed,
+                message,
+            );
+        }
+        return Ok(Synced::default());
+    }
+    let api = project_secrets(m);
+    let copies = copies(m, &api).await?;
+    let (wanted, missing) = wanted(m, &caches).await;
+    let mut plan = decide(&wanted, &copies, &live);
+    for act in &plan.acts {
+        if let Some((uid, name)) = perform(m, &api, act).await? {
+            plan.names.insert(uid, name);
+        }
+    }
+    let waiting = with_secrets(&caches).count() > plan.names.len() + missing.len();
+    report(m, &plan, &missing, waiting);
+    let named = shoot.as_ref().map(named_by_extension).unwrap_or_default();
+    let stale = plan.names.values().cloned().collect::<BTreeSet<_>>() != named;
+    m.cache_secrets = plan.names;
+    Ok(Synced { stale, waiting })
+}
+
+fn project_secrets(m: &Machine) -> Api<Secret> {
+    Api::namespaced(m.ctx.shoots.client().clone(), &m.identity().namespace)
+}
+
+/// The copies of this Runtime: Tessera's (labelled with its namespace too) and, taking
+/// over from KIM, KIM's for its runtime id.
+async fn copies(m: &Machine, api: &Api<Secret>) -> Result<Vec<Copy>, ReconcileError> {
+    let selector = format!("{RUNTIME_ID}={}", m.id());
+    let list = api.list(&ListParams::default().labels(&selector)).await?;
+    let kim = takeover::takes_over(&m.runtime, &m.ctx.config.kim);
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|s| s.name_any().starts_with(PREFIX))
+        .filter(|s| {
+            let l = s.labels();
+            match l.get(labels::RUNTIME_NAMESPACE) {
+                Some(ns) => *ns == m.namespace(),
+                None => {
+                    kim && l.get(labels::MANAGED_BY).map(String::as_str) == Some(KIM_MANAGED_BY)
+                }
+            }
+        })
+        .map(|s| Copy {
+            name: s.name_any(),
+            cache: s.labels().get(CACHE_ID).cloned(),
+            dirty: s.labels().get(DIRTY).map(String::as_str) == Some("true"),
+            data: s.data.clone().unwrap_or_default(),
+        })
+        .collect())
+}
+
+/// The caches with credentials, with their Secrets' data when the runtime cluster answers;
+/// and, for each Secret that does not exist there, the field naming it.
+async fn wanted(m: &Machine, caches: &[ImageRegistryCache]) -> (Vec<Wanted>, Vec<String>) {
+    let client = runtime_cluster::client(&m.ctx, &m.namespace(), &m.id())
+        .await
+        .ok();
+    let mut wanted = Vec::new();
+    let mut missing = Vec::new();
+    for (i, cache, secret) in with_secrets(caches) {
+        let field = format!("spec.imageRegistryCache[{i}]");
+        let (Some(uid), Some(namespace)) = (&cache.uid, &cache.namespace) else {
+            missing.push(format!("{field} names a Secret but no uid and namespace"));
+            continue;
+        };
+        let data = match &client {
+            Some(client) => {
+                let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+                match api.get_opt(secret).await {
+                    Ok(Some(s)) => Some(s.data.unwrap_or_default()),
+                    Ok(None) => {
+                        missing.push(format!(
+                            "{field}.config.secretReferenceName: Secret {namespace}/{secret} does not exist in the runtime cluster"
+                        ));
+                        None
+                    }
+                    Err(e) => {
+                        tracing::debug!(runtime = %m.id(), error = %e, "registry cache Secret not read");
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
+        wanted.push(Wanted {
+            uid: uid.clone(),
+            name: cache.name.clone().unwrap_or_default(),
+            namespace: namespace.clone(),
+            data,
+        });
+    }
+    (wanted, missing)
+}
+
+/// Carry out `act`; a created copy's (cache uid, name).
+async fn perform(
+    m: &Machine,
+    api: &Api<Secret>,
+    act: &Act,
+) -> Result<Option<(String, String)>, ReconcileError> {
+    match act {
+        Act::Create(cache) => {
+            let params = PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            };
+            let name = api.create(&params, &copy_of(m, cache)).await?.name_any();
+            tracing::info!(runtime = %m.id(), secret = %name, cache = %cache.name, "registry cache credentials copied into the project");
+            return Ok(Some((cache.uid.clone(), name)));
+        }
+        Act::MarkDirty(name) => {
+            let patch = json!({"metadata": {"labels": {DIRTY: "true"}}});
+            match api
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Ok(_) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Act::Delete(name) => match api.delete(name, &DeleteParams::default()).await {
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Ok(_) => {
+                tracing::info!(runtime = %m.id(), secret = %name, "registry cache credentials deleted from the project");
+            }
+            Err(e) => return Err(e.into()),
+        },
+    }
+    Ok(None)
+}
+
+/// A copy as KIM's `newGardenSecret` makes it, plus Tessera's labels.
+fn copy_of(m: &Machine, cache: &Wanted) -> Secret {
+    let labels = BTreeMap::from([
+        (RUNTIME_ID.to_string(), m.id()),
+        (CACHE_ID.to_string(), cache.uid.clone()),
+        (
+            labels::MANAGED_BY.to_string(),
+            labels::MANAGED_BY_VALUE.to_string(),
+        ),
+        (labels::RUNTIME.to_string(), m.id()),
+        (labels::RUNTIME_NAMESPACE.to_string(), m.namespace()),
+    ]);
+    let annotations = BTreeMap::from([
+        (CACHE_NAME.to_string(), cache.name.clone()),
+        (CACHE_NAMESPACE.to_string(), cache.namespace.clone()),
+    ]);
+    let mut secret = Secret::default();
+    secret.metadata.generate_name = Some(PREFIX.to_string());
+    secret.metadata.labels = Some(labels);
+    secret.metadata.annotations = Some(annotations);
+    secret.immutable = Some(true);
+    secret.data = cache.data.clone();
+    secret
+}
+
+/// `RegistryCacheConfigured` (KIM's condition): True once every cache with credentials
+/// has its copy; False naming the field of a Secret that is missing, or waiting for the
+/// runtime cluster.
+fn report(m: &mut Machine, plan: &Plan, missing: &[String], waiting: bool) {
+    let (status, reason, message) = if !missing.is_empty() {
+        (
+            ConditionStatus::False,
+            Reason::RegistryCacheGardenClusterConfigurationFailed,
+            missing.join("; "),
+        )
+    } else if waiting {
+        (
+            ConditionStatus::False,
+            Reason::RegistryCacheGardenClusterConfigurationFailed,
+            "waiting for the runtime cluster to copy the registry cache credentials".to_string(),
+        )
+    } else {
+        (
+            ConditionStatus::True,
+            Reason::RegistryCacheConfigured,
+            format!(
+                "{} registry cache credential(s) in the project",
+                plan.names.len()
+            ),
+        )
+    };
+    m.condition(
+        ConditionType::RegistryCacheConfigured,
+        status,
+        reason,
+        message,
+    );
+}
+
+/// Delete every copy of this Runtime (it is gone). Only looked for when the host copies
+/// credentials and the Runtime had a cache with them.
+pub(crate) async fn remove_all(m: &Machine) -> Result<(), ReconcileError> {
+    let caches = m
+        .runtime
+        .spec
+        .inner
+        .image_registry_cache
+        .as_deref()
+        .unwrap_or_default();
+    let had = m
+        .status
+        .conditions
+        .iter()
+        .any(|c| c.is(ConditionType::RegistryCacheConfigured));
+    if !m.ctx.config.registry_cache_credentials || (with_secrets(caches).next().is_none() && !had) {
+        return Ok(());
+    }
+    let api = project_secrets(m);
+    let copies = match copies(m, &api).await {
+        Ok(copies) => copies,
+        Err(ReconcileError::Kube(kube::Error::Api(e))) if e.code == 403 => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for copy in copies {
+        perform(m, &api, &Act::Delete(copy.name)).await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(v: &str) -> Data {
+        BTreeMap::from([("password".to_string(), ByteString(v.as_bytes().to_vec()))])
+    }
+
+    fn wanted(uid: &str, v: Option<&str>) -> Wanted {
+        Wanted {
+            uid: uid.into(),
+            name: "hub".into(),
+            namespace: "kyma-system".into(),
+            data: v.map(data),
+        }
+    }
+
+    fn copy(name: &str, uid: &str, dirty: bool, v: &str) -> Copy {
+        Copy {
+            name: name.into(),
+            cache: Some(uid.into()),
+            dirty,
+            data: data(v),
+        }
+    }
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|n| n.to_string()).collect()
+    }
+
+    /// KIM `garden_secret_syncer_test.go:TestGardenSecretSyncer` "should create" and
+    /// "should not change when data is equal".
+    #[test]
+    fn a_cache_gets_a_copy_once_and_keeps_it_while_the_data_agree() {
+        let plan = decide(&[wanted("u1", Some("a"))], &[], &set(&[]));
+        assert_eq!(plan.acts, vec![Act::Create(wanted("u1", Some("a")))]);
+        let copies = [copy("reg-cache-1", "u1", false, "a")];
+        let plan = decide(&[wanted("u1", Some("a"))], &copies, &set(&["reg-cache-1"]));
+        assert!(plan.acts.is_empty());
+        assert_eq!(plan.names["u1"], "reg-cache-1");
+    }
+
+    /// KIM "should mark the old secret dirty and create a new one when data changed", then
+    /// `garden_secret_manager_test.go` (DeleteUnused): dirty copies go once unreferenced.
+    #[test]
+    fn changed_credentials_make_a_new_copy_and_the_old_one_goes_when_unreferenced() {
+        let copies = [copy("reg-cache-1", "u1", false, "a")];
+        let plan = decide(&[wanted("u1", Some("b"))], &copies, &set(&["reg-cache-1"]));
+        assert_eq!(
+            plan.acts,
+            vec![
+                Act::Create(wanted("u1", Some("b"))),
+                Act::MarkDirty("reg-cache-1".into())
+            ]
+        );
+        let copies = [
+            copy("reg-cache-1", "u1", true, "a"),
+            copy("reg-cache-2", "u1", false, "b"),
+        ];
+        let plan = decide(&[wanted("u1", Some("b"))], &copies, &set(&["reg-cache-2"]));
+        assert_eq!(plan.acts, vec![Act::Delete("reg-cache-1".into())]);
+        let plan = decide(&[wanted("u1", Some("b"))], &copies, &set(&["reg-cache-1"]));
+        assert!(plan.acts.is_empty(), "a dirty copy still referenced stays");
+    }
+
+    /// KIM `TestFnCleanupRegistryCacheGardenSecrets`: a copy of a cache that went is
+    /// orphaned; an unreachable runtime cluster keeps the copy there.
+    #[test]
+    fn orphans_go_and_unknown_data_keep_the_copy() {
+        let copies = [
+            copy("reg-cache-1", "u1", false, "a"),
+            copy("reg-cache-9", "gone", false, "z"),
+        ];
+        let plan = decide(&[wanted("u1", None)], &copies, &set(&["reg-cache-1"]));
+        assert_eq!(plan.acts, vec![Act::Delete("reg-cache-9".into())]);
+        assert_eq!(plan.names["u1"], "reg-cache-1");
+        let plan = decide(&[wanted("u2", None)], &[], &set(&[]));
+        assert_eq!(plan, Plan::default());
+    }
+}
