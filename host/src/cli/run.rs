@@ -148,6 +148,12 @@ pub struct RunArgs {
     /// of the Shoot (condition `RegistryCacheConfigured` False, naming this flag).
     #[arg(long)]
     registry_cache_credentials: bool,
+    /// Write `kyma-system/kyma-provisioning-info` (key `details`) into every runtime cluster
+    /// once it is prepared, as KIM does: worker pools, the Runtime's KEB labels, regions (the
+    /// Seed's too), infrastructure config, dual-stack and ACL. Needs `--runtime-namespace
+    /// kyma-system`.
+    #[arg(long)]
+    kyma_provisioning_info: bool,
     /// Take over Shoots Kyma Infrastructure Manager made (written by a
     /// `--kim-field-manager`, annotated with the Runtime's id under
     /// `--kim-runtime-id-annotation`) for Runtimes in a `--kim-runtime-namespace`: they are
@@ -279,6 +285,7 @@ fn leader_election(args: &RunArgs) -> Option<LeaderElection> {
 
 /// What the controllers are told: timings, policies and scope from the flags.
 fn operator_config(args: RunArgs) -> anyhow::Result<OperatorConfig> {
+    let provisioning = provisioning_info(args.kyma_provisioning_info, &args.runtime_namespaces)?;
     let windows = match &args.maintenance_windows {
         Some(path) => MaintenanceWindows::from_file(path).map_err(anyhow::Error::msg)?,
         None => MaintenanceWindows::default(),
@@ -309,6 +316,7 @@ fn operator_config(args: RunArgs) -> anyhow::Result<OperatorConfig> {
         maintenance_windows: windows,
         runtime_namespaces: runtime_namespaces(args.runtime_namespaces)?,
         registry_cache_credentials: args.registry_cache_credentials,
+        kyma_provisioning_info: provisioning,
         kim: kim_takeover(
             args.takeover_kim,
             args.kim_field_managers,
@@ -339,6 +347,16 @@ fn kim_takeover(
         runtime_id_annotation,
         generation_annotation,
     }
+}
+
+/// `--kyma-provisioning-info` writes into `kyma-system`: the host must make it.
+fn provisioning_info(on: bool, namespaces: &[String]) -> anyhow::Result<bool> {
+    if on && !namespaces.iter().any(|n| n == "kyma-system") {
+        anyhow::bail!(
+            "--kyma-provisioning-info writes into namespace kyma-system: add --runtime-namespace kyma-system"
+        );
+    }
+    Ok(on)
 }
 
 /// `--runtime-namespace` values: names of namespaces (an empty one: none).

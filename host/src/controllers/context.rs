@@ -79,6 +79,9 @@ pub struct OperatorConfig {
     /// Copy registry caches' credentials into the Gardener project
     /// (`--registry-cache-credentials`).
     pub registry_cache_credentials: bool,
+    /// Write KIM's `kyma-system/kyma-provisioning-info` into every runtime cluster
+    /// (`--kyma-provisioning-info`).
+    pub kyma_provisioning_info: bool,
     /// How Shoots made by Kyma Infrastructure Manager are recognised, and whether they are
     /// taken over.
     pub kim: KimTakeover,
@@ -134,6 +137,7 @@ impl Default for OperatorConfig {
             maintenance_windows: Default::default(),
             runtime_namespaces: Vec::new(),
             registry_cache_credentials: false,
+            kyma_provisioning_info: false,
             kim: KimTakeover::default(),
         }
     }

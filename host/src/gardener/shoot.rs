@@ -183,6 +183,19 @@ impl ShootClient {
             .await?)
     }
 
+    /// The region of Seed `name` (`spec.provider.region`), `None` if it has none.
+    pub(crate) async fn seed_region(&self, name: &str) -> Result<Option<String>, ShootError> {
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("core.gardener.cloud", "v1beta1", "Seed"),
+            "seeds",
+        );
+        let seeds: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
+        let seed = seeds.get(name).await?;
+        Ok(seed.data["spec"]["provider"]["region"]
+            .as_str()
+            .map(String::from))
+    }
+
     /// Replace the field ownership of exactly `shoot` as read (uid and resourceVersion are
     /// preconditions, as for `annotate`); nothing else of the Shoot changes.
     pub(crate) async fn set_managed_fields(

@@ -45,6 +45,7 @@ pub(super) async fn kim_landscape(cp: &ControlPlane) -> Result {
     let s = Scenario::new(cp, "t-kimland").await;
     audit_policies(&s).await?;
     let cache_copy = kim_cache_credentials(&s).await?;
+    let info_uid = kim_provisioning_info(&s).await?;
     let mut landscape = Vec::new();
     for provider in PROVIDERS {
         landscape.push(seed(&s, provider).await?);
@@ -73,6 +74,9 @@ pub(super) async fn kim_landscape(cp: &ControlPlane) -> Result {
         "--kim-runtime-namespace",
         "t-kimland",
         "--registry-cache-credentials",
+        "--kyma-provisioning-info",
+        "--runtime-namespace",
+        "kyma-system",
     ];
     let host = s.host("b", &takeover);
     for seeded in &landscape {
@@ -93,8 +97,73 @@ pub(super) async fn kim_landscape(cp: &ControlPlane) -> Result {
     oidc_adopted(&s, &landscape, &kim_oidc).await?;
     cache_copy_adopted(&s, &landscape[0], &cache_copy).await?;
     one_change_one_patch(&s, cp, &landscape, after).await?;
+    provisioning_info_taken_over(&s, &landscape[0], &info_uid).await?;
     // That patch's reconcile read the runtime cluster's Secret: equal data, same copy.
     cache_copy_adopted(&s, &landscape[0], &cache_copy).await
+}
+
+/// KIM's `kyma-system/kyma-provisioning-info` in the (shared) runtime cluster, applied by
+/// field manager `kim` with KIM's label. Its uid.
+async fn kim_provisioning_info(s: &Scenario<'_>) -> Result<String> {
+    let api: Api<ConfigMap> = Api::namespaced(s.runtime_client.clone(), "kyma-system");
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "kyma-provisioning-info", "namespace": "kyma-system",
+            "labels": {"reconciler.kyma-project.io/managed-by": "infrastructure-manager"}},
+        "data": {"details": "workerPools:\n  kyma:\n    name: old\n"}});
+    let applied = api
+        .patch(
+            "kyma-provisioning-info",
+            &PatchParams::apply("kim").force(),
+            &Patch::Apply(&cm),
+        )
+        .await
+        .map_err(|e| format!("apply KIM's kyma-provisioning-info: {e}"))?;
+    Ok(applied.uid().unwrap_or_default())
+}
+
+/// After the aws patch, KIM's ConfigMap (same object) holds what KIM's
+/// `ToKymaProvisioningInfo` makes of the aws Runtime (`tests/kim/provisioning-info-aws.yaml`).
+async fn provisioning_info_taken_over(s: &Scenario<'_>, aws: &Seeded, uid: &str) -> Result {
+    let dir = tessera_tests::workspace().join("tests/kim");
+    let read = |name: &str| -> Result<Value> {
+        let text = std::fs::read_to_string(dir.join(name)).map_err(|e| format!("{name}: {e}"))?;
+        serde_saphyr::from_str(&text).map_err(|e| format!("{name}: {e}"))
+    };
+    let mut expected = read("provisioning-info-aws.yaml")?;
+    expected["infrastructureConfig"] =
+        read("shoot-aws.yaml")?["spec"]["provider"]["infrastructureConfig"].clone();
+    let api: Api<ConfigMap> = Api::namespaced(s.runtime_client.clone(), "kyma-system");
+    let found = eventually(
+        "kyma-provisioning-info of the aws Runtime",
+        LIMIT,
+        || async {
+            let cm = api.get("kyma-provisioning-info").await.ok()?;
+            let text = cm.data.as_ref()?.get("details")?.clone();
+            let details: Value = serde_saphyr::from_str(&text).ok()?;
+            (details["runtimeID"] == aws.id()
+                && details["workerPools"]["kyma"]["autoScalerMax"] == 11)
+                .then_some((cm, details))
+        },
+    )
+    .await?;
+    let (cm, mut details) = found;
+    if cm.uid().as_deref() != Some(uid) {
+        return Err("KIM's kyma-provisioning-info was replaced, not taken over".into());
+    }
+    let stamped = details
+        .as_object_mut()
+        .and_then(|d| d.remove("lastReconcileTime"))
+        .is_some_and(|t| {
+            t.as_str()
+                .is_some_and(|t| t.parse::<jiff::Timestamp>().is_ok())
+        });
+    if !stamped || details != expected {
+        return Err(format!(
+            "kyma-provisioning-info differs from KIM's:\n{}",
+            tessera_sdk::testing::yaml_diff(&expected, &details)
+        ));
+    }
+    Ok(())
 }
 
 const CACHE_COPY: &str = "reg-cache-7d1e9a40-5b2c-4f3d-9e8a-1c2b3d4e5f60";

@@ -72,7 +72,7 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         Reason::AdministratorsConfigured,
         format!("{} administrator binding(s)", admins.len()),
     );
-    Ok(Transition::Next(Step::Ready))
+    Ok(Transition::Next(Step::ProvisioningInfo))
 }
 
 /// KIM's label on the admin bindings it made; only those are ever deleted by it.

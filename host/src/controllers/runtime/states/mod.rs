@@ -2,7 +2,7 @@
 //!
 //! Provisioning: initialise → create_shoot | select_processing → patch_shoot →
 //! (shadow_render) → wait_for_shoot → handle_kubeconfig → create_namespaces → configure_oidc →
-//! apply_admin_bindings → ready.
+//! apply_admin_bindings → provisioning_info → ready.
 //! Deletion: initialise → delete_kubeconfig → delete_shoot → remove_finalizer.
 
 mod apply_admin_bindings;
@@ -14,6 +14,7 @@ mod delete_shoot;
 mod handle_kubeconfig;
 mod initialise;
 mod patch_shoot;
+mod provisioning_info;
 mod ready;
 mod remove_finalizer;
 mod render;
@@ -41,6 +42,7 @@ pub(crate) async fn run(step: Step, m: &mut Machine) -> Result<Transition, Recon
         Step::CreateNamespaces => create_namespaces::run(m).await,
         Step::ConfigureOidc => configure_oidc::run(m).await,
         Step::ApplyAdminBindings => apply_admin_bindings::run(m).await,
+        Step::ProvisioningInfo => provisioning_info::run(m).await,
         Step::Ready => ready::run(m).await,
         Step::DeleteKubeconfig => delete_kubeconfig::run(m).await,
         Step::DeleteShoot => delete_shoot::run(m).await,
