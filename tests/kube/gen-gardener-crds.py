@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Generates tests/kube/gardener-crds.yaml: structural apiextensions.k8s.io/v1 CustomResourceDefinitions
 # for the Gardener resources Tessera's tests serve from a plain kube-apiserver (1.20) instead of
-# Gardener's aggregated API server: Shoot, CloudProfile, SecretBinding, Project (core.gardener.cloud)
+# Gardener's aggregated API server: Shoot, CloudProfile, SecretBinding, Project, Seed (core.gardener.cloud)
 # and CredentialsBinding (security.gardener.cloud).
 #
 # It reads Gardener's Go API types (pkg/apis/core/v1beta1, pkg/apis/security/v1alpha1 and whatever
@@ -40,6 +40,7 @@ RESOURCES = [
     ("pkg/apis/core/v1beta1", "CloudProfile", "pkg/apiserver/registry/core/cloudprofile"),
     ("pkg/apis/core/v1beta1", "SecretBinding", "pkg/apiserver/registry/core/secretbinding"),
     ("pkg/apis/core/v1beta1", "Project", "pkg/apiserver/registry/core/project"),
+    ("pkg/apis/core/v1beta1", "Seed", "pkg/apiserver/registry/core/seed"),
     ("pkg/apis/security/v1alpha1", "CredentialsBinding", "pkg/apiserver/registry/security/credentialsbinding"),
 ]
 
@@ -127,6 +128,16 @@ type Taint struct {
 }
 
 type TaintEffect string
+
+type Toleration struct {
+	Key string `json:"key,omitempty"`
+	Operator TolerationOperator `json:"operator,omitempty"`
+	Value string `json:"value,omitempty"`
+	Effect TaintEffect `json:"effect,omitempty"`
+	TolerationSeconds *int64 `json:"tolerationSeconds,omitempty"`
+}
+
+type TolerationOperator string
 
 type ResourceList map[ResourceName]resource.Quantity
 

@@ -110,13 +110,51 @@ fn start_clusters(
         "projects.core.gardener.cloud",
         "secretbindings.core.gardener.cloud",
         "credentialsbindings.security.gardener.cloud",
+        "seeds.core.gardener.cloud",
     ] {
         wait_established(&garden, crd)?;
     }
     apply_file(&garden, &root.join("tests/kube/garden.yaml"))?;
     apply_file(&garden, &root.join("tests/kube/cloudprofiles.yaml"))?;
+    apply_file(&garden, &root.join("tests/kube/seeds.yaml"))?;
+    seeds_ready(&garden)?;
     wait_established(&runtime, "openidconnects.authentication.gardener.cloud")?;
     Ok((garden, runtime))
+}
+
+/// Every Seed of `tests/kube/seeds.yaml` ready, as its gardenlet reports it: a
+/// `lastOperation` and `GardenletReady` True, written through the status subresource.
+fn seeds_ready(garden: &Cluster) -> Result<(), String> {
+    let out = garden.kubectl(&["get", "seeds", "-o", "json"]);
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+        format!(
+            "kubectl get seeds: {e}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?;
+    for mut seed in list["items"].as_array().cloned().unwrap_or_default() {
+        let name = seed["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let now = jiff::Timestamp::now().to_string();
+        seed["status"] = serde_json::json!({
+            "lastOperation": {"type": "Reconcile", "state": "Succeeded", "progress": 100,
+                "description": "Seed has been reconciled.", "lastUpdateTime": now},
+            "conditions": [{"type": "GardenletReady", "status": "True", "reason": "GardenletReady",
+                "message": "Gardenlet is posting ready status.", "lastTransitionTime": now,
+                "lastUpdateTime": now}],
+        });
+        let path = format!("/apis/core.gardener.cloud/v1beta1/seeds/{name}/status");
+        let out = garden.kubectl_stdin(&["replace", "--raw", &path, "-f", "-"], &seed.to_string());
+        if !out.status.success() {
+            return Err(format!(
+                "Seed {name} status: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A token of the project's ServiceAccount `tessera` (TokenRequest, valid two days).

@@ -1191,6 +1191,7 @@ async fn invalid_runtimes(cp: &ControlPlane) -> Result {
     bad_cidr["spec"]["shoot"]["networking"]["nodes"] = "10.250.0.0/33".into();
     let mut bad_provider = s.manifest("rt-bad-provider", "bad-provider");
     bad_provider["spec"]["shoot"]["provider"]["type"] = "alibaba".into();
+    bad_provider["spec"]["shoot"]["enforceSeedLocation"] = false.into();
     let mut no_zone = s.manifest("rt-no-zone", "no-zone");
     no_zone["spec"]["shoot"]["provider"]["workers"][0]["zones"] = json!([]);
     for (doc, field) in [
@@ -1204,12 +1205,36 @@ async fn invalid_runtimes(cp: &ControlPlane) -> Result {
         let c = condition(&rt, "Provisioned").ok_or("no Provisioned condition")?;
         if !c.message.contains(field) || !c.message.contains("plugin ") {
             return Err(format!(
-                "{id}: the message should name plugin and {field}: {c:?}"
+                "{id}: the message should name plugin and {field}: {c:?}\n{}",
+                tail(&host.logs(), 30)
             ));
         }
         if !s.shoots_of(id).await.is_empty() {
             return Err(format!("{id}: a Shoot was created"));
         }
+    }
+    no_seed_in_region(&s, &host).await
+}
+
+/// KIM's pre-check: `enforceSeedLocation` in a region without a usable Seed of the provider
+/// fails `SeedNotFound`, naming the region and the regions that have one; no Shoot.
+async fn no_seed_in_region(s: &Scenario<'_>, host: &Host) -> Result {
+    let mut doc = s.manifest("rt-no-seed", "no-seed");
+    doc["spec"]["shoot"]["region"] = "eu-west-2".into();
+    doc["spec"]["shoot"]["enforceSeedLocation"] = true.into();
+    s.create(&doc).await?;
+    let rt = s
+        .wait_state("rt-no-seed", RuntimeState::Failed, host)
+        .await?;
+    let c = condition(&rt, "Provisioned").ok_or("no Provisioned condition")?;
+    if c.reason != "SeedNotFound"
+        || !c.message.contains("region eu-west-2")
+        || !c.message.contains("[eu-central-1]")
+    {
+        return Err(format!("rt-no-seed: {c:?}"));
+    }
+    if !s.shoots_of("rt-no-seed").await.is_empty() {
+        return Err("rt-no-seed: a Shoot was created".into());
     }
     Ok(())
 }

@@ -100,6 +100,7 @@ words! {
         GardenerUnavailable,
         ShootRejected,
         ShootWatchFailed,
+        SeedNotFound,
         // Runtime: rendering
         InvalidRuntime,
         PluginRejected,

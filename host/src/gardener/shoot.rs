@@ -183,14 +183,27 @@ impl ShootClient {
             .await?)
     }
 
-    /// The region of Seed `name` (`spec.provider.region`), `None` if it has none.
-    pub(crate) async fn seed_region(&self, name: &str) -> Result<Option<String>, ShootError> {
+    fn seeds(&self) -> Api<DynamicObject> {
         let resource = ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk("core.gardener.cloud", "v1beta1", "Seed"),
             "seeds",
         );
-        let seeds: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource);
-        let seed = seeds.get(name).await?;
+        Api::all_with(self.client.clone(), &resource)
+    }
+
+    /// Every Seed, as JSON.
+    pub(crate) async fn list_seeds(&self) -> Result<Vec<Value>, ShootError> {
+        let list = self.seeds().list(&Default::default()).await?;
+        Ok(list
+            .items
+            .into_iter()
+            .map(|s| serde_json::to_value(s).unwrap_or_default())
+            .collect())
+    }
+
+    /// The region of Seed `name` (`spec.provider.region`), `None` if it has none.
+    pub(crate) async fn seed_region(&self, name: &str) -> Result<Option<String>, ShootError> {
+        let seed = self.seeds().get(name).await?;
         Ok(seed.data["spec"]["provider"]["region"]
             .as_str()
             .map(String::from))

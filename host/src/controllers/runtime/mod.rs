@@ -7,6 +7,7 @@ mod controller;
 mod machine;
 mod registry_cache;
 pub mod replay;
+mod seeds;
 mod shoot_doc;
 mod shoot_watch;
 pub(crate) mod states;

@@ -4,7 +4,7 @@ use super::super::machine::{Machine, Step, Transition};
 use super::render::{history_record, record_applied, render};
 use super::structured_auth;
 use crate::controllers::ReconcileError;
-use crate::crd::{RuntimeState, ShootRef};
+use crate::crd::{Reason, RuntimeState, ShootRef};
 use crate::history::{self, Operation};
 
 pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
@@ -25,6 +25,11 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         m.shoot = Some(existing);
         return Ok(Transition::Next(Step::SelectProcessing));
     }
+    // Only a Shoot about to be created is checked (KIM's order): an existing one, ours or
+    // taken over, runs wherever Gardener put it.
+    if let Some(missing) = seed_missing(m).await? {
+        return Ok(m.fail(Reason::SeedNotFound, missing));
+    }
     if let Some(refused) = structured_auth::write(m, &namespace, &desired).await? {
         return Ok(refused);
     }
@@ -40,4 +45,20 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     m.shoot = Some(applied);
     m.set_state(RuntimeState::Provisioning);
     Ok(super::wait_for_shoot::await_gardener(m, true, &name))
+}
+
+/// KIM's pre-check: with `enforceSeedLocation`, why no usable Seed of the Runtime's provider
+/// runs in its region (`None`: one does, or the Runtime does not ask).
+async fn seed_missing(m: &mut Machine) -> Result<Option<String>, ReconcileError> {
+    let shoot = &m.runtime.spec.inner.shoot;
+    if shoot.enforce_seed_location != Some(true) {
+        return Ok(None);
+    }
+    let seeds = m.ctx.shoots.list_seeds().await?;
+    m.gardener_answered = true;
+    Ok(super::super::seeds::missing_seed(
+        &seeds,
+        &shoot.provider.type_,
+        &shoot.region,
+    ))
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 use kube::runtime::controller::Action;
 
 use super::super::machine::{Machine, Step, Transition};
+use super::super::seeds::no_matching_seeds;
 use crate::controllers::ReconcileError;
 use crate::crd::EventReason;
 use crate::crd::{ConditionStatus, RuntimeState};
@@ -43,6 +44,10 @@ pub(crate) fn verdict(
     let Some(op) = &progress.last_operation else {
         return Verdict::Working;
     };
+    // KIM fails a Runtime Gardener cannot schedule for lack of a Seed of its provider.
+    if op.type_ == "Create" && op.state != "Succeeded" && no_matching_seeds(&op.description) {
+        return Verdict::Fatal(format!("Create of Shoot {name} failed: {}", op.description));
+    }
     let caught_up = progress.observed_generation >= progress.generation;
     let codes = progress.error_codes.join(", ");
     match op.state.as_str() {
@@ -241,6 +246,23 @@ mod tests {
             panic!("fatal expected");
         };
         assert!(message.contains("ERR_INFRA_UNAUTHORIZED") && message.contains("Shoot s"));
+    }
+
+    /// KIM `sFnWaitForShootCreation`: a Shoot Gardener's scheduler finds no Seed of its
+    /// provider for fails the Runtime.
+    #[test]
+    fn no_seed_of_the_provider_fails_the_runtime() {
+        let (mut p, now) = progress("Pending", &[], 0);
+        if let Some(op) = p.last_operation.as_mut() {
+            op.description = "Failed to schedule Shoot: none out of the 4 seeds has a matching provider for \"alicloud\"".into();
+        }
+        let Verdict::Fatal(message) = verdict(&p, "s", false, RETRY, now) else {
+            panic!("fatal expected");
+        };
+        assert!(
+            message.contains("matching provider for \"alicloud\""),
+            "{message}"
+        );
     }
 
     #[test]
