@@ -135,11 +135,8 @@ macro_rules! declare_config_schema {
         #[cfg(test)]
         #[test]
         fn config_schema_is_current() {
-            $crate::testing::assert_config_schema::<$config>(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/",
-                $file
-            ));
+            let dir = $crate::testing::manifest_dir(env!("CARGO_MANIFEST_DIR"));
+            $crate::testing::assert_config_schema::<$config>(&format!("{dir}/{}", $file));
         }
     };
 }

@@ -107,6 +107,18 @@ impl ShootExtension for Base {
         if let Some(families) = ip_families(rt, input.current.as_ref())? {
             networking.ip_families = Some(families);
         }
+        // KIM `ExtendWithNetworking`: gdch runs Calico with VXLAN overlay.
+        if rt.provider.type_ == "gdch" {
+            networking.extra.insert(
+                "providerConfig".into(),
+                serde_json::json!({
+                    "apiVersion": "calico.networking.extensions.gardener.cloud/v1alpha1",
+                    "kind": "NetworkConfig",
+                    "vxlan": {"enabled": true},
+                    "overlay": {"enabled": true},
+                }),
+            );
+        }
         Ok(ExtendOutput::new(shoot))
     }
 }

@@ -27,6 +27,8 @@ impl Default for Config {
                 ("azure".into(), "az".into()),
                 ("gcp".into(), "gcp".into()),
                 ("openstack".into(), "converged-cloud-kyma".into()),
+                ("alicloud".into(), "alicloud".into()),
+                ("gdch".into(), "cat".into()),
             ]),
         }
     }

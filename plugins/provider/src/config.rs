@@ -11,6 +11,8 @@ pub struct Config {
     pub machine_images: BTreeMap<String, ImageDefault>,
     pub aws: AwsConfig,
     pub openstack: OpenStackConfig,
+    /// Google Distributed Cloud Hosted (KIM's `provider.gdch`).
+    pub gdch: GdchConfig,
     /// Disable SSH access to worker nodes (`workersSettings.sshAccess.enabled: false`).
     pub disable_ssh_access: bool,
     /// Machine-controller-manager defaults for pools that set none (KIM's
@@ -48,6 +50,18 @@ pub struct AwsConfig {
     pub enable_imdsv2: bool,
 }
 
+/// The network a gdch Shoot's nodes join (KIM's `provider.gdch.parentReference*`).
+#[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct GdchConfig {
+    pub parent_reference_name: String,
+    /// Empty: the project namespace of the service account (gdch's default).
+    pub parent_reference_namespace: String,
+    /// Empty: `SingleSubnet` (gdch's default).
+    pub parent_reference_type: String,
+}
+
 #[derive(Debug, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
@@ -63,12 +77,13 @@ impl Default for Config {
             version: Some("1592.9.0".into()),
         };
         Self {
-            machine_images: ["aws", "azure", "gcp", "openstack"]
+            machine_images: ["aws", "azure", "gcp", "openstack", "alicloud", "gdch"]
                 .into_iter()
                 .map(|p| (p.to_string(), gardenlinux.clone()))
                 .collect(),
             aws: AwsConfig::default(),
             openstack: OpenStackConfig::default(),
+            gdch: GdchConfig::default(),
             disable_ssh_access: true,
             worker: WorkerConfig::default(),
         }

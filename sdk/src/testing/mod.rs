@@ -66,9 +66,7 @@ use crate::shoot_extension::ShootExtension;
 /// wins over the compile-time one: a build cached from another checkout keeps the
 /// compile-time path of that checkout.
 pub fn cases_dir(compile_time_manifest_dir: &str) -> String {
-    let dir = std::env::var("CARGO_MANIFEST_DIR")
-        .unwrap_or_else(|_| compile_time_manifest_dir.to_string());
-    format!("{dir}/cases")
+    format!("{}/cases", manifest_dir(compile_time_manifest_dir))
 }
 
 /// How one execution of a case ended, from the runner's point of view.
@@ -222,6 +220,13 @@ fn assert_passed(results: &[CaseResult], dir: &std::path::Path) {
         results.len(),
         failures.join("\n")
     );
+}
+
+/// The crate's directory: `cargo test` sets `CARGO_MANIFEST_DIR` when it runs a test too,
+/// and that one names this checkout; the compile-time value (`compiled`) can name another
+/// checkout when a build cache is shared between them.
+pub fn manifest_dir(compiled: &str) -> String {
+    std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| compiled.to_string())
 }
 
 /// Check that the file at `path` holds the JSON Schema of `C` (what

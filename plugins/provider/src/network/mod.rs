@@ -1,8 +1,10 @@
 //! Per-hyperscaler `infrastructureConfig` and `controlPlaneConfig`.
 
+mod alicloud;
 mod aws;
 mod azure;
 mod gcp;
+mod gdch;
 mod openstack;
 
 use serde_json::Value;
@@ -26,7 +28,7 @@ pub struct Layout<'a> {
 }
 
 /// The providers this plugin knows.
-pub const PROVIDERS: &[&str] = &["aws", "azure", "gcp", "openstack"];
+pub const PROVIDERS: &[&str] = &["aws", "azure", "gcp", "openstack", "alicloud", "gdch"];
 
 /// Build (infrastructureConfig, controlPlaneConfig).
 pub fn configs(layout: &Layout) -> Result<(Value, Value), PluginError> {
@@ -87,6 +89,8 @@ fn generated(layout: &Layout) -> Result<(Value, Value), PluginError> {
         "azure" => azure::configs(layout),
         "gcp" => Ok(gcp::configs(layout)),
         "openstack" => Ok(openstack::configs(layout)),
+        "alicloud" => alicloud::configs(layout),
+        "gdch" => gdch::configs(layout),
         other => Err(PluginError::unsupported(
             "spec.shoot.provider.type",
             format!(
@@ -97,7 +101,8 @@ fn generated(layout: &Layout) -> Result<(Value, Value), PluginError> {
     }
 }
 
-/// Node ranges for AWS and Azure must be /16 to /24 so that every zone's subnets fit.
+/// Node ranges for AWS, Azure and Alibaba Cloud must be /16 to /24 so that every zone's
+/// subnets fit.
 fn check_prefix(nodes: Cidr, provider: &str) -> Result<(), PluginError> {
     if !(16..=24).contains(&nodes.prefix) {
         return Err(PluginError::invalid_input(
