@@ -229,8 +229,8 @@ fn bad_input_exits_non_zero_with_a_clear_message() {
     for (from, to, expected) in [
         (
             "type: aws\n",
-            "type: alicloud\n",
-            "plugin cloud-profile 0.1.0: spec.shoot.provider.type (unsupported): unknown provider \"alicloud\"",
+            "type: ibm\n",
+            "plugin cloud-profile 0.1.0: spec.shoot.provider.type (unsupported): unknown provider \"ibm\"",
         ),
         (
             "pods: 10.96.0.0/13",

@@ -203,10 +203,10 @@ fn plugin_failure(err: RenderError) -> (String, Option<String>, String) {
 fn rejections_name_plugin_and_field() {
     let cases = [
         (
-            serde_json::json!({"spec": {"shoot": {"provider": {"type": "alicloud"}}}}),
+            serde_json::json!({"spec": {"shoot": {"provider": {"type": "ibm"}}}}),
             "cloud-profile",
             "spec.shoot.provider.type",
-            "alicloud",
+            "ibm",
         ),
         (
             serde_json::json!({"spec": {"shoot": {"networking": {"services": "10.250.16.0/20"}}}}),

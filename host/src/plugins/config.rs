@@ -112,6 +112,11 @@ pub struct ChainConfig {
     /// `OpenIDConnect` object; `additionalOidcConfig: []` opts out [default: none].
     #[serde(default, rename = "defaultSharedIASTenant")]
     pub default_shared_ias_tenant: Option<tessera_sdk::models::OidcConfig>,
+    /// The OIDC provider of a Shoot's structured authentication when its Runtime sets no
+    /// `oidcConfig` (KIM's `kubernetes.defaultOperatorOidc`) [default: none: such a
+    /// Shoot's AuthenticationConfiguration has only the `additionalOidcConfig` ones].
+    #[serde(default)]
+    pub default_operator_oidc: Option<tessera_sdk::models::OidcConfig>,
     /// Module reconcilers run by `tessera modules apply`.
     #[serde(default)]
     pub modules: BTreeMap<String, ModuleSettings>,
@@ -176,7 +181,20 @@ impl ChainConfig {
                 "project: {project:?} is not a Gardener project name (lower-case letters, digits and '-')"
             ));
         }
-        if let Some(tenant) = &self.default_shared_ias_tenant {
+        let defaults = [
+            (
+                "defaultSharedIASTenant",
+                &self.default_shared_ias_tenant,
+                "every runtime cluster would get an OIDC provider without it",
+            ),
+            (
+                "defaultOperatorOidc",
+                &self.default_operator_oidc,
+                "Shoots without OIDC settings would get an authenticator without it",
+            ),
+        ];
+        for (name, tenant, why) in defaults {
+            let Some(tenant) = tenant else { continue };
             let missing = [
                 ("clientID", &tenant.client_id),
                 ("issuerURL", &tenant.issuer_url),
@@ -184,9 +202,7 @@ impl ChainConfig {
             .into_iter()
             .find(|(_, v)| v.as_deref().is_none_or(str::is_empty));
             if let Some((key, _)) = missing {
-                return Err(format!(
-                    "defaultSharedIASTenant.{key} is missing: every runtime cluster would get an OIDC provider without it"
-                ));
+                return Err(format!("{name}.{key} is missing: {why}"));
             }
         }
         Ok(())
@@ -270,6 +286,13 @@ mod tests {
             .to_string();
         assert!(
             err.contains("defaultSharedIASTenant.clientID is missing"),
+            "{err}"
+        );
+        let err = load("defaultOperatorOidc: {clientID: c}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("defaultOperatorOidc.issuerURL is missing"),
             "{err}"
         );
         let ok =

@@ -49,6 +49,8 @@ pub struct ChainTemplate {
     pub credentials_binding: bool,
     /// `defaultSharedIASTenant` of the configuration.
     pub default_oidc_tenant: Option<tessera_sdk::models::OidcConfig>,
+    /// `defaultOperatorOidc` of the configuration.
+    pub default_operator_oidc: Option<tessera_sdk::models::OidcConfig>,
     defaults: Limits,
 }
 
@@ -136,6 +138,7 @@ impl ChainTemplate {
             project: config.project().to_string(),
             credentials_binding: config.enable_credential_binding,
             default_oidc_tenant: config.default_shared_ias_tenant.clone(),
+            default_operator_oidc: config.default_operator_oidc.clone(),
             defaults,
         })
     }
@@ -153,6 +156,7 @@ impl ChainTemplate {
             project: DEFAULT_PROJECT.to_string(),
             credentials_binding: false,
             default_oidc_tenant: None,
+            default_operator_oidc: None,
             defaults: Limits::default(),
         }
     }
@@ -365,6 +369,7 @@ mod tests {
             project: DEFAULT_PROJECT.into(),
             credentials_binding: false,
             default_oidc_tenant: None,
+            default_operator_oidc: None,
             defaults: Limits::default(),
         }
     }

@@ -51,7 +51,7 @@ const OIDC_FIELD: &str = "spec.shoot.kubernetes.kubeAPIServer.oidcConfig";
 /// pkg/api/core/validation/shoot.go before commit 0025fc1765, which then removed the field).
 const CLASSIC_OIDC_UNTIL: &str = "1.32";
 
-const NO_AUTHENTICATOR: &str = "structured authentication: the Runtime sets no oidcConfig nor additionalOidcConfig, so the AuthenticationConfiguration has no JWT authenticator (defaultOidc applies to the classic oidcConfig only)";
+const NO_AUTHENTICATOR: &str = "structured authentication: the Runtime sets no oidcConfig nor additionalOidcConfig, so the AuthenticationConfiguration has no JWT authenticator unless the configuration's defaultOperatorOidc is set (defaultOidc applies to the classic oidcConfig only)";
 
 fn check(config: &OidcConfig, field: &str) -> Result<(), PluginError> {
     match &config.issuer_url {

@@ -29,12 +29,19 @@ pub(crate) fn config_map_name(desired: &Value) -> Option<String> {
 }
 
 /// The `AuthenticationConfiguration` of a Runtime: one JWT authenticator per OIDC setting
-/// it names (`oidcConfig`, then `additionalOidcConfig`), as KIM builds it. Prefix `-` is
-/// the classic "no prefix".
-pub(crate) fn authentication_configuration(spec: &RuntimeSpec) -> Value {
+/// it names (`oidcConfig` — or, when it sets none, the operator's `default`, KIM's
+/// `GetOIDCConfigOrDefault` — then `additionalOidcConfig`), as KIM builds it. Prefix `-`
+/// is the classic "no prefix".
+pub(crate) fn authentication_configuration(
+    spec: &RuntimeSpec,
+    default: Option<&OidcConfig>,
+) -> Value {
     let api = &spec.shoot.kubernetes.kube_api_server;
-    let configs =
-        std::iter::once(&api.oidc_config).chain(api.additional_oidc_config.iter().flatten());
+    let primary = match default {
+        Some(default) if api.oidc_config.is_unset() => default,
+        _ => &api.oidc_config,
+    };
+    let configs = std::iter::once(primary).chain(api.additional_oidc_config.iter().flatten());
     let jwt: Vec<Value> = configs.filter(|c| !c.is_unset()).map(jwt).collect();
     json!({
         "apiVersion": "apiserver.config.k8s.io/v1beta1",
@@ -121,8 +128,18 @@ pub(crate) async fn write(
         );
         return Ok(Some(m.fail(Reason::ShootNameTaken, message)));
     }
-    let text = serde_json::to_string_pretty(&authentication_configuration(&m.runtime.spec.inner))
-        .unwrap_or_default();
+    let default = m
+        .ctx
+        .renderer
+        .resolver
+        .template
+        .default_operator_oidc
+        .as_ref();
+    let text = serde_json::to_string_pretty(&authentication_configuration(
+        &m.runtime.spec.inner,
+        default,
+    ))
+    .unwrap_or_default();
     let doc = json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -202,7 +219,7 @@ mod tests {
             },
         }))
         .unwrap();
-        let config = authentication_configuration(&spec);
+        let config = authentication_configuration(&spec, None);
         assert_eq!(config["kind"], "AuthenticationConfiguration");
         let jwt = config["jwt"].as_array().unwrap();
         assert_eq!(jwt.len(), 2);
@@ -225,7 +242,17 @@ mod tests {
         );
         assert!(jwt[1].get("claimValidationRules").is_none());
         spec.shoot.kubernetes.kube_api_server = Default::default();
-        assert_eq!(authentication_configuration(&spec)["jwt"], json!([]));
+        assert_eq!(authentication_configuration(&spec, None)["jwt"], json!([]));
+        // KIM `structuredauth/oidcconfig.go` `GetOIDCConfigOrDefault` (no test there): no
+        // oidcConfig → the operator's default.
+        let default: OidcConfig = serde_json::from_value(json!({"clientID": "op",
+            "issuerURL": "https://operator.example.com", "usernameClaim": "email"}))
+        .unwrap();
+        let jwt = &authentication_configuration(&spec, Some(&default))["jwt"];
+        assert_eq!(
+            jwt[0]["issuer"],
+            json!({"url": "https://operator.example.com", "audiences": ["op"]})
+        );
         let shoot = json!({"spec": {"kubernetes": {"kubeAPIServer": {
             "structuredAuthentication": {"configMapName": "structured-auth-config-c1"}}}}});
         assert_eq!(
