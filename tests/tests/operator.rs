@@ -1222,6 +1222,9 @@ async fn no_seed_in_region(s: &Scenario<'_>, host: &Host) -> Result {
     let mut doc = s.manifest("rt-no-seed", "no-seed");
     doc["spec"]["shoot"]["region"] = "eu-west-2".into();
     doc["spec"]["shoot"]["enforceSeedLocation"] = true.into();
+    let provider = &mut doc["spec"]["shoot"]["provider"];
+    provider["workers"][0]["zones"] = json!(["eu-west-2a", "eu-west-2b", "eu-west-2c"]);
+    provider["additionalWorkers"][0]["zones"] = json!(["eu-west-2a"]);
     s.create(&doc).await?;
     let rt = s
         .wait_state("rt-no-seed", RuntimeState::Failed, host)

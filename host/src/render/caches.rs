@@ -16,6 +16,10 @@ pub fn resolve(runtime: &mut Value, names: &BTreeMap<String, String>) -> Vec<Str
     caches.retain_mut(|cache| {
         let secret = &cache["config"]["secretReferenceName"];
         if secret.as_str().is_none_or(str::is_empty) {
+            // KIM: an empty name is no credentials.
+            if let Some(config) = cache["config"].as_object_mut() {
+                config.remove("secretReferenceName");
+            }
             return true;
         }
         match cache["uid"].as_str().and_then(|uid| names.get(uid)) {
@@ -52,6 +56,7 @@ pub fn in_use(runtime: &Value, shoot: &Value) -> BTreeMap<String, String> {
                 .flatten()
         })
         .filter_map(|c| Some((c["upstream"].as_str()?, c["secretReferenceName"].as_str()?)))
+        .filter(|(_, name)| name.starts_with("reg-cache-"))
         .collect();
     runtime["spec"]["imageRegistryCache"]
         .as_array()
@@ -74,6 +79,7 @@ mod tests {
             {"uid": "u1", "config": {"upstream": "docker.io", "secretReferenceName": "creds"}},
             {"uid": "u2", "config": {"upstream": "quay.io", "secretReferenceName": "other"}},
             {"uid": "u3", "config": {"upstream": "ghcr.io"}},
+            {"uid": "u4", "config": {"upstream": "gcr.io", "secretReferenceName": ""}},
         ]}});
         let names = BTreeMap::from([("u1".to_string(), "reg-cache-1".to_string())]);
         assert_eq!(resolve(&mut runtime, &names), vec!["quay.io".to_string()]);
@@ -82,6 +88,7 @@ mod tests {
             json!([
                 {"uid": "u1", "config": {"upstream": "docker.io", "secretReferenceName": "reg-cache-1"}},
                 {"uid": "u3", "config": {"upstream": "ghcr.io"}},
+                {"uid": "u4", "config": {"upstream": "gcr.io"}},
             ])
         );
     }

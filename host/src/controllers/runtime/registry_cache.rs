@@ -41,6 +41,8 @@ type Data = BTreeMap<String, ByteString>;
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Copy {
     pub(crate) name: String,
+    /// The Secret's uid (the precondition of its deletion).
+    pub(crate) uid: Option<String>,
     /// The cache uid it holds credentials for.
     pub(crate) cache: Option<String>,
     pub(crate) dirty: bool,
@@ -63,7 +65,8 @@ pub(crate) enum Act {
     /// A new copy (the API server names it: `generateName` `reg-cache-`).
     Create(Wanted),
     MarkDirty(String),
-    Delete(String),
+    /// A copy's name and uid.
+    Delete(String, Option<String>),
 }
 
 /// The acts, and the existing copy each cache uid uses (a created copy adds its own).
@@ -73,9 +76,10 @@ pub(crate) struct Plan {
     pub(crate) names: BTreeMap<String, String>,
 }
 
-/// Decide: each wanted cache uses its clean copy when the data agree (or are unknown),
-/// else a new copy; a copy that lost its place is marked dirty while the live Shoot still
-/// refers to it (`referenced`), deleted otherwise.
+/// Decide: each wanted cache (uids are unique, `wanted` checks) uses a clean copy holding
+/// its data (any clean one, the Shoot's first, when the data are unknown), else a new copy;
+/// a copy that lost its place is marked dirty while the live Shoot still refers to it
+/// (`referenced`), deleted otherwise.
 pub(crate) fn decide(wanted: &[Wanted], copies: &[Copy], referenced: &BTreeSet<String>) -> Plan {
     let mut plan = Plan::default();
     for cache in wanted {
@@ -84,8 +88,11 @@ pub(crate) fn decide(wanted: &[Wanted], copies: &[Copy], referenced: &BTreeSet<S
             .filter(|c| c.cache.as_deref() == Some(&cache.uid) && !c.dirty)
             .collect();
         clean.sort_by_key(|c| (!referenced.contains(&c.name), c.name.clone()));
-        match (clean.first(), &cache.data) {
-            (Some(c), Some(data)) if &c.data != data => plan.acts.push(Act::Create(cache.clone())),
+        let usable = match &cache.data {
+            Some(data) => clean.iter().find(|c| &c.data == data),
+            None => clean.first(),
+        };
+        match (usable, &cache.data) {
             (Some(c), _) => {
                 plan.names.insert(cache.uid.clone(), c.name.clone());
             }
@@ -96,7 +103,9 @@ pub(crate) fn decide(wanted: &[Wanted], copies: &[Copy], referenced: &BTreeSet<S
     let used: BTreeSet<&String> = plan.names.values().collect();
     for copy in copies.iter().filter(|c| !used.contains(&c.name)) {
         match (referenced.contains(&copy.name), copy.dirty) {
-            (false, _) => plan.acts.push(Act::Delete(copy.name.clone())),
+            (false, _) => plan
+                .acts
+                .push(Act::Delete(copy.name.clone(), copy.uid.clone())),
             (true, false) => plan.acts.push(Act::MarkDirty(copy.name.clone())),
             (true, true) => {}
         }
@@ -169,36 +178,68 @@ pub(crate) async fn sync(m: &mut Machine) -> Result<Synced, ReconcileError> {
         .map(|s| serde_json::to_value(s).unwrap_or_default());
     let live = shoot.as_ref().map(referenced).unwrap_or_default();
     let any = with_secrets(&caches).next().is_some();
-    if !m.ctx.config.registry_cache_credentials || (!any && live.is_empty()) {
-        m.status
-            .conditions
-            .retain(|c| !c.is(ConditionType::RegistryCacheConfigured));
-        if any {
-            let message = "a registry cache names credentials but the host does not copy them (--registry-cache-credentials, chart registryCache.credentials): the cache is left out of the Shoot";
-            m.condition(
-                ConditionType::RegistryCacheConfigured,
-                ConditionStatus::False,
-                Reason::RegistryCacheGardenClusterConfigurationFailed,
-                message,
-            );
-        }
+    if !m.ctx.config.registry_cache_credentials {
+        credentials_off(m, any);
+        return Ok(Synced::default());
+    }
+    // Nothing asks for copies and none are left to clean up: not a single request.
+    if !any && live.is_empty() && !has_condition(m) {
         return Ok(Synced::default());
     }
     let api = project_secrets(m);
     let copies = copies(m, &api).await?;
     let (wanted, missing) = wanted(m, &caches).await;
     let mut plan = decide(&wanted, &copies, &live);
+    let mut deleted = 0;
     for act in &plan.acts {
+        deleted += usize::from(matches!(act, Act::Delete(..)));
         if let Some((uid, name)) = perform(m, &api, act).await? {
             plan.names.insert(uid, name);
         }
     }
     let waiting = with_secrets(&caches).count() > plan.names.len() + missing.len();
-    report(m, &plan, &missing, waiting);
-    let named = shoot.as_ref().map(named_by_extension).unwrap_or_default();
+    report(m, &plan, &missing, waiting, copies.len() - deleted);
+    // Only this Runtime's copies count: the operator's caches may name other Secrets.
+    let ours: BTreeSet<String> = copies
+        .iter()
+        .map(|c| c.name.clone())
+        .chain(plan.names.values().cloned())
+        .collect();
+    let named: BTreeSet<String> = shoot
+        .as_ref()
+        .map(named_by_extension)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| ours.contains(n))
+        .collect();
     let stale = plan.names.values().cloned().collect::<BTreeSet<_>>() != named;
     m.cache_secrets = plan.names;
     Ok(Synced { stale, waiting })
+}
+
+fn has_condition(m: &Machine) -> bool {
+    m.status
+        .conditions
+        .iter()
+        .any(|c| c.is(ConditionType::RegistryCacheConfigured))
+}
+
+/// `--registry-cache-credentials` is off: say so while a cache names credentials (the
+/// condition keeps its transition time), else nothing.
+fn credentials_off(m: &mut Machine, any: bool) {
+    if !any {
+        m.status
+            .conditions
+            .retain(|c| !c.is(ConditionType::RegistryCacheConfigured));
+        return;
+    }
+    let message = "a registry cache names credentials but the host does not copy them (--registry-cache-credentials, chart registryCache.credentials): the cache is left out of the Shoot";
+    m.condition(
+        ConditionType::RegistryCacheConfigured,
+        ConditionStatus::False,
+        Reason::RegistryCacheGardenClusterConfigurationFailed,
+        message,
+    );
 }
 
 fn project_secrets(m: &Machine) -> Api<Secret> {
@@ -226,6 +267,7 @@ async fn copies(m: &Machine, api: &Api<Secret>) -> Result<Vec<Copy>, ReconcileEr
         })
         .map(|s| Copy {
             name: s.name_any(),
+            uid: s.uid(),
             cache: s.labels().get(CACHE_ID).cloned(),
             dirty: s.labels().get(DIRTY).map(String::as_str) == Some("true"),
             data: s.data.clone().unwrap_or_default(),
@@ -234,7 +276,8 @@ async fn copies(m: &Machine, api: &Api<Secret>) -> Result<Vec<Copy>, ReconcileEr
 }
 
 /// The caches with credentials, with their Secrets' data when the runtime cluster answers;
-/// and, for each Secret that does not exist there, the field naming it.
+/// and, for each cache that cannot be served (its Secret missing or unreadable there, no or
+/// a repeated uid), why, naming the field.
 async fn wanted(m: &Machine, caches: &[ImageRegistryCache]) -> (Vec<Wanted>, Vec<String>) {
     let client = runtime_cluster::client(&m.ctx, &m.namespace(), &m.id())
         .await
@@ -247,6 +290,12 @@ async fn wanted(m: &Machine, caches: &[ImageRegistryCache]) -> (Vec<Wanted>, Vec
             missing.push(format!("{field} names a Secret but no uid and namespace"));
             continue;
         };
+        if !is_label_value(uid) || wanted.iter().any(|w: &Wanted| &w.uid == uid) {
+            missing.push(format!(
+                "{field}.uid {uid:?} is not a unique label value (each cache's copy is found by it)"
+            ));
+            continue;
+        }
         let data = match &client {
             Some(client) => {
                 let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
@@ -259,7 +308,10 @@ async fn wanted(m: &Machine, caches: &[ImageRegistryCache]) -> (Vec<Wanted>, Vec
                         None
                     }
                     Err(e) => {
-                        tracing::debug!(runtime = %m.id(), error = %e, "registry cache Secret not read");
+                        missing.push(format!(
+                            "{field}.config.secretReferenceName: reading Secret {namespace}/{secret} in the runtime cluster failed: {}",
+                            crate::report::kube_error(&e)
+                        ));
                         None
                     }
                 }
@@ -274,6 +326,18 @@ async fn wanted(m: &Machine, caches: &[ImageRegistryCache]) -> (Vec<Wanted>, Vec
         });
     }
     (wanted, missing)
+}
+
+/// Kubernetes' label value syntax: at most 63 characters, alphanumerics with `-`, `_`
+/// and `.` inside.
+fn is_label_value(v: &str) -> bool {
+    let ends = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    !v.is_empty()
+        && v.len() <= 63
+        && ends(v.chars().next())
+        && ends(v.chars().last())
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
 }
 
 /// Carry out `act`; a created copy's (cache uid, name).
@@ -303,15 +367,35 @@ async fn perform(
                 Err(e) => return Err(e.into()),
             }
         }
-        Act::Delete(name) => match api.delete(name, &DeleteParams::default()).await {
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Ok(_) => {
-                tracing::info!(runtime = %m.id(), secret = %name, "registry cache credentials deleted from the project");
-            }
-            Err(e) => return Err(e.into()),
-        },
+        Act::Delete(name, uid) => {
+            let params = DeleteParams {
+                preconditions: Some(kube::api::Preconditions {
+                    uid: uid.clone(),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            delete(m, api, name, &params).await?;
+        }
     }
     Ok(None)
+}
+
+/// Delete copy `name`; gone already or replaced (404, 409) is fine.
+async fn delete(
+    m: &Machine,
+    api: &Api<Secret>,
+    name: &str,
+    params: &DeleteParams,
+) -> Result<(), ReconcileError> {
+    match api.delete(name, params).await {
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Ok(_) => {
+            tracing::info!(runtime = %m.id(), secret = %name, "registry cache credentials deleted from the project");
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// A copy as KIM's `newGardenSecret` makes it, plus Tessera's labels.
@@ -340,9 +424,10 @@ fn copy_of(m: &Machine, cache: &Wanted) -> Secret {
 }
 
 /// `RegistryCacheConfigured` (KIM's condition): True once every cache with credentials
-/// has its copy; False naming the field of a Secret that is missing, or waiting for the
-/// runtime cluster.
-fn report(m: &mut Machine, plan: &Plan, missing: &[String], waiting: bool) {
+/// has its copy (or, with none left, while `left` copies wait to be deleted — the
+/// condition is what brings the cleanup back); False naming the field of a Secret that is
+/// missing, or waiting for the runtime cluster; gone once nothing is left.
+fn report(m: &mut Machine, plan: &Plan, missing: &[String], waiting: bool, left: usize) {
     let (status, reason, message) = if !missing.is_empty() {
         (
             ConditionStatus::False,
@@ -355,13 +440,19 @@ fn report(m: &mut Machine, plan: &Plan, missing: &[String], waiting: bool) {
             Reason::RegistryCacheGardenClusterConfigurationFailed,
             "waiting for the runtime cluster to copy the registry cache credentials".to_string(),
         )
+    } else if plan.names.is_empty() && left == 0 {
+        m.status
+            .conditions
+            .retain(|c| !c.is(ConditionType::RegistryCacheConfigured));
+        return;
     } else {
         (
             ConditionStatus::True,
             Reason::RegistryCacheConfigured,
             format!(
-                "{} registry cache credential(s) in the project",
-                plan.names.len()
+                "{} registry cache credential(s) in the project, {} cop(ies) kept",
+                plan.names.len(),
+                left
             ),
         )
     };
@@ -373,22 +464,9 @@ fn report(m: &mut Machine, plan: &Plan, missing: &[String], waiting: bool) {
     );
 }
 
-/// Delete every copy of this Runtime (it is gone). Only looked for when the host copies
-/// credentials and the Runtime had a cache with them.
+/// Delete every copy of this Runtime (it is gone), when the host copies credentials.
 pub(crate) async fn remove_all(m: &Machine) -> Result<(), ReconcileError> {
-    let caches = m
-        .runtime
-        .spec
-        .inner
-        .image_registry_cache
-        .as_deref()
-        .unwrap_or_default();
-    let had = m
-        .status
-        .conditions
-        .iter()
-        .any(|c| c.is(ConditionType::RegistryCacheConfigured));
-    if !m.ctx.config.registry_cache_credentials || (with_secrets(caches).next().is_none() && !had) {
+    if !m.ctx.config.registry_cache_credentials {
         return Ok(());
     }
     let api = project_secrets(m);
@@ -398,7 +476,7 @@ pub(crate) async fn remove_all(m: &Machine) -> Result<(), ReconcileError> {
         Err(e) => return Err(e),
     };
     for copy in copies {
-        perform(m, &api, &Act::Delete(copy.name)).await?;
+        perform(m, &api, &Act::Delete(copy.name, copy.uid)).await?;
     }
     Ok(())
 }
@@ -423,6 +501,7 @@ mod tests {
     fn copy(name: &str, uid: &str, dirty: bool, v: &str) -> Copy {
         Copy {
             name: name.into(),
+            uid: None,
             cache: Some(uid.into()),
             dirty,
             data: data(v),
@@ -463,13 +542,40 @@ mod tests {
             copy("reg-cache-2", "u1", false, "b"),
         ];
         let plan = decide(&[wanted("u1", Some("b"))], &copies, &set(&["reg-cache-2"]));
-        assert_eq!(plan.acts, vec![Act::Delete("reg-cache-1".into())]);
+        assert_eq!(plan.acts, vec![Act::Delete("reg-cache-1".into(), None)]);
         let plan = decide(&[wanted("u1", Some("b"))], &copies, &set(&["reg-cache-1"]));
         assert!(plan.acts.is_empty(), "a dirty copy still referenced stays");
     }
 
     /// KIM `TestFnCleanupRegistryCacheGardenSecrets`: a copy of a cache that went is
     /// orphaned; an unreachable runtime cluster keeps the copy there.
+    /// Of two clean copies the one holding the cache's data is used (a crash between a
+    /// create and the dirty mark leaves two), the other goes; the last cache gone, its copy
+    /// is marked dirty while the Shoot names it, deleted after.
+    #[test]
+    fn the_copy_with_the_data_wins_and_copies_of_a_gone_cache_go() {
+        let copies = [
+            copy("reg-cache-1", "u1", false, "a"),
+            copy("reg-cache-2", "u1", false, "b"),
+        ];
+        let plan = decide(&[wanted("u1", Some("b"))], &copies, &set(&["reg-cache-1"]));
+        assert_eq!(plan.names["u1"], "reg-cache-2");
+        assert_eq!(plan.acts, vec![Act::MarkDirty("reg-cache-1".into())]);
+        let plan = decide(&[], &copies[..1], &set(&["reg-cache-1"]));
+        assert_eq!(plan.acts, vec![Act::MarkDirty("reg-cache-1".into())]);
+        let plan = decide(&[], &copies[..1], &set(&[]));
+        assert_eq!(plan.acts, vec![Act::Delete("reg-cache-1".into(), None)]);
+    }
+
+    #[test]
+    fn cache_uids_must_be_label_values() {
+        assert!(is_label_value("0f6c1d2e-3b4a-4c5d-8e9f-a0b1c2d3e4f5"));
+        assert!(!is_label_value(""));
+        assert!(!is_label_value("-a"));
+        assert!(!is_label_value("a/b"));
+        assert!(!is_label_value(&"a".repeat(64)));
+    }
+
     #[test]
     fn orphans_go_and_unknown_data_keep_the_copy() {
         let copies = [
@@ -477,7 +583,7 @@ mod tests {
             copy("reg-cache-9", "gone", false, "z"),
         ];
         let plan = decide(&[wanted("u1", None)], &copies, &set(&["reg-cache-1"]));
-        assert_eq!(plan.acts, vec![Act::Delete("reg-cache-9".into())]);
+        assert_eq!(plan.acts, vec![Act::Delete("reg-cache-9".into(), None)]);
         assert_eq!(plan.names["u1"], "reg-cache-1");
         let plan = decide(&[wanted("u2", None)], &[], &set(&[]));
         assert_eq!(plan, Plan::default());

@@ -68,36 +68,9 @@ pub(crate) fn details(
     seed_region: Option<String>,
 ) -> Value {
     let label = |key: &str| labels.get(key).cloned().unwrap_or_default();
-    let provider = &spec.shoot.provider;
-    let mut pools = Map::new();
-    pools.insert(
-        "kyma".into(),
-        provider
-            .workers
-            .first()
-            .map(pool)
-            .unwrap_or_else(|| pool(&Worker::default())),
-    );
-    let custom: Vec<Value> = provider
-        .additional_workers
-        .iter()
-        .flatten()
-        .map(pool)
-        .collect();
-    if !custom.is_empty() {
-        pools.insert("custom".into(), Value::Array(custom));
-    }
-    let mut network = Map::new();
-    network.insert("dualStackIPEnabled".into(), json!(dual_stack(shoot)));
-    let acl = spec.shoot.kubernetes.kube_api_server.acl.as_ref();
-    if let Some(acl) = acl.filter(|a| {
-        !a.allowed_cidrs.is_empty() && matches!(provider.type_.as_str(), "aws" | "azure")
-    }) {
-        network.insert("kubeAPIServer".into(), json!({ "acl": acl.allowed_cidrs }));
-    }
     let mut out = Map::new();
-    out.insert("workerPools".into(), Value::Object(pools));
-    out.insert("networkDetails".into(), Value::Object(network));
+    out.insert("workerPools".into(), worker_pools(spec));
+    out.insert("networkDetails".into(), network_details(spec, shoot));
     let strings = [
         (
             "globalAccountID",
@@ -130,6 +103,44 @@ pub(crate) fn details(
         out.insert("infrastructureConfig".into(), infrastructure.clone());
     }
     sorted(Value::Object(out))
+}
+
+/// KIM `WorkerPools`: the main pool as `kyma`, the additional ones as `custom`.
+fn worker_pools(spec: &RuntimeSpec) -> Value {
+    let provider = &spec.shoot.provider;
+    let mut pools = Map::new();
+    pools.insert(
+        "kyma".into(),
+        provider
+            .workers
+            .first()
+            .map(pool)
+            .unwrap_or_else(|| pool(&Worker::default())),
+    );
+    let custom: Vec<Value> = provider
+        .additional_workers
+        .iter()
+        .flatten()
+        .map(pool)
+        .collect();
+    if !custom.is_empty() {
+        pools.insert("custom".into(), Value::Array(custom));
+    }
+    Value::Object(pools)
+}
+
+/// KIM `NetworkDetails`: dual-stack, and the Runtime's ACL on aws and azure (`AppliedACL`).
+fn network_details(spec: &RuntimeSpec, shoot: &Value) -> Value {
+    let mut network = Map::new();
+    network.insert("dualStackIPEnabled".into(), json!(dual_stack(shoot)));
+    let provider = spec.shoot.provider.type_.as_str();
+    let acl = spec.shoot.kubernetes.kube_api_server.acl.as_ref();
+    if let Some(acl) =
+        acl.filter(|a| !a.allowed_cidrs.is_empty() && matches!(provider, "aws" | "azure"))
+    {
+        network.insert("kubeAPIServer".into(), json!({ "acl": acl.allowed_cidrs }));
+    }
+    Value::Object(network)
 }
 
 /// One pool as KIM lists it: `haZones` when it spans an odd number of zones, at least 3.
