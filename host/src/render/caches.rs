@@ -41,10 +41,10 @@ pub fn resolve(runtime: &mut Value, names: &BTreeMap<String, String>) -> Vec<Str
     left_out
 }
 
-/// The copies a live Shoot uses, by the uid of the Runtime cache with the same upstream
-/// (what an offline render of a live Runtime can know without the project's Secrets).
-pub fn in_use(runtime: &Value, shoot: &Value) -> BTreeMap<String, String> {
-    let live: BTreeMap<&str, &str> = shoot["spec"]["extensions"]
+/// The (upstream, copy) pairs of the registry-cache extension of `shoot`: caches naming a
+/// `reg-cache-…` Secret.
+pub fn live_copies(shoot: &Value) -> impl Iterator<Item = (&str, &str)> {
+    shoot["spec"]["extensions"]
         .as_array()
         .into_iter()
         .flatten()
@@ -57,7 +57,12 @@ pub fn in_use(runtime: &Value, shoot: &Value) -> BTreeMap<String, String> {
         })
         .filter_map(|c| Some((c["upstream"].as_str()?, c["secretReferenceName"].as_str()?)))
         .filter(|(_, name)| name.starts_with("reg-cache-"))
-        .collect();
+}
+
+/// The copies a live Shoot uses, by the uid of the Runtime cache with the same upstream
+/// (what an offline render of a live Runtime can know without the project's Secrets).
+pub fn in_use(runtime: &Value, shoot: &Value) -> BTreeMap<String, String> {
+    let live: BTreeMap<&str, &str> = live_copies(shoot).collect();
     runtime["spec"]["imageRegistryCache"]
         .as_array()
         .into_iter()

@@ -137,19 +137,8 @@ pub(crate) fn referenced(shoot: &Value) -> BTreeSet<String> {
 
 /// The copies the registry-cache extension of `shoot` names.
 fn named_by_extension(shoot: &Value) -> BTreeSet<String> {
-    shoot["spec"]["extensions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|e| e["type"] == "registry-cache")
-        .flat_map(|e| {
-            e["providerConfig"]["caches"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
-        .filter_map(|c| c["secretReferenceName"].as_str().map(String::from))
-        .filter(|n| n.starts_with(PREFIX))
+    crate::render::caches::live_copies(shoot)
+        .map(|(_, name)| name.to_string())
         .collect()
 }
 

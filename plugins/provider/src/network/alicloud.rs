@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 use tessera_sdk::PluginError;
 
-use super::{Layout, block, check_prefix, inside};
+use super::{Layout, block, check_prefix, distinct, inside};
 
 const API_VERSION: &str = "alicloud.provider.extensions.gardener.cloud/v1alpha1";
 const MAX_ZONES: usize = 8;
@@ -25,13 +25,8 @@ pub fn configs(layout: &Layout) -> Result<(Value, Value), PluginError> {
     let prefix = nodes.prefix + 3;
     let step = 1u64 << (32 - prefix);
     let mut zones = Vec::new();
+    distinct(layout.zones, layout.zones_field)?;
     for (i, zone) in layout.zones.iter().enumerate() {
-        if layout.zones[..i].contains(zone) {
-            return Err(PluginError::invalid_input(
-                layout.zones_field,
-                format!("zone {zone} is listed twice"),
-            ));
-        }
         let subnet = block(nodes.addr as u64 + i as u64 * step, prefix);
         let workers = inside(nodes, subnet, zone, layout.zones_field)?;
         zones.push(json!({ "name": zone, "workers": workers }));

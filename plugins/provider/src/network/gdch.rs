@@ -6,7 +6,7 @@
 use serde_json::{Map, Value, json};
 use tessera_sdk::PluginError;
 
-use super::{Layout, block};
+use super::{Layout, block, distinct};
 
 const API_VERSION: &str = "gdch.provider.extensions.gardener.gdc.goog/v1alpha1";
 
@@ -33,13 +33,8 @@ pub fn configs(layout: &Layout) -> Result<(Value, Value), PluginError> {
     }
     let step = 1u64 << (32 - prefix);
     let mut zones = Vec::new();
+    distinct(layout.zones, layout.zones_field)?;
     for (i, zone) in layout.zones.iter().enumerate() {
-        if layout.zones[..i].contains(zone) {
-            return Err(PluginError::invalid_input(
-                layout.zones_field,
-                format!("zone {zone} is listed twice"),
-            ));
-        }
         let cidr = block(nodes.addr as u64 + i as u64 * step, prefix);
         zones.push(json!({ "name": zone, "CIDR": cidr.to_string() }));
     }

@@ -101,6 +101,21 @@ fn generated(layout: &Layout) -> Result<(Value, Value), PluginError> {
     }
 }
 
+/// Error when a zone is listed twice.
+fn distinct(zones: &[String], field: &str) -> Result<(), PluginError> {
+    match zones
+        .iter()
+        .enumerate()
+        .find(|(i, z)| zones[..*i].contains(z))
+    {
+        Some((_, zone)) => Err(PluginError::invalid_input(
+            field,
+            format!("zone {zone} is listed twice"),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Node ranges for AWS, Azure and Alibaba Cloud must be /16 to /24 so that every zone's
 /// subnets fit.
 fn check_prefix(nodes: Cidr, provider: &str) -> Result<(), PluginError> {
