@@ -3,7 +3,7 @@
 # image built locally (no registry reachable, no container engine). Prints the directory
 # holding `pause.tar`, an OCI image layout of `tessera.test/pause:1` loadable with
 # `ctr images import`. kubelet, kube-controller-manager and kube-scheduler come from
-# tests/kube/ensure-apiserver.sh (same source, same cache).
+# `tests/kube/ensure-apiserver.sh --node` (same source, same cache).
 set -euo pipefail
 cache="${TESSERA_NODE_CACHE:-$HOME/.cache/tessera/node}"
 if [ -s "$cache/pause.tar" ] && command -v containerd >/dev/null && command -v runc >/dev/null \

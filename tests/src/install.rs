@@ -1,6 +1,6 @@
 //! The chart installed onto a cluster with a real node, for the chart's end-to-end test
-//! (`tests/tests/install.rs`) and `./x demo --in-pod`: the image `./x image` builds loaded
-//! on the node, the Gardener kubeconfig Secret, a module plugin in a registry the pods
+//! (`tests/tests/install.rs`) and `./x demo --in-pod`: the test images of the test build's
+//! host loaded on the node (docs/image.md#test-images), the Gardener kubeconfig Secret, a module plugin in a registry the pods
 //! reach, then `helm install`.
 //!
 //! The pods reach the API servers, the simulator and the registry at the node bridge's
@@ -31,11 +31,18 @@ pub fn helm_bin() -> PathBuf {
         })
 }
 
-/// The image tar `./x image` writes (`./x test` builds it and exports its path).
+/// The test image's tar (`./x test` and `./x demo --in-pod` build it from the test build's
+/// host and export its path).
 pub fn image_tar() -> PathBuf {
     std::env::var_os("TESSERA_IMAGE_TAR")
         .map(PathBuf::from)
         .expect("TESSERA_IMAGE_TAR: run through ./x test, which builds the image")
+}
+
+/// The image of a second build of the same source whose `--version` says `<version>-next`
+/// (the upgrade's target); tagged `next`. Without it (`./x demo --in-pod`) only `dev`.
+pub fn next_image_tar() -> Option<PathBuf> {
+    std::env::var_os("TESSERA_NEXT_IMAGE_TAR").map(PathBuf::from)
 }
 
 pub fn json_of(cluster: &Cluster, args: &[&str]) -> Result<Value> {
@@ -202,8 +209,9 @@ fn write_values(dir: &Path, values: &Value) -> String {
 /// Both images on the node, the prerequisites, then `helm install --wait`.
 pub fn install(cp: &ControlPlane, registry: &TestRegistry, dir: &Path) -> Result {
     let node = cp.node.as_ref().expect("a node");
-    for tag in ["dev", "next"] {
-        node.import(&image_tar(), &format!("{IMAGE}:{tag}"))?;
+    node.import(&image_tar(), &format!("{IMAGE}:dev"))?;
+    if let Some(next) = next_image_tar() {
+        node.import(&next, &format!("{IMAGE}:next"))?;
     }
     gardener_secret(cp)?;
     module_plugins(cp, registry)?;

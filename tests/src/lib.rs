@@ -15,6 +15,7 @@ pub mod rollout;
 pub mod runtimes;
 pub mod scaffold;
 pub mod scenarios;
+pub mod stop;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

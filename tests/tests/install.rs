@@ -1,8 +1,9 @@
-//! The chart installed for real: `helm install` of `charts/tessera` with the image `./x image`
-//! builds, onto a cluster with a real node (kubelet, controllers, containerd, runc), the host
+//! The chart installed for real: `helm install` of `charts/tessera` with the test image of
+//! the test build's host (`./x test` builds it, docs/image.md#test-images), onto a cluster with a real node (kubelet, controllers, containerd, runc), the host
 //! in two pods against the Gardener simulator. A Runtime becomes Ready with its kubeconfig
 //! Secret, a ModuleSet's Deployment really becomes available, the standby takes over when
-//! the leader's pod is deleted, `helm upgrade` to a new image loses and repeats nothing,
+//! the leader's pod is deleted, `helm upgrade` to a second build of the host (another
+//! image digest, its version `-next`) loses and repeats nothing,
 //! and `helm uninstall` leaves only what the chart documents (the CRDs).
 
 use std::path::PathBuf;
@@ -73,10 +74,64 @@ fn failover(cp: &ControlPlane) -> Result {
     .map_err(|e| format!("{e} (leader was {leader})\n{}", diagnose(cp)))
 }
 
+/// Each running host pod's (name, image digest as the kubelet reports it, version its
+/// `tessera run` logged at start), once every pod has said its version.
+fn running_builds(cp: &ControlPlane) -> Result<Vec<(String, String, String)>> {
+    let mut last = String::new();
+    wait_for("every host pod's image and version", || {
+        let pods = host_pods(cp).ok()?;
+        let mut builds = Vec::new();
+        for pod in pods
+            .iter()
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        {
+            let name = pod["metadata"]["name"].as_str()?.to_string();
+            let Some(digest) = pod["status"]["containerStatuses"][0]["imageID"].as_str() else {
+                last = format!("{name}: no imageID yet");
+                return None;
+            };
+            let digest = digest.rsplit('@').next()?.to_string();
+            match started_version(cp, &name) {
+                Ok(version) => builds.push((name, digest, version)),
+                Err(why) => {
+                    last = format!("{name}: {why}");
+                    return None;
+                }
+            }
+        }
+        last = format!("{} live pods", builds.len());
+        (builds.len() == 2).then_some(builds)
+    })
+    .map_err(|e| format!("{e} (last: {last})\n{}", diagnose(cp)))
+}
+
+/// The version in the pod's `tessera run starting` log line (the chart logs JSON).
+fn started_version(cp: &ControlPlane, pod: &str) -> Result<String> {
+    let logs = kubectl_ok(&cp.garden, &["-n", NS, "logs", pod])?;
+    logs.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|line| line["fields"]["message"] == "tessera run starting")
+        .and_then(|line| line["fields"]["version"].as_str().map(str::to_string))
+        .ok_or_else(|| {
+            let head: Vec<&str> = logs.lines().take(3).collect();
+            format!("no start line with a version in its log: {head:?}")
+        })
+}
+
 /// `helm upgrade` to the `next` image while a new Runtime is being created: both pods
 /// roll, the new Runtime becomes Ready, and nothing that was done is done again (the
 /// Shoot and the module's Deployment are the same objects).
 fn upgrade(cp: &ControlPlane, shoot_uid: &str, deployment_uid: &str) -> Result {
+    let before = running_builds(cp)?;
+    eprintln!("before the upgrade: {before:?}");
+    if before
+        .iter()
+        .any(|(_, _, version)| version.ends_with("-next"))
+    {
+        return Err(format!(
+            "the -next build runs before the upgrade: {before:?}"
+        ));
+    }
     new_runtime(cp, "rt-b")?;
     let chart = tessera_tests::workspace().join("charts/tessera");
     let chart = chart.display().to_string();
@@ -104,6 +159,20 @@ fn upgrade(cp: &ControlPlane, shoot_uid: &str, deployment_uid: &str) -> Result {
             .collect();
         (images.len() == 2 && images.iter().all(|i| *i == format!("{IMAGE}:next"))).then_some(())
     })?;
+    let after = running_builds(cp)?;
+    eprintln!("after the upgrade: {after:?}");
+    let next_digests: Vec<&String> = after.iter().map(|(_, digest, _)| digest).collect();
+    if after
+        .iter()
+        .any(|(_, _, version)| !version.ends_with("-next"))
+        || next_digests
+            .iter()
+            .any(|d| before.iter().any(|(_, old, _)| old == *d))
+    {
+        return Err(format!(
+            "the pods do not run the new build: before {before:?}, after {after:?}"
+        ));
+    }
     runtime_ready(cp, "rt-b")?;
     if runtime_ready(cp, "rt-a")? != shoot_uid {
         return Err("the upgrade made rt-a's Shoot anew".into());

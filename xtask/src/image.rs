@@ -8,6 +8,9 @@
 //! `--check-reproducible` packs a second time from copies of the inputs and compares.
 
 mod pack;
+mod test_image;
+
+pub(crate) use test_image::{TestImage, test_images};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -64,6 +67,9 @@ fn parse(args: &[&str]) -> Result<Options> {
 #[derive(Clone)]
 struct Inputs {
     binary: PathBuf,
+    /// Shared libraries a dynamically linked binary needs: (path in the image, file here).
+    /// None for the release image's static binary.
+    libraries: Vec<(String, PathBuf)>,
     plugins: Vec<PathBuf>,
     certs: Vec<PathBuf>,
     version: String,
@@ -89,26 +95,20 @@ pub fn image(args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// Build the image and write its layout and tar; the tar's path (`./x test` and
-/// `./x demo --in-pod` load it onto the test node). Packs a second time from copies of the inputs, so every `./x test` proves the image
-/// reproducible.
-pub fn build_tar() -> Result<PathBuf> {
-    let meta = crate::metadata()?;
-    let target_dir = crate::target_dir(&meta)?;
-    let (inputs, image, _) = make(&meta, &target_dir)?;
-    check_reproducible(&inputs, &image, &target_dir.join("image-check"))?;
-    Ok(target_dir.join("tessera-image.tar"))
-}
-
 /// Build the inputs, pack them, write `<target>/image/` and `<target>/tessera-image.tar`.
 fn make(meta: &serde_json::Value, target_dir: &Path) -> Result<(Inputs, Image, PathBuf)> {
     let inputs = build(meta, target_dir)?;
-    let image = assemble(&inputs)?;
     let layout = target_dir.join("image");
-    let tar = target_dir.join("tessera-image.tar");
-    write_layout(&image, &layout)?;
+    let image = write(&inputs, &layout, &target_dir.join("tessera-image.tar"))?;
+    Ok((inputs, image, layout))
+}
+
+/// Pack `inputs`; write the layout to `layout` and its tar to `tar`.
+fn write(inputs: &Inputs, layout: &Path, tar: &Path) -> Result<Image> {
+    let image = assemble(inputs)?;
+    write_layout(&image, layout)?;
     let tar_bytes = image.layout_tar()?;
-    std::fs::write(&tar, &tar_bytes).with_context(|| format!("write {}", tar.display()))?;
+    std::fs::write(tar, &tar_bytes).with_context(|| format!("write {}", tar.display()))?;
     eprintln!(
         "image {} {} {}: layer {} (uncompressed {}), {} plugins\n  layout {}\n  tar    {} ({})",
         inputs.version,
@@ -121,7 +121,7 @@ fn make(meta: &serde_json::Value, target_dir: &Path) -> Result<(Inputs, Image, P
         tar.display(),
         mib(tar_bytes.len()),
     );
-    Ok((inputs, image, layout))
+    Ok(image)
 }
 
 fn mib(bytes: usize) -> String {
@@ -149,6 +149,7 @@ fn build(meta: &serde_json::Value, target_dir: &Path) -> Result<Inputs> {
     check_binary(&binary, &version)?;
     Ok(Inputs {
         binary,
+        libraries: Vec::new(),
         plugins,
         certs: mozilla_certs(Path::new(MOZILLA_CERTS))?,
         version,
@@ -174,20 +175,26 @@ fn host_package(meta: &serde_json::Value) -> Result<&serde_json::Value> {
 fn check_binary(binary: &Path, version: &str) -> Result<()> {
     let bytes = std::fs::read(binary).with_context(|| format!("read {}", binary.display()))?;
     check_static(&bytes).with_context(|| binary.display().to_string())?;
+    let said = check_version(binary, version)?;
+    eprintln!("{}: static, {said}", binary.display());
+    Ok(())
+}
+
+/// The binary runs and says `version` in `--version`; returns what it said.
+fn check_version(binary: &Path, version: &str) -> Result<String> {
     let out = Command::new(binary)
         .arg("--version")
         .output()
         .with_context(|| format!("run {} --version", binary.display()))?;
-    let said = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() || !said.contains(version) {
+    let said = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || said.rsplit(' ').next() != Some(version) {
         bail!(
             "{} --version said {said:?} ({}), expected version {version}",
             binary.display(),
             out.status
         );
     }
-    eprintln!("{}: static, {}", binary.display(), said.trim());
-    Ok(())
+    Ok(said)
 }
 
 /// An x86-64 ELF file without a program interpreter (PT_INTERP), i.e. one the kernel runs
@@ -282,6 +289,9 @@ fn assemble(inputs: &Inputs) -> Result<Image> {
     let read =
         |path: &Path| std::fs::read(path).with_context(|| format!("read {}", path.display()));
     let mut entries = vec![Entry::file(BINARY_PATH, 0o755, read(&inputs.binary)?)];
+    for (path, file) in &inputs.libraries {
+        entries.push(Entry::file(path, 0o755, read(file)?));
+    }
     for plugin in &inputs.plugins {
         let name = plugin.file_name().context("plugin file name")?;
         let path = format!("{PLUGINS_PATH}/{}", name.to_string_lossy());
@@ -365,6 +375,9 @@ fn check_reproducible(inputs: &Inputs, first: &Image, scratch: &Path) -> Result<
     };
     let mut copied = inputs.clone();
     copied.binary = copy(&inputs.binary, &scratch.join("bin"))?;
+    for (i, (_, file)) in copied.libraries.iter_mut().enumerate() {
+        *file = copy(file, &scratch.join(format!("lib{i}")))?;
+    }
     // Copied in reverse, so a directory listing in creation order would differ.
     copied.plugins = (inputs.plugins.iter().rev())
         .map(|p| copy(p, &scratch.join("plugins")))

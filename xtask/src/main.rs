@@ -2,14 +2,18 @@
 //!
 //! - `build-plugins`: first-party plugins (and the test guests) → `<target>/plugins/*.wasm`
 //!   and `<target>/test-plugins/*.wasm`.
-//! - `demo`: build everything, start the local control plane (etcd, garden and runtime API servers, Gardener simulator),
-//!   run the host and follow the Runtime to Ready (`--kubeconfig FILE`: a real cluster).
+//! - `demo`: build what the chosen mode needs (the Kubernetes build in the background while
+//!   cargo builds), start the local control plane (etcd, garden and runtime API servers,
+//!   Gardener simulator), run the host and follow the Runtime to Ready (`--kubeconfig
+//!   FILE`: a real cluster). A stop signal to `./x demo` is passed on to the demo, which
+//!   stops everything it started.
 //! - `load --runtimes N [--rollout]`: the operator load benchmark on the local control
 //!   plane; `--rollout` takes one step from a registry Plugin with two channels and
 //!   measures a new digest released on one of them (`--host-arg=--render-cache-mib=0`:
 //!   the same without the render cache).
-//! - `test`: build the plugins and (once per machine) the test kube-apiserver, then run
-//!   every test of the workspace.
+//! - `test [--jobs N] [-- ARGS]`: build the plugins, (once per machine, in the background)
+//!   Kubernetes, and every test binary once, then run them side by side (`suites`) with
+//!   `ARGS` each; closes with every suite's duration and one line over all.
 //! - `lint`: `cargo fmt --check` and `cargo clippy -D warnings` (host and Wasm targets).
 //! - `bench`: build the plugins, then `cargo bench -p tessera`.
 //! - `bench-plugins`: registry figures (pull + verify + compile per plugin, host start-up
@@ -20,11 +24,16 @@
 //!   the first-party plugins) as an OCI layout and tar, built without a container engine.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitCode};
 
 use anyhow::{Context, Result, bail};
 
+mod background;
 mod image;
+mod signals;
+mod suites;
+
+use background::Background;
 
 /// First-party plugins: no WASI imports, linked into components by `wasm-component-ld`
 /// (`.cargo/config.toml`), so a fresh instance costs less.
@@ -33,10 +42,10 @@ const PLUGIN_TARGET: &str = "wasm32-unknown-unknown";
 const GUEST_TARGET: &str = "wasm32-wasip2";
 const PLUGIN_PROFILE: &str = "plugin";
 
-fn main() -> Result<()> {
+fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let rest = args.iter().skip(1).map(String::as_str).collect::<Vec<_>>();
-    match args.first().map(String::as_str) {
+    let result = match args.first().map(String::as_str) {
         Some("build-plugins") => build_plugins().map(|_| ()),
         Some("demo") => demo(&rest),
         Some("test") => test(&rest),
@@ -50,10 +59,22 @@ fn main() -> Result<()> {
             eprintln!(
                 "usage: cargo xtask <build-plugins|demo|test|lint|bench|bench-plugins|bench-modules|load|image> [args]"
             );
+            eprintln!("  test [--jobs N] [-- ARGS for every test binary]");
             eprintln!(
                 "  load --runtimes N [--rollout [--rollout-step STEP]] [--host-arg=--render-cache-mib=0]"
             );
-            std::process::exit(2);
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        // A child stopped by a signal has said what it stopped: end as it did, quietly.
+        Err(err) if err.downcast_ref::<signals::Stopped>().is_some() => {
+            ExitCode::from(err.downcast_ref::<signals::Stopped>().map_or(130, |s| s.0))
+        }
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
         }
     }
 }
@@ -212,8 +233,10 @@ fn with_plugin_env(cmd: &mut Command, built: &Built) {
     cmd.env("TESSERA_TEST_PLUGIN_DIR", &built.test_plugin_dir);
 }
 
-/// Release builds of the host and the control-plane tools, and the kube-apiserver.
+/// Release builds of the host and the control-plane tools, and the kube-apiserver (for
+/// the benchmarks: their figures are of release builds).
 fn release_tools() -> Result<(Built, PathBuf)> {
+    let kube = Background::kube(false)?;
     let built = build_plugins()?;
     run({
         let mut cmd = cargo();
@@ -228,25 +251,46 @@ fn release_tools() -> Result<(Built, PathBuf)> {
         ]);
         cmd
     })?;
-    let apiserver = ensure_apiserver()?;
-    Ok((built, apiserver))
+    Ok((built, kube.wait()?))
 }
 
 fn tool(built: &Built, apiserver: &Path, name: &str) -> Command {
-    let mut cmd = Command::new(built.target_dir.join("release").join(name));
+    tool_of(built, apiserver, "release", name)
+}
+
+/// `<target>/<profile>/<name>`, with the plugins, the API server and the host it runs.
+fn tool_of(built: &Built, apiserver: &Path, profile: &str, name: &str) -> Command {
+    let bin = built.target_dir.join(profile);
+    let mut cmd = Command::new(bin.join(name));
     cmd.current_dir(root());
     with_plugin_env(&mut cmd, built);
     cmd.env("TESSERA_KUBE_APISERVER", apiserver);
-    cmd.env(
-        "TESSERA_BIN",
-        built.target_dir.join("release").join("tessera"),
-    );
+    cmd.env("TESSERA_BIN", bin.join("tessera"));
     cmd
 }
 
+/// The demo, built in the test profile (what `./x test` builds too, in a third of a release
+/// build's time): the host, the demo and the simulator, while Kubernetes builds beside them
+/// (the API server; with `--in-pod` also the node's commands, and the image).
 fn demo(args: &[&str]) -> Result<()> {
-    let (built, apiserver) = release_tools()?;
-    let mut render = Command::new(built.target_dir.join("release").join("tessera"));
+    let in_pod = args.contains(&"--in-pod");
+    let local = !args.iter().any(|a| a.starts_with("--kubeconfig"));
+    // apt first: the Kubernetes build below installs its own packages with it.
+    let node = if in_pod { node_tools()? } else { Vec::new() };
+    let kube = if local {
+        Some(Background::kube(in_pod)?)
+    } else {
+        None
+    };
+    let built = build_plugins()?;
+    run({
+        let mut cmd = cargo();
+        cmd.args(["build", "-p", "tessera", "--bin", "tessera", "-p"]);
+        cmd.args(["tessera-tests", "--bin", "demo", "--bin", "gardener-sim"]);
+        cmd
+    })?;
+    let debug = built.target_dir.join("debug");
+    let mut render = Command::new(debug.join("tessera"));
     render.current_dir(root());
     render.args([
         "render",
@@ -256,12 +300,37 @@ fn demo(args: &[&str]) -> Result<()> {
     ]);
     render.arg(&built.plugin_dir);
     run(render)?;
-    let mut cmd = tool(&built, &apiserver, "demo");
-    if args.contains(&"--in-pod") {
-        cmd.envs(test_tools()?);
+    let apiserver = match kube {
+        Some(kube) => kube.wait()?,
+        None => PathBuf::new(),
+    };
+    let mut cmd = tool_of(&built, &apiserver, "debug", "demo");
+    if in_pod {
+        cmd.envs(node);
+        let binary = debug.join("tessera");
+        let version = host_version()?;
+        let tars = image::test_images(&[image::TestImage {
+            binary: &binary,
+            version: &version,
+            name: "tessera-test-image",
+        }])?;
+        cmd.env("TESSERA_IMAGE_TAR", &tars[0]);
     }
     cmd.args(args);
-    run(cmd)
+    signals::run_forwarding(cmd)
+}
+
+/// The host crate's version (what `tessera --version` says unless built with
+/// `TESSERA_VERSION`).
+fn host_version() -> Result<String> {
+    let meta = metadata()?;
+    let package = meta["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == "tessera")
+        .context("no package tessera")?;
+    Ok(package["version"].as_str().context("version")?.to_string())
 }
 
 fn load(args: &[&str]) -> Result<()> {
@@ -278,10 +347,9 @@ fn load(args: &[&str]) -> Result<()> {
     run(cmd)
 }
 
-/// What the end-to-end tests and `demo --in-pod` need besides the API server, as the
-/// variables they read: helm, the registry, the node's files, and the container image
-/// (`./x image`, loaded onto the test node).
-fn test_tools() -> Result<Vec<(&'static str, PathBuf)>> {
+/// What the end-to-end tests and `demo --in-pod` need besides Kubernetes and the image,
+/// as the variables they read: helm, the registry, the node's files.
+fn node_tools() -> Result<Vec<(&'static str, PathBuf)>> {
     Ok(vec![
         ("TESSERA_HELM", ensure_tool("tests/chart/ensure-helm.sh")?),
         (
@@ -292,68 +360,122 @@ fn test_tools() -> Result<Vec<(&'static str, PathBuf)>> {
             "TESSERA_NODE_DIR",
             ensure_tool("tests/node/ensure-node.sh")?,
         ),
-        ("TESSERA_IMAGE_TAR", image::build_tar()?),
     ])
 }
 
-/// Run every test of the workspace and close with one summary line over all test binaries
-/// (`tests: N passed, M failed`), so the last line says what ran.
+/// Every test of the workspace: the tools (Kubernetes in the background), the plugins, a
+/// build of the host whose version says `-next` (the install test's upgrade), every test
+/// binary once, the two test images, then the suites side by side.
 fn test(args: &[&str]) -> Result<()> {
-    use std::io::{BufRead, BufReader, Write};
-
-    let built = build_plugins()?;
-    let apiserver = ensure_apiserver()?;
-    let mut cmd = cargo();
-    cmd.args(["test", "--workspace"]);
-    cmd.envs(test_tools()?);
-    cmd.env(
-        "TESSERA_PROMETHEUS_DIR",
+    let args = test_args(args)?;
+    let mut env: Vec<(String, PathBuf)> = node_tools()?
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    env.push((
+        "TESSERA_PROMETHEUS_DIR".into(),
         ensure_tool("tests/prometheus/ensure-prometheus.sh")?,
-    );
-    cmd.args(args);
-    with_plugin_env(&mut cmd, &built);
-    cmd.env("TESSERA_KUBE_APISERVER", apiserver);
-    cmd.stdout(std::process::Stdio::piped());
-    eprintln!("+ {cmd:?}");
-    let mut child = cmd.spawn().context("cannot run cargo test")?;
-    let (mut passed, mut failed) = (0u64, 0u64);
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut out = std::io::stdout().lock();
-    for line in BufReader::new(stdout).lines() {
-        let line = line?;
-        writeln!(out, "{line}")?;
-        if let Some(rest) = line.strip_prefix("test result: ") {
-            let count = |word: &str| -> u64 {
-                rest.split(';')
-                    .find_map(|part| {
-                        part.trim()
-                            .strip_suffix(word)?
-                            .trim()
-                            .rsplit(' ')
-                            .next()?
-                            .parse()
-                            .ok()
-                    })
-                    .unwrap_or(0)
-            };
-            passed += count("passed");
-            failed += count("failed");
-        }
+    ));
+    // apt is done with: the Go build runs beside cargo from here on.
+    let kube = Background::kube(true)?;
+    let built = build_plugins()?;
+    let version = host_version()?;
+    let next_version = format!("{version}-next");
+    let next = build_next_host(&built, &next_version)?;
+    let mut suites = suites::build({
+        let mut cmd = cargo();
+        cmd.args(["test", "--workspace", "--locked"]);
+        cmd
+    })?;
+    let current = built.target_dir.join("debug").join("tessera");
+    let tars = image::test_images(&[
+        image::TestImage {
+            binary: &current,
+            version: &version,
+            name: "tessera-test-image",
+        },
+        image::TestImage {
+            binary: &next,
+            version: &next_version,
+            name: "tessera-test-image-next",
+        },
+    ])?;
+    env.push(("TESSERA_IMAGE_TAR".into(), tars[0].clone()));
+    env.push(("TESSERA_NEXT_IMAGE_TAR".into(), tars[1].clone()));
+    env.push(("TESSERA_PLUGIN_DIR".into(), built.plugin_dir.clone()));
+    env.push((
+        "TESSERA_TEST_PLUGIN_DIR".into(),
+        built.test_plugin_dir.clone(),
+    ));
+    env.push(("TESSERA_KUBE_APISERVER".into(), kube.wait()?));
+    if args.only.is_empty() {
+        suites.push(suites::Suite::doc_tests(&root().join("Cargo.toml")));
+    } else {
+        suites.retain(|s| {
+            args.only
+                .iter()
+                .any(|t| s.name.ends_with(&format!("::{t}")))
+        });
     }
-    let status = child.wait()?;
-    writeln!(out, "tests: {passed} passed, {failed} failed")?;
-    if !status.success() {
-        bail!("cargo test failed with {status}");
-    }
-    if passed == 0 {
-        bail!("no test ran");
-    }
-    Ok(())
+    let durations = built.target_dir.join("test-durations.tsv");
+    suites::run_all(suites, args.jobs, &env, &args.rest, &durations)
 }
 
-/// Build (once per machine) and locate the kube-apiserver used by the tests.
-fn ensure_apiserver() -> Result<PathBuf> {
-    ensure_tool("tests/kube/ensure-apiserver.sh")
+/// What `./x test` was asked for.
+struct TestArgs<'a> {
+    /// Suites run at once (default 2: CI's machine has two cores, and the long suites
+    /// mostly wait on API servers).
+    jobs: usize,
+    /// `--test NAME`: only these test targets (and no doc tests).
+    only: Vec<&'a str>,
+    /// For every test binary (after `--`, or any other word): filters, `--nocapture`.
+    rest: Vec<&'a str>,
+}
+
+fn test_args<'a>(args: &[&'a str]) -> Result<TestArgs<'a>> {
+    let mut parsed = TestArgs {
+        jobs: 2,
+        only: Vec::new(),
+        rest: Vec::new(),
+    };
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match *arg {
+            "--jobs" => {
+                parsed.jobs = args
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .context("--jobs needs a number")?;
+            }
+            "--test" => parsed
+                .only
+                .push(args.next().context("--test needs a name")?),
+            "--" => parsed.rest.extend(args.by_ref()),
+            // A cargo option (`-p`, `--release`) would reach every test binary and fail it.
+            option if option.starts_with('-') => bail!(
+                "./x test takes --jobs N and --test NAME; options for the test binaries go after `--` (got {option})"
+            ),
+            other => parsed.rest.push(other),
+        }
+    }
+    Ok(parsed)
+}
+
+/// The test build with `TESSERA_VERSION=<version>`, its host binary copied aside. The
+/// test build proper then rebuilds only what reads the variable (the host's binary crate)
+/// and what is linked against it; the same command keeps every feature set, so nothing else
+/// is built twice.
+fn build_next_host(built: &Built, version: &str) -> Result<PathBuf> {
+    let mut cmd = cargo();
+    cmd.args(["test", "--workspace", "--locked", "--no-run"]);
+    cmd.env("TESSERA_VERSION", version);
+    run(cmd)?;
+    let dir = built.target_dir.join("test-image");
+    std::fs::create_dir_all(&dir)?;
+    let copy = dir.join("tessera-next-unstripped");
+    std::fs::copy(built.target_dir.join("debug").join("tessera"), &copy)
+        .context("copy the -next host")?;
+    Ok(copy)
 }
 
 /// Run a script that installs a tool once per machine and prints its path.

@@ -53,10 +53,18 @@ pub(crate) fn duration(text: &str) -> Result<Duration, String> {
     tessera::time::parse_duration(text)
 }
 
+/// The version this build reports (`--version`, the start-up log line): the crate's, or
+/// `TESSERA_VERSION` at build time, so two builds of one source can be told apart (the
+/// install test upgrades between such builds).
+pub(crate) const VERSION: &str = match option_env!("TESSERA_VERSION") {
+    Some(version) => version,
+    None => env!("CARGO_PKG_VERSION"),
+};
+
 /// Tessera: Kubernetes control-plane reconciler whose cluster-shaping logic runs as
 /// sandboxed WebAssembly plugins.
 #[derive(Debug, Parser)]
-#[command(name = "tessera", version, about, long_about = None)]
+#[command(name = "tessera", version = VERSION, about, long_about = None)]
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,

@@ -219,6 +219,7 @@ pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
         );
     }
     args.registry.check_scoped().map_err(anyhow::Error::msg)?;
+    tracing::info!(version = super::VERSION, "tessera run starting");
     let config = match &args.config {
         Some(path) => ChainConfig::from_file(path)?,
         None => ChainConfig::default(),

@@ -3,7 +3,8 @@
 //! `examples/runtime-aws.yaml` and follows it to Ready and its kubeconfig Secret.
 //! With `--kubeconfig`, uses that cluster (and the Gardener behind it) instead. With
 //! `--in-pod`, the host runs as the Helm chart installs it: two pods on a real node (the
-//! image `./x image` builds), the Runtime in the release namespace.
+//! test image `./x demo --in-pod` builds of the demo's host), the Runtime in the release
+//! namespace. A stop signal stops everything it started (`tessera_tests::stop`).
 //! Run through `cargo xtask demo`.
 
 use std::path::{Path, PathBuf};
@@ -14,6 +15,7 @@ use clap::Parser;
 use tessera_tests::env::{ControlPlane, Host, NodeOn, PlaneOptions};
 use tessera_tests::gardener_sim::Script;
 use tessera_tests::registry::TestRegistry;
+use tessera_tests::stop;
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -139,8 +141,42 @@ fn runtime_id(file: &Path, in_pod: bool) -> anyhow::Result<(String, String, serd
     Ok((id, ns, doc))
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     let args = Args::parse();
+    if let Err(err) = stop::install() {
+        eprintln!("warning: cannot watch for Ctrl-C ({err}): stop with the processes it names");
+    }
+    let result = run(&args);
+    // Everything `run` started has been dropped (stopped) by now; a stop also takes what is
+    // left and says what it stopped.
+    if stop::requested() {
+        stop::finish();
+    }
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// The local control plane and a host process against it.
+fn start_local() -> anyhow::Result<(ControlPlane, Host)> {
+    println!("starting etcd, the garden and runtime API servers and the Gardener simulator…");
+    let sim = std::env::current_exe()?.with_file_name("gardener-sim");
+    let cp = ControlPlane::start(&sim, &script()).map_err(anyhow::Error::msg)?;
+    print_plane(&cp);
+    let host = cp.host("demo-host", &[]);
+    println!(
+        "tessera run: pid {}, log {}",
+        host.pid(),
+        host.log.display()
+    );
+    Ok((cp, host))
+}
+
+fn run(args: &Args) -> anyhow::Result<()> {
     let root = tessera_tests::workspace();
     let (id, ns, doc) = runtime_id(&root.join(&args.runtime), args.in_pod)?;
     // Held until the end: dropping them stops the control plane and the registry.
@@ -162,18 +198,7 @@ fn main() -> anyhow::Result<()> {
             (Some((cp, Some(registry))), kc, Running::Pods)
         }
         (None, false) => {
-            println!(
-                "starting etcd, the garden and runtime API servers and the Gardener simulator…"
-            );
-            let sim = std::env::current_exe()?.with_file_name("gardener-sim");
-            let cp = ControlPlane::start(&sim, &script()).map_err(anyhow::Error::msg)?;
-            print_plane(&cp);
-            let host = cp.host("demo-host", &[]);
-            println!(
-                "tessera run: pid {}, log {}",
-                host.pid(),
-                host.log.display()
-            );
+            let (cp, host) = start_local()?;
             // kubectl sends no token over plain HTTP (the simulator): it reads the garden
             // API server itself.
             let kc = cp.garden.kubeconfig.clone();
@@ -186,23 +211,25 @@ fn main() -> anyhow::Result<()> {
     std::fs::write(&file, doc.to_string())?;
     show(&kubeconfig, &["apply", "-f", &file.display().to_string()]);
     let started = Instant::now();
-    follow(&kubeconfig, &id, &ns, &running)?;
+    if !follow(&kubeconfig, &id, &ns, &running)? {
+        return Ok(());
+    }
     show_result(&kubeconfig, &id, &ns)?;
     println!("Ready after {:.1}s", started.elapsed().as_secs_f64());
     if args.keep {
+        println!("kubeconfig: {}", kubeconfig.display());
         println!(
-            "kubeconfig: {} — Ctrl-C stops everything",
-            kubeconfig.display()
+            "running until stopped: Ctrl-C, or `kill {}` (SIGINT, SIGTERM or SIGHUP), stops every process it started",
+            std::process::id()
         );
-        loop {
-            std::thread::sleep(Duration::from_secs(3600));
-        }
+        while !stop::sleep(Duration::from_secs(3600)) {}
     }
     Ok(())
 }
 
-/// Print each state the Runtime passes through until Ready.
-fn follow(kubeconfig: &Path, id: &str, ns: &str, running: &Running) -> anyhow::Result<()> {
+/// Print each state the Runtime passes through until Ready (true), or until a stop is
+/// requested (false).
+fn follow(kubeconfig: &Path, id: &str, ns: &str, running: &Running) -> anyhow::Result<bool> {
     let started = Instant::now();
     let mut last = String::new();
     loop {
@@ -227,7 +254,7 @@ fn follow(kubeconfig: &Path, id: &str, ns: &str, running: &Running) -> anyhow::R
             last = state.clone();
         }
         if state.starts_with("Ready") {
-            return Ok(());
+            return Ok(true);
         }
         if state.starts_with("Failed") || started.elapsed() > Duration::from_secs(300) {
             show(kubeconfig, &["get", "runtime", id, "-n", ns, "-o", "yaml"]);
@@ -236,7 +263,9 @@ fn follow(kubeconfig: &Path, id: &str, ns: &str, running: &Running) -> anyhow::R
                 running.log()
             );
         }
-        std::thread::sleep(Duration::from_millis(250));
+        if stop::sleep(Duration::from_millis(250)) {
+            return Ok(false);
+        }
     }
 }
 
