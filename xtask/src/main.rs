@@ -160,12 +160,24 @@ struct Built {
 /// under `tests/guests/` (for `wasm32-wasip2`) and copy the components to `<target>/plugins/<name>.wasm` (test guests
 /// to `<target>/test-plugins/`).
 fn build_plugins() -> Result<Built> {
+    let built = build_first_party()?;
+    let meta = metadata()?;
+    build_components(
+        &meta,
+        "tests/guests",
+        &built.test_plugin_dir,
+        "tessera-guest-",
+    )?;
+    Ok(built)
+}
+
+/// The first-party plugins only (what the demo runs; the test guests are for the tests).
+fn build_first_party() -> Result<Built> {
     let meta = metadata()?;
     let target_dir = target_dir(&meta)?;
     let plugin_dir = target_dir.join("plugins");
     let test_plugin_dir = target_dir.join("test-plugins");
     build_components(&meta, "plugins", &plugin_dir, "tessera-plugin-")?;
-    build_components(&meta, "tests/guests", &test_plugin_dir, "tessera-guest-")?;
     Ok(Built {
         target_dir,
         plugin_dir,
@@ -282,7 +294,7 @@ fn demo(args: &[&str]) -> Result<()> {
     } else {
         None
     };
-    let built = build_plugins()?;
+    let built = build_first_party()?;
     run({
         let mut cmd = cargo();
         cmd.args(["build", "-p", "tessera", "--bin", "tessera", "-p"]);
