@@ -203,7 +203,8 @@ pub struct RunArgs {
     registry: RegistryArgs,
 }
 
-pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
+/// The flags no parser can check alone, refused before anything starts.
+fn check_args(args: &RunArgs) -> anyhow::Result<()> {
     if !(0.0 < args.rotation_fraction && args.rotation_fraction <= 1.0) {
         anyhow::bail!(
             "--rotation-fraction must be in (0, 1], got {}",
@@ -218,7 +219,11 @@ pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
             args.kubeconfig_expiration.as_secs()
         );
     }
-    args.registry.check_scoped().map_err(anyhow::Error::msg)?;
+    args.registry.check_scoped().map_err(anyhow::Error::msg)
+}
+
+pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
+    check_args(&args)?;
     tracing::info!(version = super::VERSION, "tessera run starting");
     let config = match &args.config {
         Some(path) => ChainConfig::from_file(path)?,
