@@ -409,6 +409,17 @@ fn write_durations(path: &Path, outcomes: &[Outcome]) {
 mod tests {
     use super::*;
 
+    fn suite(name: &str) -> Suite {
+        Suite {
+            name: name.into(),
+            package: "p".into(),
+            version: "0.1.0".into(),
+            manifest_path: "p/Cargo.toml".into(),
+            executable: name.into(),
+            leading: Vec::new(),
+        }
+    }
+
     #[test]
     fn counts_add_every_result_line() {
         let out = "test a ... ok\ntest result: ok. 3 passed; 0 failed; 1 ignored\n\
@@ -418,14 +429,6 @@ mod tests {
 
     #[test]
     fn the_longest_suites_start_first_and_new_ones_before_them() {
-        let suite = |name: &str| Suite {
-            name: name.into(),
-            package: "p".into(),
-            version: "0.1.0".into(),
-            manifest_path: "p/Cargo.toml".into(),
-            executable: name.into(),
-            leading: Vec::new(),
-        };
         let last = BTreeMap::from([("short".to_string(), 1.0), ("long".to_string(), 100.0)]);
         let order: Vec<String> = schedule(vec![suite("short"), suite("long"), suite("new")], &last)
             .into_iter()
@@ -436,14 +439,6 @@ mod tests {
 
     #[test]
     fn suites_that_start_a_node_never_run_together() {
-        let suite = |name: &str| Suite {
-            name: name.into(),
-            package: "p".into(),
-            version: "0.1.0".into(),
-            manifest_path: "p/Cargo.toml".into(),
-            executable: name.into(),
-            leading: Vec::new(),
-        };
         let mut queue = Queue {
             waiting: ["tessera-tests::install", "tessera-tests::modules", "other"]
                 .map(suite)
