@@ -7,6 +7,7 @@
 
 pub mod controllers;
 pub mod crd;
+pub mod devenv;
 pub mod fence;
 pub mod gardener;
 pub mod grants;

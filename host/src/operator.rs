@@ -11,7 +11,7 @@ use kube::config::Kubeconfig;
 use kube_lease_manager::{LeaseCreateMode, LeaseManagerBuilder};
 
 use crate::controllers::{
-    Clients, Context, OperatorConfig, Renderer, access, kubeconfig, moduleset, plugin, runtime,
+    Clients, Context, Controllers, OperatorConfig, Renderer, access, kubeconfig, moduleset, plugin, runtime,
 };
 use crate::crd::Plugin;
 use crate::fence::Fence;
@@ -278,11 +278,22 @@ async fn lead(
 /// Before the controllers start: sweep orphaned kubeconfig Secrets, and note which
 /// Plugins the first resolution waits for.
 async fn prepare(ctx: &Arc<Context>, control: &Client) {
+    if ctx.config.controllers == Controllers::All {
+        sweep_kubeconfig_secrets(ctx, control).await;
+    }
+    list_plugins(ctx, control).await;
+}
+
+async fn sweep_kubeconfig_secrets(ctx: &Arc<Context>, control: &Client) {
     match kubeconfig::remove_orphaned_secrets(control, ctx.config.namespace.as_deref()).await {
         Ok(0) => {}
         Ok(n) => tracing::info!(removed = n, "removed orphaned kubeconfig Secrets"),
         Err(e) => tracing::warn!(error = %e, "could not sweep orphaned kubeconfig Secrets"),
     }
+}
+
+/// The Plugins the first catalog waits for.
+async fn list_plugins(ctx: &Arc<Context>, control: &Client) {
     if ctx.fetcher.is_none() {
         return;
     }
@@ -310,13 +321,16 @@ async fn run_controllers(ctx: Arc<Context>) {
             plugin::run(ctx.clone()).await;
         }
     };
-    tokio::join!(
-        runtime::run(ctx.clone()),
-        kubeconfig::run(ctx.clone()),
-        access::run(ctx.clone()),
-        plugins,
-        moduleset::run(ctx.clone())
-    );
+    let runtimes = async {
+        if ctx.config.controllers == Controllers::All {
+            tokio::join!(
+                runtime::run(ctx.clone()),
+                kubeconfig::run(ctx.clone()),
+                access::run(ctx.clone()),
+            );
+        }
+    };
+    tokio::join!(runtimes, plugins, moduleset::run(ctx.clone()));
 }
 
 /// `<hostname>-<pid>`: unique per process, readable in the Lease.

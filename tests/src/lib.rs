@@ -1,13 +1,10 @@
 //! Shared helpers for the integration tests: where the built components are, and one
 //! engine per test binary.
 
-pub mod certs;
-pub mod cluster;
 pub mod env;
 pub mod gardener_sim;
 pub mod install;
 pub mod modules;
-pub mod node;
 pub mod probe;
 pub mod prometheus;
 pub mod registry;
@@ -16,6 +13,9 @@ pub mod runtimes;
 pub mod scaffold;
 pub mod scenarios;
 pub mod stop;
+
+// The local pieces (API servers, nodes, their CAs) are the ones `tessera dev up` starts.
+pub use tessera::devenv::{certs, cluster, node};
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

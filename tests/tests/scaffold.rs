@@ -12,7 +12,7 @@ use tessera::modules::State;
 use tessera_tests::env::ControlPlane;
 use tessera_tests::gardener_sim::Script;
 use tessera_tests::modules::{Fixture, kubectl_ok, state_is};
-use tessera_tests::scaffold::{new_plugin_built, run, tessera};
+use tessera_tests::scaffold::{author_shell, new_plugin_built, run, tessera, walkthrough_script};
 use tessera_tests::{scenario, scenarios, workspace};
 
 type Result<T = ()> = std::result::Result<T, String>;
@@ -69,75 +69,52 @@ async fn both_kinds_pass_their_cases(_: &ControlPlane) -> Result {
     )
 }
 
-/// The grants the new crate asks for, as the operator writes them on its Plugin.
-fn requested(dir: &std::path::Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(dir.join("requests.yaml")).unwrap();
-    let requests = tessera::grants::Requests::parse(&text).unwrap();
-    serde_json::to_value(requests.grants).unwrap()
-}
-
-/// Push and sign with one command, verify, then a Plugin and a ModuleSet.
-async fn publish_and_install(f: &Fixture<'_>, dir: &std::path::Path, component: PathBuf) -> Result {
-    let prefix = f.dir.path().join("team").display().to_string();
-    let password = [("COSIGN_PASSWORD", "secret")];
-    run(
-        "tessera plugin keygen",
-        tessera(&["plugin", "keygen", "--output-prefix", &prefix]).envs(password),
-    );
-    let reference = f.reference("greeter", "0.1.0");
-    let (file, key) = (component.display().to_string(), format!("{prefix}.key"));
-    run(
-        "tessera plugin push --sign",
-        tessera(&["plugin", "push", &file, &reference, "--sign", &key]).envs(password),
-    );
-    let public = format!("{prefix}.pub");
-    run(
-        "tessera plugin verify",
-        &mut tessera(&["plugin", "verify", &reference, "--key", &public]),
-    );
-    f.plugin(
-        "greeter",
-        json!({
-            "kind": "module-reconciler",
-            "versions": [{"version": "0.1.0", "ref": reference}],
-            "channels": [{"name": "regular", "version": "0.1.0"}],
-            "grants": requested(dir),
-        }),
-    )
-    .await?;
-    f.apply_set(
-        "greeting",
-        json!({"modules": [{"name": "greeter", "config": {"greeting": "hi from a new team"}}]}),
-    )
-    .await
-}
-
-/// `plugin new` to a Ready module on the cluster, as the plugin author guide walks it.
-async fn a_new_module_reaches_ready(cp: &ControlPlane) -> Result {
+/// `plugin new`, then every step of the new module's README as written, outside the
+/// checkout: tests and the Wasm build, `tessera dev up`, `modules apply` with the
+/// component's requested grants, a config change seen with `--dry-run` then applied,
+/// `modules delete`, a signed push, then a host running the module controllers with a
+/// trust policy, a `Plugin` on a channel and the ModuleSet Ready, clean-up. Each step's
+/// time is printed.
+async fn the_module_readme_walks_to_ready(_: &ControlPlane) -> Result {
     let started = Instant::now();
-    let f = Fixture::new(cp, "scaffold").await?;
-    let dir = f.dir.path().join("greeter");
-    let component = new_plugin_built("module-reconciler", "greeter", &dir);
-    let host = f.host("a");
-    publish_and_install(&f, &dir, component).await?;
-    f.wait_set("greeting", &host, "Ready", |s| state_is(s, State::Ready))
-        .await?;
-    let settings = kubectl_ok(
-        &cp.garden,
-        &[
-            "get",
-            "configmap",
-            "greeter-settings",
-            "-n",
-            "greeter",
-            "-o",
-            "json",
-        ],
-    )?;
-    if !settings.contains("hi from a new team") {
-        return Err(format!("the module's ConfigMap:\n{settings}"));
+    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let dir = tmp.path().join("greeter");
+    let sdk = workspace().join("sdk");
+    run(
+        "tessera plugin new",
+        &mut tessera(&[
+            "plugin", "new", "greeter", "--kind", "module-reconciler",
+            "--dir", dir.to_str().unwrap(), "--sdk", sdk.to_str().unwrap(),
+        ]),
+    );
+    let readme = std::fs::read_to_string(dir.join("README.md")).map_err(|e| e.to_string())?;
+    let script = walkthrough_script(&readme);
+    let out = author_shell(&dir, &script).output().map_err(|e| e.to_string())?;
+    // Whatever happened, nothing of `tessera dev up` stays behind.
+    let dev = dir.join(".tessera-dev").display().to_string();
+    let down = tessera(&["dev", "down", "--dir", &dev]).output();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    eprintln!("{stderr}");
+    if !out.status.success() {
+        let host = std::fs::read_to_string(dir.join(".tessera-dev/host.log")).unwrap_or_default();
+        return Err(format!(
+            "the README's walkthrough failed ({}):\n{stdout}\n--- host log:\n{host}",
+            out.status
+        ));
     }
-    eprintln!("plugin new → module Ready: {:.1?}", started.elapsed());
+    let down = down.map_err(|e| e.to_string())?;
+    if !down.status.success() || !String::from_utf8_lossy(&down.stderr).contains("nothing runs") {
+        return Err(format!("tessera dev down after the walkthrough: {down:?}"));
+    }
+    for expected in ["hello again", "greeter-try", "Ready"] {
+        if !stdout.contains(expected) {
+            return Err(format!("the walkthrough's output lacks {expected:?}:\n{stdout}"));
+        }
+    }
+    eprintln!("plugin new → README walkthrough done: {:.1?}", started.elapsed());
     Ok(())
 }
 
@@ -255,7 +232,7 @@ fn main() {
         &Script::quick(),
         vec![
             scenario!(both_kinds_pass_their_cases),
-            scenario!(a_new_module_reaches_ready),
+            scenario!(the_module_readme_walks_to_ready),
             scenario!(a_python_module_reaches_ready),
         ],
     )

@@ -1,6 +1,7 @@
 //! Command-line interface. Library errors are typed; here they become `anyhow` reports.
 
 mod crds;
+mod dev;
 mod history;
 mod modules;
 mod oci;
@@ -121,6 +122,10 @@ pub enum Command {
     Modules(modules::ModulesCommand),
     /// Show how shadow plugin versions would have changed a Runtime's Shoot.
     Shadow(shadow::ShadowArgs),
+    /// A local Kubernetes API server and OCI registry for trying plugins and modules
+    /// (`tessera dev up`, `tessera dev down`).
+    #[command(subcommand)]
+    Dev(dev::DevCommand),
     /// List the Shoots the host applied for a Runtime (its render history), or show what
     /// changed between two of them.
     History(history::HistoryArgs),
@@ -172,6 +177,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Crds(args) => return crds::run(args),
         Command::Shadow(args) => return shadow::run(args),
         Command::History(args) => return history::run(args),
+        Command::Dev(command) => return dev::run(command),
         other => other,
     };
     let rt = runtime(&cli.global)?;
@@ -180,7 +186,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plugin(command) => plugin::run(&rt, command),
         Command::Run(args) => run::run(rt, *args),
         Command::Modules(command) => modules::run(rt, command),
-        Command::Crds(_) | Command::Shadow(_) | Command::History(_) => {
+        Command::Crds(_) | Command::Shadow(_) | Command::History(_) | Command::Dev(_) => {
             unreachable!("handled above")
         }
     }

@@ -73,6 +73,12 @@ pub struct ModulesArgs {
     /// except first-party plugins from the plugin directory, which get what they declare.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Grant each `--module` component what it asks for itself (the `requests.yaml` embedded
+    /// in it), printing those grants first, unless `--config` grants it something. For trying
+    /// a module on a cluster of one's own; `tessera run` never does this: there the
+    /// operator's grants on the `Plugin` are the only ones.
+    #[arg(long)]
+    grant_requested: bool,
     /// Give up waiting for modules to settle after this long.
     #[arg(long, value_parser = duration, default_value = "5m")]
     timeout: Duration,
@@ -165,11 +171,45 @@ fn module_source(args: &ModulesArgs, wasm: Arc<WasmRuntime>) -> anyhow::Result<D
         .clone()
         .or_else(tessera::plugins::default_plugin_dir)
         .unwrap_or_else(|| PathBuf::from("."));
-    let settings = match &args.config {
+    let mut settings = match &args.config {
         Some(path) => tessera::plugins::ChainConfig::from_file(path)?.modules,
         None => Default::default(),
     };
+    if args.grant_requested {
+        grant_requested(&files, &mut settings)?;
+    }
     Ok(DirectorySource::new(dir, files, settings, wasm))
+}
+
+/// `--grant-requested`: each `--module` component's own requests become its grants where
+/// the configuration grants nothing; what is granted is printed, so nothing is granted
+/// unseen.
+fn grant_requested(
+    files: &HashMap<String, PathBuf>,
+    settings: &mut std::collections::BTreeMap<String, tessera::plugins::ModuleSettings>,
+) -> anyhow::Result<()> {
+    let mut names: Vec<&String> = files.keys().collect();
+    names.sort();
+    for name in names {
+        let entry = settings.entry(name.clone()).or_default();
+        if entry.grants.is_some() {
+            eprintln!("module {name}: granted what --config lists (not its requests)");
+            continue;
+        }
+        let path = &files[name];
+        let bytes =
+            std::fs::read(path).with_context(|| format!("--module {name}={}", path.display()))?;
+        let declared = tessera::wasm::inspect::declared(&bytes)
+            .map_err(|e| anyhow::anyhow!("--module {name}={}: {e}", path.display()))?;
+        let grants = declared.requests.map(|r| r.grants).unwrap_or_default();
+        let shown = serde_saphyr::to_string(&grants).context("grants as YAML")?;
+        eprintln!("module {name}: granting what its component requests (--grant-requested):");
+        for line in shown.lines() {
+            eprintln!("  {line}");
+        }
+        entry.grants = Some(grants);
+    }
+    Ok(())
 }
 
 async fn connect(args: &ModulesArgs) -> anyhow::Result<Target> {

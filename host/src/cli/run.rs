@@ -7,13 +7,13 @@ use tessera::modules::windows::MaintenanceWindows;
 
 use anyhow::Context;
 use clap::Args;
-use tessera::controllers::{KimTakeover, OperatorConfig, Renderer, Requeue};
+use tessera::controllers::{Controllers, KimTakeover, OperatorConfig, Renderer, Requeue};
 use tessera::kubeconfig::KubeconfigPolicy;
 use tessera::oci::{ContentStore, TrustPolicy};
 use tessera::operator::{LeaderElection, OperatorOptions, default_identity};
 use tessera::plugins::template::Resolver;
 use tessera::plugins::{
-    Catalog, ChainConfig, ChainTemplate, DraftCache, Fetcher, default_plugin_dir,
+    Catalog, ChainConfig, ChainTemplate, DraftCache, Fetcher, ShootChain, default_plugin_dir,
 };
 
 use super::duration;
@@ -26,6 +26,10 @@ pub struct RunArgs {
     /// [default: in-cluster, else $KUBECONFIG, else ~/.kube/config].
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
+    /// Which controllers run: `all`, or `modules` (Plugins and ModuleSets only; no Gardener,
+    /// no Shoot plugins, no plugin directory needed).
+    #[arg(long, value_enum, default_value = "all")]
+    controllers: Controllers,
     /// Gardener kubeconfig for Shoots and admin kubeconfigs [default: the control plane's].
     #[arg(long, env = "TESSERA_GARDENER_KUBECONFIG")]
     gardener_kubeconfig: Option<PathBuf>,
@@ -229,11 +233,7 @@ pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(path) => ChainConfig::from_file(path)?,
         None => ChainConfig::default(),
     };
-    let plugin_dir = args.plugins.clone().or_else(default_plugin_dir).context(
-        "no plugin directory: pass --plugins DIR or set TESSERA_PLUGIN_DIR (build them with `cargo xtask build-plugins`)",
-    )?;
-    // Compile (or load precompiled) every file plugin before touching the cluster.
-    let template = ChainTemplate::load(&rt, &config, &plugin_dir)?;
+    let template = chain_template(&rt, &args, &config)?;
     let policy = match &args.trust_policy {
         Some(path) => TrustPolicy::from_file(path)?,
         None => TrustPolicy::default(),
@@ -274,6 +274,22 @@ pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The Shoot plugins, compiled (or loaded precompiled) before touching the cluster; none
+/// when only the module controllers run.
+fn chain_template(
+    rt: &WasmRuntime,
+    args: &RunArgs,
+    config: &ChainConfig,
+) -> anyhow::Result<ChainTemplate> {
+    if args.controllers == Controllers::Modules {
+        return Ok(ChainTemplate::fixed(&ShootChain { steps: Vec::new() }));
+    }
+    let plugin_dir = args.plugins.clone().or_else(default_plugin_dir).context(
+        "no plugin directory: pass --plugins DIR or set TESSERA_PLUGIN_DIR (build them with `cargo xtask build-plugins`), or run only the module controllers (--controllers modules)",
+    )?;
+    Ok(ChainTemplate::load(rt, config, &plugin_dir)?)
+}
+
 /// The Lease hosts compete for, unless leader election is off.
 fn leader_election(args: &RunArgs) -> Option<LeaderElection> {
     (!args.no_leader_election).then(|| LeaderElection {
@@ -297,6 +313,7 @@ fn operator_config(args: RunArgs) -> anyhow::Result<OperatorConfig> {
         None => MaintenanceWindows::default(),
     };
     Ok(OperatorConfig {
+        controllers: args.controllers,
         requeue: Requeue {
             pending: args.requeue_pending,
             retry: args.requeue_retry,

@@ -67,6 +67,9 @@ const PYTHON_FILES: [(&str, &str); 5] = [
 const CARGO_TOML: &str = include_str!("scaffold/Cargo.toml.in");
 const STANDALONE_TOML: &str = include_str!("scaffold/standalone.toml.in");
 const README: &str = include_str!("scaffold/README.md.in");
+/// A module's README walks it on to a cluster (`tests/tests/scaffold.rs` runs its blocks).
+const MODULE_README: &str = include_str!("scaffold/module_README.md.in");
+const MODULE_SET: &str = include_str!("scaffold/module_moduleset.yaml");
 const LINKER_CONFIG: &str = "[target.wasm32-unknown-unknown]\nlinker = \"wasm-component-ld\"\n";
 const TOOLCHAIN: &str = include_str!("../../../rust-toolchain.toml");
 
@@ -238,13 +241,20 @@ fn write_files(dir: &Path, name: &str, kind: NewKind, source: &Sdk) -> anyhow::R
         NewKind::ShootExtension => (SHOOT_LIB, SHOOT_REQUESTS, SHOOT_SCHEMA, &SHOOT_CASES),
         NewKind::ModuleReconciler => (MODULE_LIB, MODULE_REQUESTS, MODULE_SCHEMA, &MODULE_CASES),
     };
+    let readme = match kind {
+        NewKind::ShootExtension => README,
+        NewKind::ModuleReconciler => MODULE_README,
+    };
     let mut files = vec![
         (PathBuf::from("Cargo.toml"), fill(&cargo_toml(source))),
         (PathBuf::from("src/lib.rs"), fill(lib)),
         (PathBuf::from("requests.yaml"), fill(requests)),
         (PathBuf::from("config.schema.json"), fill(schema)),
-        (PathBuf::from("README.md"), fill(README)),
+        (PathBuf::from("README.md"), fill(readme)),
     ];
+    if kind == NewKind::ModuleReconciler {
+        files.push(("moduleset.yaml".into(), fill(MODULE_SET)));
+    }
     files.extend(
         cases
             .iter()
@@ -256,7 +266,7 @@ fn write_files(dir: &Path, name: &str, kind: NewKind, source: &Sdk) -> anyhow::R
     if let Sdk::Path { lock, .. } = source {
         files.push((".cargo/config.toml".into(), LINKER_CONFIG.into()));
         files.push(("rust-toolchain.toml".into(), TOOLCHAIN.into()));
-        files.push((".gitignore".into(), "/target\n".into()));
+        files.push((".gitignore".into(), "/target\n/.tessera-dev\n".into()));
         if let Some(lock) = lock {
             files.push(("Cargo.lock".into(), std::fs::read_to_string(lock)?));
         }

@@ -41,9 +41,22 @@ impl Default for Requeue {
     }
 }
 
+/// The controllers a host runs (`tessera run --controllers`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Controllers {
+    /// Runtimes with their kubeconfigs and accesses, Plugins and ModuleSets.
+    #[default]
+    All,
+    /// Plugins and ModuleSets only: no Gardener and no Shoot plugins are needed (a cluster
+    /// of modules, or a module team's own cluster).
+    Modules,
+}
+
 /// Operator settings (`tessera run` flags).
 #[derive(Debug, Clone)]
 pub struct OperatorConfig {
+    /// Which controllers run.
+    pub controllers: Controllers,
     pub requeue: Requeue,
     /// Lifetime requested for admin kubeconfigs.
     pub kubeconfig_expiration: Duration,
@@ -121,6 +134,7 @@ impl Default for KimTakeover {
 impl Default for OperatorConfig {
     fn default() -> Self {
         Self {
+            controllers: Controllers::All,
             requeue: Requeue::default(),
             kubeconfig_expiration: Duration::from_secs(24 * 3600),
             rotation_fraction: 0.57,

@@ -96,12 +96,23 @@ pub(super) fn pick(
             "set either `{name}` or `{name}File`, not both"
         ))),
         (Some(v), None) => Ok(Some(v)),
-        (None, Some(f)) => read_yaml(&base.join(f)).map(Some),
+        (None, Some(f)) => {
+            let path = base.join(f);
+            if !path.exists() && matches!(name, "shoot" | "desired") {
+                return Err(CaseError(format!(
+                    "snapshot `{name}File` {} does not exist: `TESSERA_BLESS=1 cargo test` writes it",
+                    path.display()
+                )));
+            }
+            read_yaml(&path).map(Some)
+        }
         (None, None) => Ok(None),
     }
 }
 
-/// The `*.yaml` files of a cases directory, sorted by file name.
+/// The case files of a cases directory, sorted by file name: its `*.yaml` files except the
+/// ones a case names as a file of its own (`desiredFile`, `shootFile`, `objectsFile`, ...).
+/// A snapshot blessed beside the cases is data of a case, never a case itself.
 pub(super) fn case_paths(dir: &Path) -> Result<Vec<PathBuf>, CaseError> {
     let entries = std::fs::read_dir(dir).map_err(|e| {
         CaseError(format!(
@@ -111,10 +122,82 @@ pub(super) fn case_paths(dir: &Path) -> Result<Vec<PathBuf>, CaseError> {
     })?;
     let mut paths: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file())
         .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")))
         .collect();
     paths.sort();
-    Ok(paths)
+    let mut referenced = std::collections::BTreeSet::new();
+    for path in &paths {
+        // A file that does not parse is reported when it is loaded as a case.
+        if let Ok(value) = read_yaml(path) {
+            collect_file_references(&value, dir, &mut referenced);
+        }
+    }
+    Ok(paths
+        .into_iter()
+        .filter(|p| !referenced.contains(&normalize(p)))
+        .collect())
+}
+
+/// Every string under a key ending in `File`, as a path relative to `dir`.
+fn collect_file_references(
+    value: &Value,
+    dir: &Path,
+    into: &mut std::collections::BTreeSet<PathBuf>,
+) {
+    match value {
+        Value::Object(map) => {
+            for (key, value) in map {
+                match value {
+                    Value::String(file) if key.ends_with("File") => {
+                        into.insert(normalize(&dir.join(file)));
+                    }
+                    other => collect_file_references(other, dir, into),
+                }
+            }
+        }
+        Value::Array(items) => items
+            .iter()
+            .for_each(|v| collect_file_references(v, dir, into)),
+        _ => {}
+    }
+}
+
+/// `a/./b/../c` as `a/c`, without touching the file system (the file may not exist yet).
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir if out.file_name().is_some() => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Write a blessed snapshot, making its directory first; the error names the case (`name`
+/// in the cases directory `dir`) and the path.
+pub(super) fn write_snapshot(
+    dir: &str,
+    name: &str,
+    path: &Path,
+    text: &str,
+) -> Result<(), CaseError> {
+    let write = || -> std::io::Result<()> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, text)
+    };
+    write().map_err(|e| {
+        CaseError(format!(
+            "case {name} in {dir}: cannot write its snapshot {}: {e}",
+            path.display()
+        ))
+    })
 }
 
 /// Load every `*.yaml` case in `dir`, sorted by file name.
@@ -257,5 +340,67 @@ impl GoldenCase {
                 Some(format!("the host could not run the plugin: {err}"))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("tessera-cases-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// A snapshot blessed beside its case (`desiredFile: renders.desired.yaml`) is the
+    /// case's data, not a second case that fails to parse.
+    #[test]
+    fn a_snapshot_beside_the_cases_is_not_a_case() {
+        let dir = scratch("beside");
+        let case = "expect: {state: Ready, desiredFile: renders.desired.yaml}\n";
+        std::fs::write(dir.join("renders.yaml"), case).unwrap();
+        std::fs::write(dir.join("renders.desired.yaml"), "- {kind: Namespace}\n").unwrap();
+        std::fs::create_dir_all(dir.join("expected")).unwrap();
+        let paths = case_paths(&dir).unwrap();
+        assert_eq!(paths, vec![dir.join("renders.yaml")]);
+        let cases = crate::testing::load_module_cases(&dir).unwrap();
+        assert_eq!(cases.len(), 1);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// Blessing into `cases/expected/` before the directory exists makes it; a snapshot
+    /// that cannot be written names the case and the path.
+    #[test]
+    fn bless_makes_the_snapshot_directory_and_names_what_failed() {
+        let dir = scratch("bless");
+        let path = dir.join("expected/renders.yaml");
+        write_snapshot("cases", "renders", &path, "[]\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "[]\n");
+        let blocked = dir.join("expected/renders.yaml/below.yaml");
+        let err = write_snapshot("cases", "renders", &blocked, "[]\n").unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("case renders in cases") && text.contains(&blocked.display().to_string()),
+            "{text}"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A snapshot that was never blessed is named, with how to write it.
+    #[test]
+    fn a_missing_snapshot_is_named_with_how_to_write_it() {
+        let dir = scratch("missing");
+        let case = dir.join("renders.yaml");
+        std::fs::write(&case, "expect: {state: Ready, desiredFile: expected/renders.yaml}\n").unwrap();
+        let err = crate::testing::ModuleCase::load(&case).unwrap_err().to_string();
+        assert!(
+            err.contains(&case.display().to_string())
+                && err.contains(&dir.join("expected/renders.yaml").display().to_string())
+                && err.contains("TESSERA_BLESS=1"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -136,7 +136,8 @@ fn bless<P: ShootExtension>(dir: &str) {
         if let Ok(out) = extend_json::<P>(&case.input()) {
             let shoot: serde_json::Value =
                 serde_json::from_str(&out.shoot).expect("plugin output is JSON");
-            std::fs::write(path, to_yaml(&shoot)).expect("write snapshot");
+            case::write_snapshot(dir, &case.name, path, &to_yaml(&shoot))
+                .unwrap_or_else(|err| panic!("{err}"));
         }
     }
 }
@@ -200,8 +201,13 @@ fn bless_module<P: ModuleReconciler>(dir: &std::path::Path) {
         let conversation = case.converse(P::NAME, call_module_natively::<P>);
         if let ModuleOutcome::Answer(ModuleAnswer::Reconcile(out)) = &conversation.outcome {
             let desired = desired_values(out).unwrap_or_else(|err| panic!("{err}"));
-            std::fs::write(path, to_yaml(&serde_json::Value::from(desired)))
-                .expect("write snapshot");
+            case::write_snapshot(
+                &dir.display().to_string(),
+                &case.name,
+                path,
+                &to_yaml(&serde_json::Value::from(desired)),
+            )
+                .unwrap_or_else(|err| panic!("{err}"));
         }
     }
 }

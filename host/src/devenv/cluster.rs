@@ -1,22 +1,12 @@
-//! A real etcd and kube-apiserver on loopback, for tests that need Kubernetes
-//! (recipe: ../shared/kube-apiserver.md). `tests/kube/ensure-apiserver.sh` builds the
-//! binary once per machine; `./x test` runs it first and exports its path.
+//! A real etcd and kube-apiserver on loopback (recipe: ../shared/kube-apiserver.md), for
+//! `tessera dev up` and the tests. [`super::tools::ensure`] builds the binary once per
+//! machine (`./x test` runs the same script first and exports its path).
 
 use std::io::Write;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-/// The kube-apiserver binary: `$TESSERA_KUBE_APISERVER`, or the per-machine cache.
-pub fn apiserver_binary() -> PathBuf {
-    std::env::var_os("TESSERA_KUBE_APISERVER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let home = std::env::var_os("HOME").unwrap_or_default();
-            PathBuf::from(home).join(".cache/tessera/kube/kube-apiserver-1.20.2")
-        })
-}
 
 /// A loopback port nobody listens on, below the kernel's ephemeral range: a port the
 /// kernel hands out (bind to 0) can be taken by any outgoing connection before the server
@@ -66,7 +56,7 @@ pub struct ClusterOptions {
     /// More `system:masters` bearer tokens the API server accepts.
     pub extra_tokens: Vec<String>,
     /// Run the ServiceAccount admission plugin, so pods get their account's token mounted
-    /// (needs a kube-controller-manager to issue the tokens: a [`crate::node::Node`]).
+    /// (needs a kube-controller-manager to issue the tokens: a [`super::node::Node`]).
     pub service_accounts: bool,
     /// Address to serve on instead of 127.0.0.1 (pods on a node's bridge reach the API
     /// server at the bridge's address). The self-signed certificate names it.
@@ -109,10 +99,10 @@ impl Cluster {
 
     /// Start a cluster with `options`.
     pub fn start_with(name: &str, options: &ClusterOptions) -> Result<Self, String> {
-        let binary = apiserver_binary();
+        let binary = super::tools::apiserver_binary();
         if !binary.is_file() {
             return Err(format!(
-                "{} is missing: run tests/kube/ensure-apiserver.sh (./x test does)",
+                "{} is missing: `tessera dev up` builds it (so does ./x test)",
                 binary.display()
             ));
         }
@@ -208,12 +198,12 @@ impl Cluster {
     /// The cluster CA and the serving certificate it signs, and the client CA.
     fn write_certificates(&mut self, name: &str, address: std::net::IpAddr) -> Result<(), String> {
         let d = self.dir.path();
-        let ca = crate::certs::Ca::new(&format!("{name}-ca"))?;
-        let serving = ca.serving("kube-apiserver", &crate::certs::apiserver_hosts(address))?;
+        let ca = super::certs::Ca::new(&format!("{name}-ca"))?;
+        let serving = ca.serving("kube-apiserver", &super::certs::apiserver_hosts(address))?;
         std::fs::write(d.join("ca.crt"), &ca.cert).map_err(|e| e.to_string())?;
         std::fs::write(d.join("serving.crt"), &serving.cert).map_err(|e| e.to_string())?;
         std::fs::write(d.join("serving.key"), &serving.key).map_err(|e| e.to_string())?;
-        let client_ca = crate::certs::Ca::new(&client_ca_name(name))?;
+        let client_ca = super::certs::Ca::new(&client_ca_name(name))?;
         client_ca.write(&self.client_ca.0, &self.client_ca.1)?;
         self.ca = ca.cert;
         Ok(())
@@ -347,7 +337,7 @@ impl Cluster {
     }
 }
 
-/// The common name of the client CA of cluster `name` (what [`crate::certs::Ca::load`] needs).
+/// The common name of the client CA of cluster `name` (what [`super::certs::Ca::load`] needs).
 pub fn client_ca_name(name: &str) -> String {
     format!("{name}-client-ca")
 }

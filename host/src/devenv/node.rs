@@ -7,37 +7,18 @@
 //!
 //! No kube-proxy (these machines have no iptables): Service cluster IPs do not route. Pods
 //! reach the API server at the bridge's address when the cluster serves there
-//! ([`crate::cluster::ClusterOptions::address`]).
+//! ([`super::cluster::ClusterOptions::address`]).
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::cluster::{Cluster, free_port};
+use super::cluster::{Cluster, free_port};
+use super::tools::{kube_binary, node_cache};
 
 /// The image every pod sandbox uses, and the one test modules run.
 pub const PAUSE_IMAGE: &str = "tessera.test/pause:1";
-
-/// Directory of the node's cached files (`pause.tar`): `$TESSERA_NODE_DIR`, or the
-/// per-machine cache `tests/node/ensure-node.sh` fills.
-fn node_cache() -> PathBuf {
-    std::env::var_os("TESSERA_NODE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let home = std::env::var_os("HOME").unwrap_or_default();
-            PathBuf::from(home).join(".cache/tessera/node")
-        })
-}
-
-/// `kubelet`, `kube-controller-manager`, `kube-scheduler`: beside the API server binary.
-fn kube_binary(command: &str) -> PathBuf {
-    let apiserver = crate::cluster::apiserver_binary();
-    apiserver
-        .parent()
-        .unwrap_or(Path::new("."))
-        .join(format!("{command}-1.20.2"))
-}
 
 fn run(cmd: &mut Command) -> Result<String, String> {
     let out = cmd
@@ -136,6 +117,11 @@ impl Node {
         node.bridge = own;
         node.wait_ready(cluster, Duration::from_secs(90))?;
         Ok(node)
+    }
+
+    /// containerd's socket (for `ctr --address`).
+    pub fn socket(&self) -> &Path {
+        &self.socket
     }
 
     fn path(&self, name: &str) -> PathBuf {

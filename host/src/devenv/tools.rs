@@ -1,0 +1,178 @@
+//! What the local pieces need on the machine, made on first use: etcd and Kubernetes 1.20.2
+//! built from Debian's `kubernetes` source package (kube-apiserver; with a node also kubelet,
+//! kube-controller-manager and kube-scheduler), containerd, runc, the CNI plugins and a pause
+//! image for a node, and Debian's `docker-registry`. The scripts are the ones `./x test`
+//! runs, built into the binary so that this works outside a checkout.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const APISERVER_SCRIPT: &str = include_str!("../../../tests/kube/ensure-apiserver.sh");
+const NODE_SCRIPT: &str = include_str!("../../../tests/node/ensure-node.sh");
+
+/// `~/.cache/tessera/<what>` (or `$XDG_CACHE_HOME/tessera/<what>`).
+fn cache(what: &str) -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("tessera")
+        .join(what)
+}
+
+/// Where the Kubernetes binaries are cached: `$TESSERA_KUBE_CACHE`, else
+/// `~/.cache/tessera/kube` (the scripts' default too).
+pub fn kube_cache() -> PathBuf {
+    std::env::var_os("TESSERA_KUBE_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache("kube"))
+}
+
+/// The node's cached files (`pause.tar`): `$TESSERA_NODE_DIR`, else `~/.cache/tessera/node`.
+pub fn node_cache() -> PathBuf {
+    std::env::var_os("TESSERA_NODE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache("node"))
+}
+
+/// The kube-apiserver binary: `$TESSERA_KUBE_APISERVER`, else the cache's.
+pub fn apiserver_binary() -> PathBuf {
+    std::env::var_os("TESSERA_KUBE_APISERVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| kube_cache().join("kube-apiserver-1.20.2"))
+}
+
+/// `kubelet`, `kube-controller-manager`, `kube-scheduler`: beside the API server binary.
+pub fn kube_binary(command: &str) -> PathBuf {
+    apiserver_binary()
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(format!("{command}-1.20.2"))
+}
+
+/// `docker-registry` from `$TESSERA_REGISTRY_BIN` or the `PATH`.
+pub fn registry_binary() -> PathBuf {
+    std::env::var_os("TESSERA_REGISTRY_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("docker-registry"))
+}
+
+fn on_path(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// What [`ensure`] still has to install or build for these pieces, in words; empty when
+/// everything is there.
+pub fn missing(node: bool) -> Vec<String> {
+    let mut missing = Vec::new();
+    if !on_path("etcd") {
+        missing.push("etcd (Debian's etcd-server)".to_string());
+    }
+    let mut commands = vec!["kube-apiserver"];
+    if node {
+        commands.extend(["kubelet", "kube-controller-manager", "kube-scheduler"]);
+    }
+    let absent: Vec<&str> = commands
+        .into_iter()
+        .filter(|c| !kube_binary(c).is_file())
+        .collect();
+    if !absent.is_empty() {
+        missing.push(format!(
+            "{} 1.20.2, built from Debian's kubernetes source package with Go 1.19 into {} \
+             (about 5 minutes on 2 cores, 4 GB of disk for the source tree)",
+            absent.join(", "),
+            kube_cache().display()
+        ));
+    }
+    if node && !node_cache().join("pause.tar").is_file() {
+        missing.push("containerd, runc and the CNI plugins (Debian), and a pause image".into());
+    }
+    let registry = registry_binary();
+    if !(registry.is_file() || on_path(&registry.display().to_string())) {
+        missing.push("docker-registry (Debian's docker-registry)".into());
+    }
+    missing
+}
+
+/// Install and build what is [`missing`], writing the scripts' output to `log` and a line
+/// to stderr every 30 s; idempotent and cheap when nothing is missing. Needs root or sudo
+/// for the Debian packages.
+pub fn ensure(node: bool, log: &Path) -> Result<(), String> {
+    let flag: &[&str] = if node { &["--node"] } else { &[] };
+    run_script("ensure-apiserver.sh", APISERVER_SCRIPT, flag, log)?;
+    if node {
+        run_script("ensure-node.sh", NODE_SCRIPT, &[], log)?;
+    }
+    ensure_registry(log)
+}
+
+fn ensure_registry(log: &Path) -> Result<(), String> {
+    let registry = registry_binary();
+    if registry.is_file() || on_path(&registry.display().to_string()) {
+        return Ok(());
+    }
+    // Debian starts the packaged registry as a service with its stock configuration
+    // (htpasswd, every interface); ours run with their own configuration.
+    let script = "set -e; as_root() { if [ \"$(id -u)\" = 0 ]; then \"$@\"; else sudo \"$@\"; fi; }
+export DEBIAN_FRONTEND=noninteractive
+as_root apt-get install -y -qq docker-registry >&2
+as_root systemctl disable --now docker-registry >/dev/null 2>&1 || true";
+    run_script("install docker-registry", script, &[], log)
+}
+
+/// `bash -c SCRIPT NAME ARGS…`, its stderr appended to `log`; progress every 30 s.
+fn run_script(name: &str, script: &str, args: &[&str], log: &Path) -> Result<(), String> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|e| format!("cannot write {}: {e}", log.display()))?;
+    let mut child = Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .arg(name)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(file)
+        .spawn()
+        .map_err(|e| format!("cannot run bash for {name}: {e}"))?;
+    let started = Instant::now();
+    let mut told = Duration::ZERO;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => return Ok(()),
+            Ok(Some(status)) => {
+                return Err(format!(
+                    "{name} failed ({status}); the end of {}:\n{}",
+                    log.display(),
+                    tail(log, 20)
+                ));
+            }
+            Ok(None) => {}
+            Err(e) => return Err(format!("{name}: {e}")),
+        }
+        if started.elapsed() >= told + Duration::from_secs(30) {
+            told = started.elapsed();
+            eprintln!(
+                "  {name}: {} s (log: {})",
+                told.as_secs(),
+                log.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// The last `lines` lines of a file.
+pub fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
