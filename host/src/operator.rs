@@ -11,7 +11,8 @@ use kube::config::Kubeconfig;
 use kube_lease_manager::{LeaseCreateMode, LeaseManagerBuilder};
 
 use crate::controllers::{
-    Clients, Context, Controllers, OperatorConfig, Renderer, access, kubeconfig, moduleset, plugin, runtime,
+    Clients, Context, Controllers, OperatorConfig, Renderer, access, kubeconfig, moduleset, plugin,
+    runtime,
 };
 use crate::crd::Plugin;
 use crate::fence::Fence;

@@ -62,7 +62,23 @@
 //!   with [`Object::conditions`].
 //!
 //! ```
-//! use serde::{Deserialize, Serialize};
+//! use tessera_sdk::objects::{Object, config_file};
+//! use serde_json::json;
+//!
+//! let map = Object::namespaced("v1", "ConfigMap", "kyma-system", "gateway")
+//!     .label("app.kubernetes.io/name", "gateway")
+//!     .with("data", json!({"gateway.yaml": config_file(&json!({"port": 4317}))}));
+//! assert_eq!(map.name(), "gateway");
+//!
+//! let crd = Object::from_value(&json!({
+//!     "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+//!     "metadata": {"name": "pipelines.example.dev"},
+//!     "status": {"conditions": [{"type": "Established", "status": "True"}]},
+//! })).unwrap();
+//! assert!(crd.is_condition_true("Established"));
+//! ```
+
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::PluginError;
@@ -320,10 +336,14 @@ mod tests {
     fn the_service_selects_the_deployments_pods() {
         let d: Value = deployment("ns", "web", "img:1", 2).into();
         let s: Value = service("ns", "web", 8080).into();
-        assert_eq!(d["spec"]["template"]["metadata"]["labels"], s["spec"]["selector"]);
+        assert_eq!(
+            d["spec"]["template"]["metadata"]["labels"],
+            s["spec"]["selector"]
+        );
         assert_eq!(d["spec"]["selector"]["matchLabels"], s["spec"]["selector"]);
         assert_eq!(d["spec"]["replicas"], 2);
-        let crd: Value = custom_resource_definition("example.dev", "Greeting", "greetings", "v1").into();
+        let crd: Value =
+            custom_resource_definition("example.dev", "Greeting", "greetings", "v1").into();
         assert_eq!(crd["metadata"]["name"], "greetings.example.dev");
         assert_eq!(crd["spec"]["names"]["listKind"], "GreetingList");
     }

@@ -7,6 +7,8 @@
 #   ensure-apiserver.sh --node   also kubelet, kube-controller-manager and kube-scheduler
 #                                (a real node: `./x test`, `./x demo --in-pod`), named
 #                                `<command>-1.20.2` beside the API server
+#   ensure-apiserver.sh --controller-manager
+#                                kube-apiserver and kube-controller-manager (`tessera dev up`)
 #
 # The source tree stays in the cache, so building the node's commands after the API server
 # reuses its compiled packages and costs little more than the difference.
@@ -14,9 +16,10 @@ set -euo pipefail
 cache="${TESSERA_KUBE_CACHE:-$HOME/.cache/tessera/kube}"
 bin="$cache/kube-apiserver-1.20.2"
 commands="kube-apiserver"
-if [ "${1:-}" = "--node" ]; then
-  commands="kube-apiserver kubelet kube-controller-manager kube-scheduler"
-fi
+case "${1:-}" in
+  --node) commands="kube-apiserver kubelet kube-controller-manager kube-scheduler" ;;
+  --controller-manager) commands="kube-apiserver kube-controller-manager" ;;
+esac
 built() { for c in $commands; do [ -x "$cache/$c-1.20.2" ] || return 1; done; }
 if built && command -v etcd >/dev/null; then
   echo "$bin"

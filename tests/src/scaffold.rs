@@ -72,8 +72,12 @@ pub fn new_plugin_built(kind: &str, name: &str, dir: &Path) -> PathBuf {
 /// The shell blocks of a README between `<!-- walkthrough` and `<!-- end walkthrough -->`,
 /// as one bash script that says when each block starts and how long it took.
 pub fn walkthrough_script(readme: &str) -> String {
-    let start = readme.find("<!-- walkthrough").expect("a walkthrough marker");
-    let end = readme.find("<!-- end walkthrough -->").expect("an end marker");
+    let start = readme
+        .find("<!-- walkthrough")
+        .expect("a walkthrough marker");
+    let end = readme
+        .find("<!-- end walkthrough -->")
+        .expect("an end marker");
     let mut script = String::from(
         "set -euo pipefail\n\
          trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n\
@@ -110,12 +114,9 @@ pub fn author_shell(dir: &Path, script: &str) -> Command {
     let tessera_dir = tessera_bin().parent().unwrap().to_path_buf();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let cargo_dir = Path::new(&cargo).parent().map(Path::to_path_buf);
-    let path = std::env::join_paths(
-        [Some(tessera_dir), cargo_dir]
-            .into_iter()
-            .flatten()
-            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
-    )
+    let path = std::env::join_paths([Some(tessera_dir), cargo_dir].into_iter().flatten().chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
     .unwrap();
     let mut cmd = Command::new("bash");
     for (key, _) in std::env::vars() {
@@ -140,8 +141,15 @@ mod tests {
     fn the_walkthrough_is_the_readmes_shell_blocks_in_order() {
         let readme = "intro\n```sh\nnot this\n```\n<!-- walkthrough -->\ntext\n```sh\na=1\necho $a\n```\nmore\n```yaml\nno: 1\n```\n```sh\nb\n```\n<!-- end walkthrough -->\n```sh\nnor this\n```\n";
         let script = walkthrough_script(readme);
-        assert!(script.contains("step \"1: a=1\"\na=1\necho $a\ntook\n"), "{script}");
+        assert!(
+            script.contains("step \"1: a=1\"\na=1\necho $a\ntook\n"),
+            "{script}"
+        );
         assert!(script.contains("step \"2: b\"\nb\ntook\n"), "{script}");
-        assert!(!script.contains("not this") && !script.contains("nor this") && !script.contains("no: 1"));
+        assert!(
+            !script.contains("not this")
+                && !script.contains("nor this")
+                && !script.contains("no: 1")
+        );
     }
 }

@@ -83,13 +83,22 @@ async fn the_module_readme_walks_to_ready(_: &ControlPlane) -> Result {
     run(
         "tessera plugin new",
         &mut tessera(&[
-            "plugin", "new", "greeter", "--kind", "module-reconciler",
-            "--dir", dir.to_str().unwrap(), "--sdk", sdk.to_str().unwrap(),
+            "plugin",
+            "new",
+            "greeter",
+            "--kind",
+            "module-reconciler",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--sdk",
+            sdk.to_str().unwrap(),
         ]),
     );
     let readme = std::fs::read_to_string(dir.join("README.md")).map_err(|e| e.to_string())?;
     let script = walkthrough_script(&readme);
-    let out = author_shell(&dir, &script).output().map_err(|e| e.to_string())?;
+    let out = author_shell(&dir, &script)
+        .output()
+        .map_err(|e| e.to_string())?;
     // Whatever happened, nothing of `tessera dev up` stays behind.
     let dev = dir.join(".tessera-dev").display().to_string();
     let down = tessera(&["dev", "down", "--dir", &dev]).output();
@@ -97,7 +106,7 @@ async fn the_module_readme_walks_to_ready(_: &ControlPlane) -> Result {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
     );
-    eprintln!("{stderr}");
+    eprintln!("{stderr}\n--- the walkthrough's standard output:\n{stdout}");
     if !out.status.success() {
         let host = std::fs::read_to_string(dir.join(".tessera-dev/host.log")).unwrap_or_default();
         return Err(format!(
@@ -111,10 +120,15 @@ async fn the_module_readme_walks_to_ready(_: &ControlPlane) -> Result {
     }
     for expected in ["hello again", "greeter-try", "Ready"] {
         if !stdout.contains(expected) {
-            return Err(format!("the walkthrough's output lacks {expected:?}:\n{stdout}"));
+            return Err(format!(
+                "the walkthrough's output lacks {expected:?}:\n{stdout}"
+            ));
         }
     }
-    eprintln!("plugin new → README walkthrough done: {:.1?}", started.elapsed());
+    eprintln!(
+        "plugin new → README walkthrough done: {:.1?}",
+        started.elapsed()
+    );
     Ok(())
 }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use tessera::devenv::cluster::{Cluster, ClusterOptions};
-use tessera::devenv::node::{Bridge, Node, PAUSE_IMAGE};
+use tessera::devenv::node::{Bridge, ControllerManager, Node, PAUSE_IMAGE};
 use tessera::devenv::registry::TestRegistry;
 use tessera::devenv::tools;
 
@@ -67,7 +67,11 @@ impl Files {
     }
     /// The pid of a serving `tessera dev up` in this directory, if one runs.
     fn running(&self) -> Option<i32> {
-        let pid: i32 = std::fs::read_to_string(self.path("pid")).ok()?.trim().parse().ok()?;
+        let pid: i32 = std::fs::read_to_string(self.path("pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
         // Signal 0: does the process exist (and may we signal it)?
         (pid > 0 && unsafe { libc::kill(pid, 0) } == 0).then_some(pid)
     }
@@ -132,7 +136,9 @@ fn detach(files: &Files, node: bool) -> anyhow::Result<ExitCode> {
             Ok(())
         });
     }
-    let mut child = cmd.spawn().context("cannot start tessera dev up --foreground")?;
+    let mut child = cmd
+        .spawn()
+        .context("cannot start tessera dev up --foreground")?;
     let started = Instant::now();
     while !files.path("ready").exists() {
         if let Some(status) = child.try_wait()? {
@@ -144,7 +150,10 @@ fn detach(files: &Files, node: bool) -> anyhow::Result<ExitCode> {
         }
         if started.elapsed() > Duration::from_secs(300) {
             let _ = child.kill();
-            bail!("not ready after 5 minutes; see {}", files.path("dev.log").display());
+            bail!(
+                "not ready after 5 minutes; see {}",
+                files.path("dev.log").display()
+            );
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -162,21 +171,20 @@ fn print_ready(files: &Files) {
     if !node.trim().is_empty() {
         println!("# node: {}", node.trim());
     }
-    println!(
-        "# stop with: tessera dev down --dir {}",
-        files.0.display()
-    );
+    println!("# stop with: tessera dev down --dir {}", files.0.display());
 }
 
-/// What `up --foreground` runs; dropped in reverse order: node, registry, cluster, bridge.
+/// What `up --foreground` runs; dropped in field order: the node (with its own
+/// controllers) or the controller manager, the registry, the cluster, the bridge.
 struct Pieces {
     node: Option<Node>,
+    _controllers: Option<ControllerManager>,
     registry: TestRegistry,
     cluster: Cluster,
     _bridge: Option<Bridge>,
 }
 
-fn start(node: bool) -> Result<Pieces, String> {
+fn start(node: bool, files: &Files) -> Result<Pieces, String> {
     let bridge = if node { Some(Bridge::create()?) } else { None };
     let options = ClusterOptions {
         service_accounts: node,
@@ -185,12 +193,16 @@ fn start(node: bool) -> Result<Pieces, String> {
     };
     let cluster = Cluster::start_with("dev", &options)?;
     let registry = TestRegistry::start()?;
-    let node = match &bridge {
-        Some(b) => Some(Node::start(&cluster, "dev-node", Some(b))?),
-        None => None,
+    let (node, controllers) = match &bridge {
+        Some(b) => (Some(Node::start(&cluster, "dev-node", Some(b))?), None),
+        None => {
+            let log = files.path("kube-controller-manager.log");
+            (None, Some(ControllerManager::start(&cluster, &log)?))
+        }
     };
     Ok(Pieces {
         node,
+        _controllers: controllers,
         registry,
         cluster,
         _bridge: bridge,
@@ -202,7 +214,7 @@ fn serve(files: &Files, node: bool) -> anyhow::Result<ExitCode> {
     let signals = block_signals();
     std::fs::write(files.path("pid"), std::process::id().to_string())?;
     let started = Instant::now();
-    let pieces = start(node).map_err(anyhow::Error::msg)?;
+    let pieces = start(node, files).map_err(anyhow::Error::msg)?;
     std::fs::copy(&pieces.cluster.kubeconfig, files.path("kubeconfig"))?;
     std::fs::write(files.path("registry"), pieces.registry.host())?;
     if let Some(n) = &pieces.node {
@@ -260,7 +272,10 @@ fn down(dir: &Path) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     while files.running().is_some() && files.path("pid").exists() {
         if started.elapsed() > Duration::from_secs(60) {
-            bail!("pid {pid} still runs after 60 s; see {}", files.path("dev.log").display());
+            bail!(
+                "pid {pid} still runs after 60 s; see {}",
+                files.path("dev.log").display()
+            );
         }
         std::thread::sleep(Duration::from_millis(100));
     }

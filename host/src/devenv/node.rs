@@ -80,6 +80,52 @@ impl Drop for Bridge {
     }
 }
 
+/// kube-controller-manager for `cluster`: namespaces finalize, dependents of deleted owners
+/// are collected, Deployments get ReplicaSets, the token controller signs service-account
+/// tokens with the API server's key and hands pods the cluster CA.
+fn controller_manager(cluster: &Cluster) -> Command {
+    let mut cmd = Command::new(kube_binary("kube-controller-manager"));
+    cmd.arg("--kubeconfig")
+        .arg(&cluster.kubeconfig)
+        .args(["--leader-elect=false", "--port=0", "--secure-port=0"])
+        .arg("--service-account-private-key-file")
+        .arg(cluster.file("sa.key"))
+        .arg("--root-ca-file")
+        .arg(cluster.file("ca.crt"))
+        .args(["--use-service-account-credentials=false", "--controllers=*"]);
+    cmd
+}
+
+/// kube-controller-manager alone, for a cluster without a node (`tessera dev up`), so that
+/// it behaves like a cluster where namespaces and owned objects go when deleted. Stopped
+/// on drop.
+pub struct ControllerManager {
+    child: Child,
+}
+
+impl ControllerManager {
+    /// Start it for `cluster`, its output in `log`.
+    pub fn start(cluster: &Cluster, log: &Path) -> Result<Self, String> {
+        let file = std::fs::File::create(log)
+            .map_err(|e| format!("cannot write {}: {e}", log.display()))?;
+        let err = file.try_clone().map_err(|e| e.to_string())?;
+        let child = controller_manager(cluster)
+            .stdin(Stdio::null())
+            .stdout(file)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("cannot start kube-controller-manager: {e}"))?;
+        Ok(Self { child })
+    }
+}
+
+impl Drop for ControllerManager {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// One node registered with a cluster, and the cluster's controllers; stops on drop
 /// (containers included).
 pub struct Node {
@@ -237,26 +283,7 @@ state = "{d}/containerd/state"
 
     fn start_controllers(&mut self, cluster: &Cluster) -> Result<(), String> {
         let kubeconfig = cluster.kubeconfig.display().to_string();
-        let sa_key = cluster.file("sa.key").display().to_string();
-        let ca = cluster.file("ca.crt").display().to_string();
-        self.spawn(
-            "kube-controller-manager",
-            Command::new(kube_binary("kube-controller-manager")).args([
-                "--kubeconfig",
-                &kubeconfig,
-                "--leader-elect=false",
-                "--port=0",
-                "--secure-port=0",
-                // The token controller signs service-account tokens with the API server's
-                // key and hands pods this CA.
-                "--service-account-private-key-file",
-                &sa_key,
-                "--root-ca-file",
-                &ca,
-                "--use-service-account-credentials=false",
-                "--controllers=*",
-            ]),
-        )?;
+        self.spawn("kube-controller-manager", &mut controller_manager(cluster))?;
         self.spawn(
             "kube-scheduler",
             Command::new(kube_binary("kube-scheduler")).args([

@@ -1,6 +1,6 @@
 //! What the local pieces need on the machine, made on first use: etcd and Kubernetes 1.20.2
-//! built from Debian's `kubernetes` source package (kube-apiserver; with a node also kubelet,
-//! kube-controller-manager and kube-scheduler), containerd, runc, the CNI plugins and a pause
+//! built from Debian's `kubernetes` source package (kube-apiserver and
+//! kube-controller-manager; with a node also kubelet and kube-scheduler), containerd, runc, the CNI plugins and a pause
 //! image for a node, and Debian's `docker-registry`. The scripts are the ones `./x test`
 //! runs, built into the binary so that this works outside a checkout.
 
@@ -74,9 +74,9 @@ pub fn missing(node: bool) -> Vec<String> {
     if !on_path("etcd") {
         missing.push("etcd (Debian's etcd-server)".to_string());
     }
-    let mut commands = vec!["kube-apiserver"];
+    let mut commands = vec!["kube-apiserver", "kube-controller-manager"];
     if node {
-        commands.extend(["kubelet", "kube-controller-manager", "kube-scheduler"]);
+        commands.extend(["kubelet", "kube-scheduler"]);
     }
     let absent: Vec<&str> = commands
         .into_iter()
@@ -85,7 +85,7 @@ pub fn missing(node: bool) -> Vec<String> {
     if !absent.is_empty() {
         missing.push(format!(
             "{} 1.20.2, built from Debian's kubernetes source package with Go 1.19 into {} \
-             (about 5 minutes on 2 cores, 4 GB of disk for the source tree)",
+             (about 7 minutes on 2 cores, 4 GB of disk for the source tree)",
             absent.join(", "),
             kube_cache().display()
         ));
@@ -104,8 +104,12 @@ pub fn missing(node: bool) -> Vec<String> {
 /// to stderr every 30 s; idempotent and cheap when nothing is missing. Needs root or sudo
 /// for the Debian packages.
 pub fn ensure(node: bool, log: &Path) -> Result<(), String> {
-    let flag: &[&str] = if node { &["--node"] } else { &[] };
-    run_script("ensure-apiserver.sh", APISERVER_SCRIPT, flag, log)?;
+    let flag = if node {
+        "--node"
+    } else {
+        "--controller-manager"
+    };
+    run_script("ensure-apiserver.sh", APISERVER_SCRIPT, &[flag], log)?;
     if node {
         run_script("ensure-node.sh", NODE_SCRIPT, &[], log)?;
     }
@@ -160,11 +164,7 @@ fn run_script(name: &str, script: &str, args: &[&str], log: &Path) -> Result<(),
         }
         if started.elapsed() >= told + Duration::from_secs(30) {
             told = started.elapsed();
-            eprintln!(
-                "  {name}: {} s (log: {})",
-                told.as_secs(),
-                log.display()
-            );
+            eprintln!("  {name}: {} s (log: {})", told.as_secs(), log.display());
         }
         std::thread::sleep(Duration::from_millis(500));
     }

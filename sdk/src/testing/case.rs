@@ -393,8 +393,14 @@ mod tests {
     fn a_missing_snapshot_is_named_with_how_to_write_it() {
         let dir = scratch("missing");
         let case = dir.join("renders.yaml");
-        std::fs::write(&case, "expect: {state: Ready, desiredFile: expected/renders.yaml}\n").unwrap();
-        let err = crate::testing::ModuleCase::load(&case).unwrap_err().to_string();
+        std::fs::write(
+            &case,
+            "expect: {state: Ready, desiredFile: expected/renders.yaml}\n",
+        )
+        .unwrap();
+        let err = crate::testing::ModuleCase::load(&case)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains(&case.display().to_string())
                 && err.contains(&dir.join("expected/renders.yaml").display().to_string())

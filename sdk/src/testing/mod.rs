@@ -207,7 +207,7 @@ fn bless_module<P: ModuleReconciler>(dir: &std::path::Path) {
                 path,
                 &to_yaml(&serde_json::Value::from(desired)),
             )
-                .unwrap_or_else(|err| panic!("{err}"));
+            .unwrap_or_else(|err| panic!("{err}"));
         }
     }
 }
