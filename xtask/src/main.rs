@@ -29,6 +29,7 @@ use std::process::{Command, ExitCode};
 use anyhow::{Context, Result, bail};
 
 mod background;
+mod cycles;
 mod image;
 mod signals;
 mod suites;
@@ -507,6 +508,13 @@ fn ensure_tool(script: &str) -> Result<PathBuf> {
 }
 
 fn lint() -> Result<()> {
+    let cycles = cycles::find(&root().join("host/src"), &["modules"])?;
+    if !cycles.is_empty() {
+        bail!(
+            "import cycles in host/src (the layers must point one way, see docs/architecture.md#layers):\n  {}",
+            cycles.join("\n  ")
+        );
+    }
     run({
         let mut cmd = cargo();
         cmd.args(["fmt", "--all", "--", "--check"]);

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 const APISERVER_SCRIPT: &str = include_str!("../../../tests/kube/ensure-apiserver.sh");
 const NODE_SCRIPT: &str = include_str!("../../../tests/node/ensure-node.sh");
+const REGISTRY_SCRIPT: &str = include_str!("../../../tests/registry/ensure-registry.sh");
 
 /// `~/.cache/tessera/<what>` (or `$XDG_CACHE_HOME/tessera/<what>`).
 fn cache(what: &str) -> PathBuf {
@@ -121,13 +122,7 @@ fn ensure_registry(log: &Path) -> Result<(), String> {
     if registry.is_file() || on_path(&registry.display().to_string()) {
         return Ok(());
     }
-    // Debian starts the packaged registry as a service with its stock configuration
-    // (htpasswd, every interface); ours run with their own configuration.
-    let script = "set -e; as_root() { if [ \"$(id -u)\" = 0 ]; then \"$@\"; else sudo \"$@\"; fi; }
-export DEBIAN_FRONTEND=noninteractive
-as_root apt-get install -y -qq docker-registry >&2
-as_root systemctl disable --now docker-registry >/dev/null 2>&1 || true";
-    run_script("install docker-registry", script, &[], log)
+    run_script("ensure-registry.sh", REGISTRY_SCRIPT, &[], log)
 }
 
 /// `bash -c SCRIPT NAME ARGS…`, its stderr appended to `log`; progress every 30 s.

@@ -6,7 +6,9 @@ mod errors;
 mod kubeconfig;
 mod shoot;
 
-pub(crate) use errors::{ErrorClass, FORCE_DELETION_CODES, classify_codes};
+pub(crate) use errors::{
+    ErrorClass, FORCE_DELETION_CODES, GardenerFailure, classify_codes, gardener_failure,
+};
 pub(crate) use kubeconfig::request_admin_kubeconfig;
 #[cfg(test)]
 pub(crate) use shoot::LastOperation;

@@ -8,8 +8,8 @@ use prometheus::{
     HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
 
-use crate::controllers::runtime::GardenerFailure;
 use crate::crd::RuntimeState;
+use crate::gardener::GardenerFailure;
 use crate::wasm::Fault;
 
 /// Every metric the host exports, registered in its own registry.

@@ -13,12 +13,10 @@ use serde_json::Value;
 use super::error::ModuleError;
 use super::inventory::{Entry, ModuleRecord, ObjectKey};
 use super::labels;
-use super::ownership::{
-    MODULE_MANAGER_PREFIX, Owner, Whose, conflicting_managers, is_conflict, is_uid_mismatch, whose,
-};
-use super::set::Change;
+use super::ownership::{Whose, conflicting_managers, is_conflict, is_uid_mismatch, whose};
 use super::sharing;
 use super::target::{Kind, Target};
+use super::types::{Change, MODULE_MANAGER_PREFIX, Owner};
 use crate::crd::labels::{MANAGED_BY, MANAGED_BY_VALUE};
 
 /// The field manager of a module: each module owns its fields, so two modules wanting one

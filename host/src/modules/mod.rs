@@ -14,6 +14,7 @@ pub mod set;
 pub(crate) mod sharing;
 pub(crate) mod source;
 pub mod target;
+pub(crate) mod types;
 pub mod windows;
 
 pub use error::ModuleError;

@@ -6,17 +6,7 @@ use serde_json::Value;
 
 use super::labels;
 use super::sharing;
-
-/// Field managers that are Tessera's own modules.
-pub(crate) const MODULE_MANAGER_PREFIX: &str = "tessera-module-";
-
-/// The module asking.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Owner<'a> {
-    /// `<namespace>/<name>` of the ModuleSet.
-    pub(crate) set: &'a str,
-    pub(crate) module: &'a str,
-}
+use super::types::Owner;
 
 /// Whose an object is.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,9 +15,9 @@ use super::apply::Applied;
 use super::engine::{ModuleRun, Reconciled, prune_inventory, removal_refused};
 use super::error::ModuleError;
 use super::inventory::{Inventory, ObjectKey};
-use super::ownership::Owner;
 use super::source::{Candidate, ModuleSource};
 use super::target::Target;
+use super::types::Owner;
 use super::windows::Maintenance;
 use crate::crd::moduleset::ModuleSpec;
 use crate::wasm::WasmRuntime;
@@ -25,9 +25,10 @@ use crate::wasm::WasmRuntime;
 mod plan;
 mod preview;
 
+pub use super::types::Change;
 use plan::{Gate, Offer, Offers, Plan, Ran, Removal, Run};
 pub(crate) use plan::{with_mandatory, woken_by};
-pub use preview::{Change, ModulePreview, ObjectPreview, preview_set};
+pub use preview::{ModulePreview, ObjectPreview, preview_set};
 
 /// The channel when neither the module nor the set names one.
 pub(crate) const DEFAULT_CHANNEL: &str = "regular";

@@ -20,8 +20,8 @@ use serde_json::{Value, json};
 use super::error::ModuleError;
 use super::inventory::{Inventory, ObjectKey};
 use super::labels;
-use super::ownership::{MODULE_MANAGER_PREFIX, Owner};
 use super::target::Target;
+use super::types::{MODULE_MANAGER_PREFIX, Owner};
 
 /// `<set namespace>/<set name>/<module>` of each module sharing the object besides its
 /// holder, comma-separated.

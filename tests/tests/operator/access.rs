@@ -241,7 +241,7 @@ async fn prepare_runtime_cluster(s: &Scenario<'_>, apps: &str, role: &str) -> Re
 /// A forced rotation issues a new token; the old kubeconfig stops working.
 async fn rotation(s: &Scenario<'_>, old: &Path, dir: &Path, apps: &str, host: &Host) -> Result {
     let before = std::fs::read_to_string(old).map_err(|e| e.to_string())?;
-    let patch = json!({ "metadata": { "annotations": { "tessera.dev/force-rotation": "now" } } });
+    let patch = json!({ "metadata": { "annotations": { "tessera.dev/force-rotation": "true" } } });
     accesses(s)
         .patch("reader", &PatchParams::default(), &Patch::Merge(&patch))
         .await

@@ -343,7 +343,7 @@ pub(crate) fn token_due(
     let (Some(issued), Some(expiry)) = (issued, expiry) else {
         return Ok(());
     };
-    let forced = access.annotations().contains_key(labels::FORCE_ROTATION);
+    let forced = labels::is_true(access.metadata.annotations.as_ref(), labels::FORCE_ROTATION);
     if !secret_present || forced || status.token_generation != access.metadata.generation {
         return Ok(());
     }
@@ -534,7 +534,7 @@ pub(crate) fn kept_anchors(
     secret: Option<&Secret>,
     issued: &str,
 ) -> Vec<String> {
-    let forced = access.annotations().contains_key(labels::FORCE_ROTATION);
+    let forced = labels::is_true(access.metadata.annotations.as_ref(), labels::FORCE_ROTATION);
     let previous = secret
         .and_then(|s| s.annotations().get(ANCHOR_ANNOTATION).cloned())
         .filter(|_| !forced);
@@ -582,7 +582,13 @@ mod tests {
         );
         assert_eq!(kept_anchors(&a, None, "anchor-2"), ["anchor-2"]);
         a.metadata.annotations =
-            Some([(labels::FORCE_ROTATION.to_string(), "1".to_string())].into());
+            Some([(labels::FORCE_ROTATION.to_string(), "false".to_string())].into());
+        assert_eq!(
+            kept_anchors(&a, Some(&secret), "anchor-2"),
+            ["anchor-2", "anchor-1"]
+        );
+        a.metadata.annotations =
+            Some([(labels::FORCE_ROTATION.to_string(), "true".to_string())].into());
         assert_eq!(kept_anchors(&a, Some(&secret), "anchor-2"), ["anchor-2"]);
     }
 
@@ -716,8 +722,17 @@ mod tests {
         a.metadata.generation = Some(2);
         assert_eq!(token_due(&a, true, at(1), 0.5), Ok(()), "spec changed");
         a.metadata.generation = Some(1);
+        // The annotation is read as the kubeconfig controller reads it: only "true" forces.
+        for value in ["false", "x", ""] {
+            a.metadata.annotations =
+                Some([(labels::FORCE_ROTATION.to_string(), value.to_string())].into());
+            assert!(
+                token_due(&a, true, at(1), 0.5).is_err(),
+                "{value:?} forced a rotation"
+            );
+        }
         a.metadata.annotations =
-            Some([(labels::FORCE_ROTATION.to_string(), "x".to_string())].into());
+            Some([(labels::FORCE_ROTATION.to_string(), "true".to_string())].into());
         assert_eq!(token_due(&a, true, at(1), 0.5), Ok(()), "forced");
     }
 

@@ -289,7 +289,7 @@ async fn after_issue(
     expiry: &str,
 ) -> Result<(), ReconcileError> {
     publish_expiry(ctx, access, Some(expiry));
-    if access.annotations().contains_key(labels::FORCE_ROTATION) {
+    if labels::is_true(access.metadata.annotations.as_ref(), labels::FORCE_ROTATION) {
         let patch = json!({ "metadata": { "annotations": { labels::FORCE_ROTATION: null } } });
         let params = PatchParams::default();
         api.patch(&access.name_any(), &params, &Patch::Merge(&patch))

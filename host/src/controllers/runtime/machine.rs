@@ -16,6 +16,7 @@ use crate::crd::EventReason;
 use crate::crd::{
     ConditionStatus, ConditionType, Reason, Runtime, RuntimeState, RuntimeStatus, set_condition,
 };
+use crate::gardener::{GardenerFailure, gardener_failure};
 use crate::metrics::{Dependency, GardenerCall};
 
 /// Every step of the Runtime state machine, one file each in `states/`.
@@ -456,69 +457,5 @@ impl Machine {
             .publish(&self.runtime.object_ref(&()), "Reconcile", notes)
             .await;
         Ok(())
-    }
-}
-
-/// How a request to Gardener failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum GardenerFailure {
-    /// No usable answer: connection failures, 404 (the Shoot API is not there), 5xx, 429.
-    Down,
-    /// Gardener answered and refused this request (validation, admission, permissions).
-    Rejected,
-}
-
-impl GardenerFailure {
-    /// Both, for metrics that start every combination at zero.
-    pub(crate) const ALL: [Self; 2] = [Self::Down, Self::Rejected];
-
-    /// The word `tessera_gardener_errors_total` labels the failure with.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Self::Down => "unavailable",
-            Self::Rejected => "rejected",
-        }
-    }
-}
-
-pub(crate) fn gardener_failure(e: &kube::Error) -> GardenerFailure {
-    match e {
-        kube::Error::Api(s) if (400..500).contains(&s.code) && s.code != 404 && s.code != 429 => {
-            GardenerFailure::Rejected
-        }
-        _ => GardenerFailure::Down,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn api(code: u16) -> kube::Error {
-        kube::Error::Api(Box::new(
-            kube::core::Status::failure("no", "Reason").with_code(code),
-        ))
-    }
-
-    #[test]
-    fn a_missing_or_failing_shoot_api_is_gardener_down() {
-        for code in [404, 429, 500, 503] {
-            assert_eq!(
-                gardener_failure(&api(code)),
-                GardenerFailure::Down,
-                "{code}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_refusal_of_the_shoot_is_a_rejection() {
-        for code in [400, 403, 422] {
-            assert_eq!(
-                gardener_failure(&api(code)),
-                GardenerFailure::Rejected,
-                "{code}"
-            );
-        }
     }
 }

@@ -14,4 +14,3 @@ pub(crate) mod states;
 mod takeover;
 
 pub(crate) use controller::{run, tokio_stream_of};
-pub(crate) use machine::{GardenerFailure, gardener_failure};

@@ -17,10 +17,10 @@ use kube::api::{Api, DynamicObject};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
-use super::machine::{GardenerFailure, gardener_failure};
 use crate::controllers::{Context, kit, labels};
 use crate::crd::Runtime;
 use crate::gardener::shoot_resource;
+use crate::gardener::{GardenerFailure, gardener_failure};
 use crate::metrics::{Dependency, GardenerCall};
 
 type Events = BoxStream<'static, Result<watcher::Event<DynamicObject>, watcher::Error>>;
