@@ -11,10 +11,12 @@ use anyhow::Result;
 
 type Module = Vec<String>;
 
-/// The cycles of the crate whose source is `src`, one line each (empty: none).
-pub(crate) fn find(src: &Path, dirs: &[&str]) -> Result<Vec<String>> {
+type Graph = BTreeMap<Module, BTreeSet<Module>>;
+
+/// Which module imports which, file by file.
+fn imports(src: &Path) -> Result<Graph> {
     let modules = modules(src, src)?;
-    let mut edges: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
+    let mut edges = Graph::new();
     for (module, text) in &modules {
         for path in paths(module, text) {
             if let Some(target) = resolve(&path, &modules)
@@ -24,9 +26,13 @@ pub(crate) fn find(src: &Path, dirs: &[&str]) -> Result<Vec<String>> {
             }
         }
     }
-    let mut found = Vec::new();
-    let mut top: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
-    for (from, tos) in &edges {
+    Ok(edges)
+}
+
+/// The same between top-level modules.
+fn top_level(edges: &Graph) -> Graph {
+    let mut top = Graph::new();
+    for (from, tos) in edges {
         for to in tos {
             if let (Some(a), Some(b)) = (from.first(), to.first())
                 && a != b
@@ -37,12 +43,42 @@ pub(crate) fn find(src: &Path, dirs: &[&str]) -> Result<Vec<String>> {
             }
         }
     }
+    top
+}
+
+/// Imports against the layer order: `tiers` lists the top-level modules from the bottom
+/// up, and a module may import only modules of lower tiers. A module in no tier is a
+/// violation too (a new module takes its place in the order deliberately).
+pub(crate) fn layer_violations(src: &Path, tiers: &[&[&str]]) -> Result<Vec<String>> {
+    let tier_of = |m: &str| tiers.iter().position(|t| t.contains(&m));
+    let mut found = Vec::new();
+    for (from, tos) in top_level(&imports(src)?) {
+        let from = &from[0];
+        let Some(low) = tier_of(from) else {
+            found.push(format!("{from}: in no layer"));
+            continue;
+        };
+        for to in tos {
+            match tier_of(&to[0]) {
+                Some(tier) if tier < low => {}
+                _ => found.push(format!("{from} imports {}, which is not below it", to[0])),
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The cycles of the crate whose source is `src`, one line each (empty: none).
+pub(crate) fn find(src: &Path, dirs: &[&str]) -> Result<Vec<String>> {
+    let edges = imports(src)?;
+    let top = top_level(&edges);
+    let mut found = Vec::new();
     for cycle in strongly_connected(&top) {
         found.push(format!("top-level: {}", names(&cycle)));
     }
     for dir in dirs {
         let inside = |m: &Module| m.first().is_some_and(|f| f == dir);
-        let local: BTreeMap<Module, BTreeSet<Module>> = edges
+        let local: Graph = edges
             .iter()
             .filter(|(m, _)| inside(m))
             .map(|(m, tos)| {
@@ -215,9 +251,9 @@ fn resolve(path: &Module, modules: &BTreeMap<Module, String>) -> Option<Module> 
 }
 
 /// Tarjan's strongly connected components with more than one member.
-fn strongly_connected(graph: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<Vec<Module>> {
+fn strongly_connected(graph: &Graph) -> Vec<Vec<Module>> {
     struct State<'a> {
-        graph: &'a BTreeMap<Module, BTreeSet<Module>>,
+        graph: &'a Graph,
         index: BTreeMap<Module, usize>,
         low: BTreeMap<Module, usize>,
         stack: Vec<Module>,
@@ -295,6 +331,24 @@ mod tests {
             vec![
                 "top-level: a <-> modules".to_string(),
                 "modules/: modules::x <-> modules::y".to_string()
+            ]
+        );
+    }
+
+    #[test]
+    fn an_import_upwards_breaks_the_layers() {
+        let dir = tree(&[
+            ("lib.rs", "pub mod low;\npub mod high;\npub mod new;\n"),
+            ("low.rs", "use crate::high::X;\n"),
+            ("high.rs", "use crate::low::Y;\n"),
+            ("new.rs", "use crate::low::Z;\n"),
+        ]);
+        let found = layer_violations(dir.path(), &[&["low"], &["high"]]).unwrap();
+        assert_eq!(
+            found,
+            vec![
+                "low imports high, which is not below it".to_string(),
+                "new: in no layer".to_string()
             ]
         );
     }

@@ -30,8 +30,8 @@ pub use kubeconfig::{
 };
 pub use moduleset::{ModuleSet, ModuleSetSpec, ModuleSetStatus, ModuleSpec};
 pub use plugin::{
-    ChannelStatus, GrantStatus, Mandatory, Plugin, PluginChannel, PluginSpec, PluginStatus,
-    PluginVersion, ResolvedVersion, UpdatePolicy, Verification,
+    ChannelStatus, GrantStatus, LimitsOverride, Mandatory, Plugin, PluginChannel, PluginKind,
+    PluginSpec, PluginStatus, PluginVersion, ResolvedVersion, UpdatePolicy, Verification,
 };
 pub use runtime::{
     PluginStamp, Runtime, RuntimeSpec, RuntimeState, RuntimeStatus, ShadowOutcome, ShadowResult,

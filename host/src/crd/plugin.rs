@@ -6,6 +6,46 @@ use serde::{Deserialize, Serialize};
 use super::Condition;
 use crate::grants::Grants;
 
+/// The two plugin worlds of the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PluginKind {
+    ShootExtension,
+    ModuleReconciler,
+}
+
+impl std::fmt::Display for PluginKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PluginKind::ShootExtension => "shoot-extension",
+            PluginKind::ModuleReconciler => "module-reconciler",
+        })
+    }
+}
+
+/// Limits that override the defaults field by field (a Plugin's `spec.limits`, a chain
+/// step's `limits`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsOverride {
+    #[serde(rename = "memoryMiB", default, skip_serializing_if = "Option::is_none")]
+    pub memory_mib: Option<u64>,
+    #[serde(rename = "timeoutMs", default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    #[serde(rename = "outputKiB", default, skip_serializing_if = "Option::is_none")]
+    pub output_kib: Option<u64>,
+    #[serde(rename = "logLines", default, skip_serializing_if = "Option::is_none")]
+    pub log_lines: Option<u32>,
+    #[serde(
+        rename = "readObjects",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub read_objects: Option<u32>,
+    #[serde(rename = "readKiB", default, skip_serializing_if = "Option::is_none")]
+    pub read_kib: Option<u64>,
+}
+
 /// A plugin released through an OCI registry: its versions, which version each release
 /// channel runs, and optionally a shadow version rendered next to it for comparison.
 /// The resource name is the plugin name the chain (or a ModuleSet) refers to.
@@ -25,14 +65,14 @@ use crate::grants::Grants;
 pub struct PluginSpec {
     /// `shoot-extension` or `module-reconciler`; the component must export that world.
     #[schemars(schema_with = "kind_schema")]
-    pub kind: crate::wasm::PluginKind,
+    pub kind: PluginKind,
     /// Released versions. A tag reference is resolved to a digest, which status pins.
     pub versions: Vec<PluginVersion>,
     /// Release channels (e.g. `regular`, `fast`) and the version each one runs.
     pub channels: Vec<PluginChannel>,
     /// Limits for every call, over the host's defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limits: Option<crate::wasm::LimitsOverride>,
+    pub limits: Option<LimitsOverride>,
     /// Configuration passed to the plugin (the host's chain configuration can override it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "any_object")]

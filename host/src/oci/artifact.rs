@@ -9,7 +9,6 @@ use serde::{Deserialize, Serialize};
 
 use super::error::OciError;
 use super::sha256_digest;
-use crate::wasm::inspect::Inspection;
 
 /// Config media type of the Wasm OCI artifact layout.
 pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
@@ -84,10 +83,12 @@ struct WasmConfig {
     component: ComponentSummary,
 }
 
+/// What an artifact's config says of its component: the interfaces it exports and imports
+/// (the host's inspection of it gives them).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct ComponentSummary {
-    exports: Vec<String>,
-    imports: Vec<String>,
+pub struct ComponentSummary {
+    pub exports: Vec<String>,
+    pub imports: Vec<String>,
 }
 
 /// A plugin artifact as it sits in a registry: manifest (raw, as its digest covers the
@@ -111,18 +112,20 @@ pub struct NewArtifact {
 }
 
 impl PluginArtifact {
-    /// Package a component with its inspection and metadata.
-    pub fn build(component: Vec<u8>, inspection: &Inspection, meta: ArtifactMeta) -> NewArtifact {
+    /// Package a component with what it exports and imports (from its inspection) and
+    /// metadata.
+    pub fn build(
+        component: Vec<u8>,
+        interface: impl Into<ComponentSummary>,
+        meta: ArtifactMeta,
+    ) -> NewArtifact {
         let layer_digest = sha256_digest(&component);
         let config = WasmConfig {
             created: meta.created.clone(),
             architecture: "wasm".into(),
             os: "wasip2".into(),
             layer_digests: vec![layer_digest.clone()],
-            component: ComponentSummary {
-                exports: inspection.exports.clone(),
-                imports: inspection.imports.clone(),
-            },
+            component: interface.into(),
         };
         let config = serde_json::to_vec(&config).expect("config serialises");
         let mut layer_annotations = BTreeMap::new();
@@ -235,17 +238,10 @@ impl PluginArtifact {
 mod tests {
     use super::*;
 
-    fn inspection() -> Inspection {
-        Inspection {
-            digest: String::new(),
-            size: 4,
-            kind: None,
-            contract: None,
+    fn inspection() -> ComponentSummary {
+        ComponentSummary {
             exports: vec!["tessera:plugin/shoot-extension@0.1.0".into()],
             imports: vec![],
-            missing_imports: vec![],
-            requests: None,
-            config_schema: None,
         }
     }
 
@@ -257,7 +253,7 @@ mod tests {
             kind: Some("shoot-extension".into()),
             ..Default::default()
         };
-        let new = PluginArtifact::build(b"\0asm".to_vec(), &inspection(), meta.clone());
+        let new = PluginArtifact::build(b"\0asm".to_vec(), inspection(), meta.clone());
         let parsed =
             PluginArtifact::parse("r", new.artifact.manifest_bytes.clone()).expect("parses");
         assert_eq!(parsed.meta, meta);
@@ -268,7 +264,7 @@ mod tests {
 
     #[test]
     fn refuses_container_images() {
-        let mut new = PluginArtifact::build(b"\0asm".to_vec(), &inspection(), Default::default());
+        let mut new = PluginArtifact::build(b"\0asm".to_vec(), inspection(), Default::default());
         new.artifact.manifest.layers[0].media_type =
             "application/vnd.oci.image.layer.v1.tar+gzip".into();
         new.artifact.manifest.config.media_type = "application/vnd.oci.image.config.v1+json".into();

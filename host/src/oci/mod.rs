@@ -11,7 +11,7 @@ pub mod layout;
 pub mod signature;
 pub mod store;
 
-pub use artifact::{ArtifactMeta, PluginArtifact};
+pub use artifact::{ArtifactMeta, ComponentSummary, PluginArtifact};
 pub use client::{NoProgress, Progress, Registry, RegistryOptions, parse_reference};
 pub use error::OciError;
 pub use signature::{TrustPolicy, VerifyOutcome};

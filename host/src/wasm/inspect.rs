@@ -4,8 +4,8 @@ use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+use super::PluginKind;
 use super::SUPPORTED_CONTRACTS;
-use super::plugin::PluginKind;
 use super::sandbox::{compat_key, offered_imports};
 use crate::grants::Requests;
 
@@ -27,6 +27,15 @@ pub struct Inspection {
     /// The JSON Schema of the plugin's configuration (its `tessera:config-schema` section).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config_schema: Option<serde_json::Value>,
+}
+
+impl From<&Inspection> for crate::oci::ComponentSummary {
+    fn from(inspection: &Inspection) -> Self {
+        Self {
+            exports: inspection.exports.clone(),
+            imports: inspection.imports.clone(),
+        }
+    }
 }
 
 /// What a component declares about itself in custom sections.

@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use super::LimitsOverride;
 
 /// Limits for one plugin call. Defaults: 64 MiB memory, 1 s, 4 MiB of everything the
 /// plugin emits, 256 log lines; module reconcilers may read 500 objects and 4 MiB per call.
@@ -55,29 +56,6 @@ impl Limits {
     pub fn read_bytes(&self) -> usize {
         (self.read_kib as usize) << 10
     }
-}
-
-/// Limits that override the defaults field by field (a Plugin's `spec.limits`, a chain
-/// step's `limits`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LimitsOverride {
-    #[serde(rename = "memoryMiB", default, skip_serializing_if = "Option::is_none")]
-    pub memory_mib: Option<u64>,
-    #[serde(rename = "timeoutMs", default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
-    #[serde(rename = "outputKiB", default, skip_serializing_if = "Option::is_none")]
-    pub output_kib: Option<u64>,
-    #[serde(rename = "logLines", default, skip_serializing_if = "Option::is_none")]
-    pub log_lines: Option<u32>,
-    #[serde(
-        rename = "readObjects",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub read_objects: Option<u32>,
-    #[serde(rename = "readKiB", default, skip_serializing_if = "Option::is_none")]
-    pub read_kib: Option<u64>,
 }
 
 impl LimitsOverride {

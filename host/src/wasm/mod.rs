@@ -19,9 +19,11 @@ pub mod text;
 pub use bindings::module_api;
 pub use engine::{EngineOptions, WasmRuntime};
 pub use error::{CallError, Failure, Fault, LoadError};
-pub use limits::{Limits, LimitsOverride};
+// Declared with the Plugin resource (the bottom layer), used here.
+pub use crate::crd::{LimitsOverride, PluginKind};
+pub use limits::Limits;
 pub use module::LoadedModule;
-pub use plugin::{CallContext, CallSplit, LoadedPlugin, PluginKind};
+pub use plugin::{CallContext, CallSplit, LoadedPlugin};
 
 /// Contract versions this host runs (`tessera:plugin@<version>`), as semver requirements.
 pub const SUPPORTED_CONTRACTS: &[&str] = &["0.1"];

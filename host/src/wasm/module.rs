@@ -7,12 +7,13 @@ use std::sync::Arc;
 use tessera_sdk::Selector;
 use tessera_sdk::module::{ModuleState, RawDeleteOutput, RawModuleInput, RawReconcileOutput};
 
+use super::PluginKind;
 use super::bindings::{module, module_api};
 use super::engine::WasmRuntime;
 use super::error::{CallError, Failure, LoadError};
 use super::inspect::Inspection;
 use super::limits::Limits;
-use super::plugin::{Checked, PluginInfo, PluginKind, evaluate, from_wit_error, new_store};
+use super::plugin::{Checked, PluginInfo, evaluate, from_wit_error, new_store};
 use super::sandbox::PluginState;
 use super::text;
 

@@ -10,7 +10,6 @@ use tessera_sdk::{ErrorKind, Operation, PluginError};
 use wasmtime::Store;
 use wasmtime::component::Component;
 
-use super::SUPPORTED_CONTRACTS;
 use super::bindings::{self, shoot, shoot_api};
 use super::engine::WasmRuntime;
 use super::error::{CallError, Failure, LoadError};
@@ -18,23 +17,7 @@ use super::inspect::{Declared, Inspection, contract_supported, declared, inspect
 use super::limits::Limits;
 use super::sandbox::{Denied, LogContext, PluginState};
 use super::text;
-
-/// The two plugin worlds of the contract.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PluginKind {
-    ShootExtension,
-    ModuleReconciler,
-}
-
-impl std::fmt::Display for PluginKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            PluginKind::ShootExtension => "shoot-extension",
-            PluginKind::ModuleReconciler => "module-reconciler",
-        })
-    }
-}
+use super::{PluginKind, SUPPORTED_CONTRACTS};
 
 /// What the plugin says about itself (`info()`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
