@@ -33,6 +33,10 @@ pub(crate) enum ReconcileError {
     /// The render history (ControllerRevisions) could not be read or written.
     #[error("render history: {0}")]
     History(String),
+    /// A state machine went from state to state without stopping, within one pass, as often
+    /// as it ever should: two states that lead to each other. Retried with backoff.
+    #[error("the state machine passed {steps} steps without stopping, the last at {step}")]
+    StepBudget { steps: usize, step: &'static str },
 }
 
 impl From<crate::history::HistoryError> for ReconcileError {
@@ -87,6 +91,7 @@ impl ReconcileError {
             Self::ShootIdentity(_) => "ShootIdentity",
             Self::Gardener(_) => "GardenerUnavailable",
             Self::History(_) => "HistoryUnreadable",
+            Self::StepBudget { .. } => "StepBudgetExhausted",
         }
     }
 }

@@ -378,22 +378,34 @@ impl Machine {
                     let waiting = self.gardener_failed(&e);
                     return self.stop(step, waiting).await;
                 }
-                Err(error) => {
-                    if !error.is_conflict() && !error.is_fenced() {
-                        self.ctx
-                            .metrics
-                            .unexpected_stops
-                            .with_label_values(&["runtime", step.name(), error.reason()])
-                            .inc();
-                    }
-                    self.status.step = Some(step.name().to_string());
-                    // Keep what was learnt before the error; the error itself is retried.
-                    let _ = self.persist().await;
-                    return Err(error);
-                }
+                Err(error) => return self.failed(step, error).await,
             }
         }
-        unreachable!("the Runtime state machine ran {MAX_STEPS} steps without stopping")
+        let error = ReconcileError::StepBudget {
+            steps: MAX_STEPS,
+            step: step.name(),
+        };
+        self.failed(step, error).await
+    }
+
+    /// End the pass at `step` with `error`, counted (unless a conflict or the fence), and
+    /// retried by the controller with backoff.
+    async fn failed(
+        &mut self,
+        step: Step,
+        error: ReconcileError,
+    ) -> Result<Action, ReconcileError> {
+        if !error.is_conflict() && !error.is_fenced() {
+            self.ctx
+                .metrics
+                .unexpected_stops
+                .with_label_values(&["runtime", step.name(), error.reason()])
+                .inc();
+        }
+        self.status.step = Some(step.name().to_string());
+        // Keep what was learnt before the error; the error itself is retried.
+        let _ = self.persist().await;
+        Err(error)
     }
 
     /// End the pass at `step` as `transition` says: the status written, the action taken.
