@@ -17,6 +17,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::api;
 use crate::crd::labels::{MANAGED_BY, MANAGED_BY_VALUE, RUNTIME};
 use crate::crd::{PluginStamp, Runtime};
 
@@ -216,7 +217,7 @@ async fn delete(client: &Client, namespace: &str, name: &str) -> Result<(), Hist
         .await
     {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) if api::is_not_found(&e) => Ok(()),
         Err(e) => Err(e.into()),
     }
 }

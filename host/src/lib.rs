@@ -5,6 +5,7 @@
 //! harness ([`harness`]), and the operator: custom resources ([`crd`]), the Gardener client
 //! ([`gardener`]), the controllers ([`controllers`]), [`metrics`] and [`operator`] wiring.
 
+pub(crate) mod api;
 pub mod controllers;
 pub mod crd;
 pub mod devenv;

@@ -510,7 +510,9 @@ fn ensure_tool(script: &str) -> Result<PathBuf> {
 /// The host's top-level modules from the bottom up (docs/architecture.md#layers): each
 /// imports only from the tiers below its own.
 const LAYERS: &[&[&str]] = &[
-    &["pattern", "time", "version", "input", "fence", "devenv"],
+    &[
+        "api", "pattern", "time", "version", "input", "fence", "devenv",
+    ],
     &["report", "grants", "kubeconfig"],
     &["crd"],
     &["oci"],

@@ -53,7 +53,7 @@ impl From<crate::gardener::ShootError> for ReconcileError {
         match e {
             crate::gardener::ShootError::Identity(message) => Self::ShootIdentity(message),
             crate::gardener::ShootError::Kube(e)
-                if is_conflict(&e) || crate::fence::refused(&e) =>
+                if crate::api::is_conflict(&e) || crate::fence::refused(&e) =>
             {
                 Self::Kube(e)
             }
@@ -62,14 +62,10 @@ impl From<crate::gardener::ShootError> for ReconcileError {
     }
 }
 
-fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
-}
-
 impl ReconcileError {
     /// An optimistic-concurrency conflict: someone else wrote first, try again soon.
     pub(crate) fn is_conflict(&self) -> bool {
-        matches!(self, Self::Kube(e) if is_conflict(e))
+        matches!(self, Self::Kube(e) if crate::api::is_conflict(e))
     }
 
     /// The leader fence refused a write: the lease is being confirmed; try again soon (if
@@ -81,9 +77,9 @@ impl ReconcileError {
     /// A short machine-readable reason for metrics.
     pub(crate) fn reason(&self) -> &'static str {
         match self {
-            Self::Kube(kube::Error::Api(e)) if e.code == 409 => "Conflict",
+            Self::Kube(e) if crate::api::is_conflict(e) => "Conflict",
             e if e.is_fenced() => "Fenced",
-            Self::Kube(kube::Error::Api(e)) if e.code == 404 => "NotFound",
+            Self::Kube(e) if crate::api::is_not_found(e) => "NotFound",
             Self::Kube(kube::Error::Api(_)) => "ApiError",
             Self::Kube(_) => "ApiUnreachable",
             Self::RuntimeCluster { .. } => "RuntimeClusterError",

@@ -9,6 +9,7 @@ use kube::api::{
 use serde_json::{Value, json};
 
 use super::FIELD_MANAGER;
+use crate::api;
 use crate::plugins::ShootIdentity;
 
 /// Gardener refuses to delete a Shoot without this annotation set to `"true"`.
@@ -242,7 +243,7 @@ impl ShootClient {
         };
         match self.api(namespace).delete(name, &params).await {
             Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) if api::is_not_found(&e) => Ok(()),
             Err(e) => Err(e.into()),
         }
     }

@@ -13,10 +13,11 @@ use serde_json::Value;
 use super::error::ModuleError;
 use super::inventory::{Entry, ModuleRecord, ObjectKey};
 use super::labels;
-use super::ownership::{Whose, conflicting_managers, is_conflict, is_uid_mismatch, whose};
+use super::ownership::{Whose, conflicting_managers, is_field_conflict, is_uid_mismatch, whose};
 use super::sharing;
 use super::target::{Kind, Target};
 use super::types::{Change, MODULE_MANAGER_PREFIX, Owner};
+use crate::api;
 use crate::crd::labels::{MANAGED_BY, MANAGED_BY_VALUE};
 
 /// The field manager of a module: each module owns its fields, so two modules wanting one
@@ -515,7 +516,7 @@ async fn apply_one(
     let error = match patch(api, key, object, plan.uid.as_deref(), &params).await {
         Ok(done) => return Ok(Step::Done(Box::new(done))),
         Err(kube::Error::Api(e))
-            if is_uid_mismatch(e.code, &e.message) || is_conflict(e.code, &e.message) =>
+            if is_uid_mismatch(e.code, &e.message) || is_field_conflict(e.code, &e.message) =>
         {
             e
         }
@@ -605,9 +606,9 @@ async fn delete_guarded(
     let name = live.metadata.name.as_deref().unwrap_or_default();
     match api.delete(name, &params).await {
         Ok(either) => Ok(Some(either.is_left())),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Some(false)),
-        Err(kube::Error::Api(e)) if e.code == 409 && unchanged => Ok(None),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(Some(false)),
+        Err(e) if api::is_not_found(&e) => Ok(Some(false)),
+        Err(e) if api::is_conflict(&e) && unchanged => Ok(None),
+        Err(e) if api::is_conflict(&e) => Ok(Some(false)),
         Err(e) => Err(e.into()),
     }
 }
@@ -789,9 +790,9 @@ async fn strip_labels(
         .await
     {
         Ok(_) => Ok(true),
-        Err(kube::Error::Api(e)) if e.code == 409 && unchanged => Ok(false),
+        Err(e) if api::is_conflict(&e) && unchanged => Ok(false),
         // Gone or replaced meanwhile: nothing of this module's left to release.
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(true),
+        Err(e) if api::is_not_found(&e) || api::is_conflict(&e) => Ok(true),
         Err(e) => Err(api_error(key, e)),
     }
 }

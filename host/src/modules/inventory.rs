@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::ModuleError;
 use super::target::Target;
+use crate::api;
 
 /// Namespace of the inventories on the target.
 pub(crate) const NAMESPACE: &str = "tessera-system";
@@ -235,7 +236,7 @@ impl Inventory {
                 self.unsaved.clear();
                 Ok(())
             }
-            Err(kube::Error::Api(e)) if e.code == 404 => {
+            Err(e) if api::is_not_found(&e) => {
                 ensure_namespace(target).await?;
                 self.create(&api, body).await?;
                 self.unsaved.clear();
@@ -262,7 +263,7 @@ impl Inventory {
         let cm: ConfigMap = serde_json::from_value(create).expect("a ConfigMap");
         match api.create(&Default::default(), &cm).await {
             Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 409 => {
+            Err(e) if api::is_conflict(&e) => {
                 let name = name_of(&self.set);
                 api.patch(&name, &PatchParams::default(), &Patch::Merge(&body))
                     .await?;
@@ -277,7 +278,7 @@ impl Inventory {
         let api: Api<ConfigMap> = Api::namespaced(target.client.clone(), NAMESPACE);
         match api.delete(&name_of(set), &Default::default()).await {
             Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) if api::is_not_found(&e) => Ok(()),
             Err(e) => Err(e.into()),
         }
     }

@@ -108,7 +108,7 @@ pub(crate) fn is_uid_mismatch(code: u16, message: &str) -> bool {
 }
 
 /// Whether an API error is a server-side apply conflict with another field manager.
-pub(crate) fn is_conflict(code: u16, message: &str) -> bool {
+pub(crate) fn is_field_conflict(code: u16, message: &str) -> bool {
     code == 409 && message.contains("conflict")
 }
 
@@ -190,7 +190,7 @@ mod tests {
             conflicting_managers(two),
             ["kubectl-edit", "tessera-module-a"]
         );
-        assert!(is_conflict(409, one));
+        assert!(is_field_conflict(409, one));
         assert!(!is_uid_mismatch(409, one));
         let gone = "Operation cannot be fulfilled on configmaps \"x\": uid mismatch: the provided object specified uid 1, and no existing object was found";
         assert!(is_uid_mismatch(409, gone));

@@ -22,6 +22,7 @@ use super::inventory::{Inventory, ObjectKey};
 use super::labels;
 use super::target::Target;
 use super::types::{MODULE_MANAGER_PREFIX, Owner};
+use crate::api;
 
 /// `<set namespace>/<set name>/<module>` of each module sharing the object besides its
 /// holder, comma-separated.
@@ -168,7 +169,7 @@ async fn patch_unchanged(
     let name = live.metadata.name.as_deref().unwrap_or_default();
     match api.patch(name, &params, &Patch::Merge(&body)).await {
         Ok(done) => Ok(Some(done)),
-        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => Ok(None),
+        Err(e) if api::is_conflict(&e) || api::is_not_found(&e) => Ok(None),
         Err(e) => Err(e.into()),
     }
 }

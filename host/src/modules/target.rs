@@ -11,6 +11,7 @@ use kube::discovery::{Scope, pinned_kind};
 use tessera_sdk::ClusterFacts;
 
 use super::error::ModuleError;
+use crate::api;
 
 /// A resolved kind: how to address it and whether it lives in namespaces.
 #[derive(Debug, Clone)]
@@ -84,7 +85,7 @@ impl Target {
                     .insert(key, found.clone());
                 Ok(Some(found))
             }
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+            Err(e) if api::is_not_found(&e) => Ok(None),
             Err(kube::Error::Discovery(_)) => Ok(None),
             Err(e) => Err(e.into()),
         }

@@ -13,6 +13,7 @@ use kube::api::{
 use kube::{Client, ResourceExt};
 
 use super::decide::{self, ACCESS_UID, ANCHOR, Kind, PART, Wanted};
+use crate::api;
 use crate::crd::RuntimeAccess;
 
 /// The field manager of what RuntimeAccesses apply in runtime clusters.
@@ -120,7 +121,7 @@ where
     };
     match api.delete(name, &params).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Err(e) if api::is_not_found(&e) || api::is_conflict(&e) => Ok(()),
         Err(e) => Err(e),
     }
 }

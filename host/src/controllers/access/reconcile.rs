@@ -10,6 +10,7 @@ use serde_json::json;
 use super::cluster::{self, Blocked};
 use super::decide::{self, Outcome};
 use super::reach::{Reach, reach, runtime_of};
+use crate::api;
 use crate::controllers::kit::{self, Controller, Note, finalizer};
 use crate::controllers::{Context, ReconcileError, labels};
 use crate::crd::{EventReason, FIELD_MANAGER, KubeconfigState, Reason, RuntimeAccess};
@@ -399,7 +400,7 @@ async fn delete_secrets(
             Ok(_) => {
                 tracing::info!(access = %access.name_any(), secret = %name, "kubeconfig Secret deleted")
             }
-            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+            Err(e) if api::is_not_found(&e) || api::is_conflict(&e) => {}
             Err(e) => return Err(e.into()),
         }
     }

@@ -1,6 +1,7 @@
 //! The one finalizer helper. A merge patch carrying the resourceVersion adds or removes our
 //! finalizer and keeps everyone else's; a concurrent change makes it a conflict, retried.
 
+use crate::api;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -44,7 +45,7 @@ where
         .collect();
     match write(api, obj, rest).await {
         // Already gone: what we wanted.
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
+        Err(e) if api::is_not_found(&e) => Ok(false),
         other => other.map(|()| true),
     }
 }

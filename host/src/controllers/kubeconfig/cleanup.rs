@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, ListParams};
 use kube::{Client, ResourceExt};
 
+use crate::api;
 use crate::controllers::labels;
 use crate::crd::RuntimeKubeconfig;
 
@@ -47,7 +48,7 @@ pub(crate) async fn remove_orphaned_secrets(
                     tracing::info!(secret = %secret.name_any(), namespace = %ns, "orphaned kubeconfig Secret deleted");
                     removed += 1;
                 }
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) if api::is_not_found(&e) => {}
                 Err(e) => return Err(e),
             }
         }

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::binding;
 use super::decide::{self, Refusal, Rotation};
+use crate::api;
 use crate::controllers::kit::{self, Controller, finalizer};
 use crate::controllers::{Context, ReconcileError, labels};
 use crate::crd::{Runtime, RuntimeKubeconfig, RuntimeKubeconfigStatus};
@@ -163,7 +164,7 @@ async fn delete_own_secret(
             tracing::info!(runtime = %rkc.spec.runtime, secret = %name, "kubeconfig Secret deleted");
             Ok(())
         }
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Err(e) if api::is_not_found(&e) || api::is_conflict(&e) => Ok(()),
         Err(e) => Err(e.into()),
     }
 }

@@ -23,6 +23,7 @@ use tessera_sdk::models::ImageRegistryCache;
 
 use super::machine::Machine;
 use super::takeover;
+use crate::api;
 use crate::controllers::{ReconcileError, labels, runtime_cluster};
 use crate::crd::{ConditionStatus, ConditionType, FIELD_MANAGER, Reason};
 
@@ -351,7 +352,7 @@ async fn perform(
                 .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
             {
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) if api::is_not_found(&e) => {}
                 Ok(_) => {}
                 Err(e) => return Err(e.into()),
             }
@@ -378,7 +379,7 @@ async fn delete(
     params: &DeleteParams,
 ) -> Result<(), ReconcileError> {
     match api.delete(name, params).await {
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Err(e) if api::is_not_found(&e) || api::is_conflict(&e) => Ok(()),
         Ok(_) => {
             tracing::info!(runtime = %m.id(), secret = %name, "registry cache credentials deleted from the project");
             Ok(())
@@ -461,7 +462,7 @@ pub(crate) async fn remove_all(m: &Machine) -> Result<(), ReconcileError> {
     let api = project_secrets(m);
     let copies = match copies(m, &api).await {
         Ok(copies) => copies,
-        Err(ReconcileError::Kube(kube::Error::Api(e))) if e.code == 403 => return Ok(()),
+        Err(ReconcileError::Kube(e)) if api::is_forbidden(&e) => return Ok(()),
         Err(e) => return Err(e),
     };
     for copy in copies {

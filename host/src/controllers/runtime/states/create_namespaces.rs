@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
 
 use super::super::machine::{Machine, Step, Transition};
+use crate::api;
 use crate::controllers::{ReconcileError, labels, runtime_cluster};
 use crate::crd::{Condition, ConditionStatus, ConditionType, FIELD_MANAGER, Reason};
 
@@ -93,7 +94,7 @@ async fn ensure(api: &Api<Namespace>, name: &str, id: &str) -> Result<(), String
             Ok(())
         }
         // Made by someone else meanwhile: it exists, which is all that is asked.
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) if api::is_conflict(&e) => Ok(()),
         Err(e) => Err(e.to_string()),
     }
 }

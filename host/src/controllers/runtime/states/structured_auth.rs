@@ -15,6 +15,7 @@ use tessera_sdk::models::{OidcConfig, RuntimeSpec};
 
 use super::super::machine::{Machine, Transition};
 use super::super::takeover;
+use crate::api;
 use crate::controllers::{ReconcileError, labels};
 use crate::crd::{FIELD_MANAGER, Reason};
 
@@ -166,7 +167,7 @@ pub(crate) async fn remove(m: &Machine, namespace: &str, name: &str) -> Result<(
     let api = api(m, namespace);
     let existing = match api.get_opt(name).await {
         Ok(found) => found,
-        Err(kube::Error::Api(e)) if e.code == 403 => return Ok(()),
+        Err(e) if api::is_forbidden(&e) => return Ok(()),
         Err(e) => return Err(e.into()),
     };
     let Some(existing) = existing else {
@@ -187,7 +188,7 @@ pub(crate) async fn remove(m: &Machine, namespace: &str, name: &str) -> Result<(
             tracing::info!(runtime = %m.id(), config_map = %name, "structured authentication ConfigMap deleted");
             Ok(())
         }
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Err(e) if api::is_not_found(&e) || api::is_conflict(&e) => Ok(()),
         Err(e) => Err(e.into()),
     }
 }
