@@ -388,6 +388,11 @@ impl ModuleRun<'_> {
     }
 
     /// Reconcile the module: apply, prune, judge readiness.
+    #[tracing::instrument(
+        name = "module",
+        skip_all,
+        fields(set = %self.set, module = %self.module, version = %self.candidate.version)
+    )]
     pub(crate) async fn reconcile(
         &self,
         inventory: &mut Inventory,
@@ -527,6 +532,11 @@ impl ModuleRun<'_> {
     }
 
     /// Uninstall: the plugin's delete answer, then the inventory. `Ready` means gone.
+    #[tracing::instrument(
+        name = "module_delete",
+        skip_all,
+        fields(set = %self.set, module = %self.module, version = %self.candidate.version)
+    )]
     pub(crate) async fn delete(
         &self,
         inventory: &mut Inventory,

@@ -149,6 +149,11 @@ impl LoadedModule {
     }
 
     /// One reconcile call in a fresh sandbox; the message is clamped.
+    #[tracing::instrument(
+        name = "plugin_call",
+        skip_all,
+        fields(plugin = %self.info.name, version = %self.info.version, call = "reconcile")
+    )]
     pub fn reconcile(
         &self,
         rt: &WasmRuntime,
@@ -176,6 +181,11 @@ impl LoadedModule {
     }
 
     /// One delete call in a fresh sandbox; the message is clamped.
+    #[tracing::instrument(
+        name = "plugin_call",
+        skip_all,
+        fields(plugin = %self.info.name, version = %self.info.version, call = "delete")
+    )]
     pub fn delete(
         &self,
         rt: &WasmRuntime,

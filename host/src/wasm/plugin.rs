@@ -319,6 +319,11 @@ impl LoadedPlugin {
     }
 
     /// Run `extend` in a fresh sandbox; also return the new draft parsed.
+    #[tracing::instrument(
+        name = "plugin_call",
+        skip_all,
+        fields(plugin = %self.info.name, version = %self.info.version, call = "extend")
+    )]
     pub fn extend_parsed(
         &self,
         rt: &WasmRuntime,
