@@ -52,6 +52,38 @@ pub const CHANNEL_PREFIX: &str = "channel.tessera.dev/";
 /// Runtime annotation: accept lower plugin versions than the ones it was rendered with.
 pub const ALLOW_DOWNGRADE: &str = "tessera.dev/allow-downgrade";
 
+/// On every object a module applies: which module applied it (a label, so that watches can
+/// select managed objects).
+pub const MODULE: &str = "modules.tessera.dev/module";
+/// On every object a module applies: `<namespace>/<name>` of the ModuleSet (an annotation:
+/// it may be longer than a label value).
+pub const MODULE_SET: &str = "modules.tessera.dev/set";
+/// On a shared object: `<set namespace>/<set name>/<module>` of each module sharing it
+/// besides its holder, comma-separated.
+pub const SHARED_BY: &str = "modules.tessera.dev/shared-by";
+/// On a shared object handed over: the field manager of the previous holder, so that the
+/// new holder retires exactly its fields.
+pub const EARLIER_HOLDER: &str = "modules.tessera.dev/earlier-holder";
+
+/// On a RuntimeAccess's Secrets: which part of it they are (the token anchors carry
+/// [`ACCESS_PART_ANCHOR`]).
+pub const ACCESS_PART: &str = "tessera.dev/access-part";
+pub const ACCESS_PART_ANCHOR: &str = "token-anchor";
+/// On a RuntimeAccess's kubeconfig Secret: the Secret its token is bound to (the previous
+/// token is kept until the next rotation).
+pub const ACCESS_TOKEN_ANCHOR: &str = "tessera.dev/token-anchor";
+
+/// KIM's labels, read and written where Tessera takes over KIM's objects or writes what KIM
+/// wrote: the runtime id, `managed-by` (two label keys, one value), registry caches.
+pub const KIM_RUNTIME_ID: &str = "kyma-project.io/runtime-id";
+pub const KIM_OPERATOR_MANAGED_BY: &str = "operator.kyma-project.io/managed-by";
+pub const KIM_RECONCILER_MANAGED_BY: &str = "reconciler.kyma-project.io/managed-by";
+pub const KIM_MANAGED_BY_VALUE: &str = "infrastructure-manager";
+pub const KIM_REGISTRY_CACHE_ID: &str = "kyma-project.io/registry-cache-id";
+pub const KIM_REGISTRY_CACHE_NAME: &str = "kyma-project.io/registry-cache-name";
+pub const KIM_REGISTRY_CACHE_NAMESPACE: &str = "kyma-project.io/registry-cache-namespace";
+pub const KIM_DIRTY: &str = "kyma-project.io/dirty";
+
 /// Whether an annotation map has `key: "true"`.
 pub fn is_true(
     annotations: Option<&std::collections::BTreeMap<String, String>>,

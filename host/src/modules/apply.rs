@@ -73,10 +73,10 @@ pub(crate) fn prepare(
         .entry("annotations")
         .or_insert_with(|| Value::Object(Default::default()));
     if let Some(annotations) = annotations.as_object_mut() {
-        annotations.insert(labels::SET.into(), set.into());
+        annotations.insert(labels::MODULE_SET.into(), set.into());
         // The host's own bookkeeping: a plugin that set these could erase the sharers.
-        annotations.remove(sharing::SHARED_BY);
-        annotations.remove(sharing::EARLIER_HOLDER);
+        annotations.remove(labels::SHARED_BY);
+        annotations.remove(labels::EARLIER_HOLDER);
     }
     Ok((key, object))
 }
@@ -341,7 +341,9 @@ fn shared_note(live: &Value) -> String {
     format!(
         "shared: held by module {} of ModuleSet {}; this module is listed among its sharers and writes nothing",
         meta["labels"][labels::MODULE].as_str().unwrap_or("?"),
-        meta["annotations"][labels::SET].as_str().unwrap_or("?"),
+        meta["annotations"][labels::MODULE_SET]
+            .as_str()
+            .unwrap_or("?"),
     )
 }
 
@@ -480,7 +482,7 @@ async fn retire_earlier_holders(
         .metadata
         .annotations
         .as_ref()
-        .is_none_or(|a| !a.contains_key(sharing::EARLIER_HOLDER))
+        .is_none_or(|a| !a.contains_key(labels::EARLIER_HOLDER))
     {
         return Ok(done);
     }
@@ -780,7 +782,7 @@ async fn strip_labels(
     let mut body = serde_json::json!({"metadata": {
         "uid": live.metadata.uid,
         "labels": {MANAGED_BY: null, labels::MODULE: null},
-        "annotations": {labels::SET: null, sharing::SHARED_BY: null, sharing::EARLIER_HOLDER: null},
+        "annotations": {labels::MODULE_SET: null, labels::SHARED_BY: null, labels::EARLIER_HOLDER: null},
     }});
     if unchanged {
         body["metadata"]["resourceVersion"] = live.metadata.resource_version.clone().into();
@@ -898,18 +900,21 @@ mod tests {
         );
         let (_, first) = &prepared[0];
         assert_eq!(first["metadata"]["labels"][labels::MODULE], "m");
-        assert_eq!(first["metadata"]["annotations"][labels::SET], "ns/set");
+        assert_eq!(
+            first["metadata"]["annotations"][labels::MODULE_SET],
+            "ns/set"
+        );
     }
 
     #[test]
     fn a_plugin_cannot_write_the_sharing_bookkeeping() {
         let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": "x", "annotations": {
-                sharing::SHARED_BY: "", sharing::EARLIER_HOLDER: "tessera-module-other", "kept": "yes"}}});
+                labels::SHARED_BY: "", labels::EARLIER_HOLDER: "tessera-module-other", "kept": "yes"}}});
         let (_, prepared) = prepare(crd, "ns/set", "m").unwrap();
         let annotations = prepared["metadata"]["annotations"].as_object().unwrap();
-        assert!(!annotations.contains_key(sharing::SHARED_BY));
-        assert!(!annotations.contains_key(sharing::EARLIER_HOLDER));
+        assert!(!annotations.contains_key(labels::SHARED_BY));
+        assert!(!annotations.contains_key(labels::EARLIER_HOLDER));
         assert_eq!(annotations["kept"], "yes");
     }
 

@@ -222,7 +222,7 @@ impl Inventory {
             "metadata": {
                 "name": name,
                 "namespace": NAMESPACE,
-                "annotations": {super::labels::SET: self.set},
+                "annotations": {super::labels::MODULE_SET: self.set},
                 "labels": {crate::crd::labels::MANAGED_BY: crate::crd::labels::MANAGED_BY_VALUE},
             },
             "data": data,

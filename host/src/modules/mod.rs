@@ -22,12 +22,8 @@ pub use set::{ModuleReport, SetOutcome, State};
 pub use source::{Candidate, DirectorySource, ModuleSource};
 pub use target::Target;
 
-/// Labels and annotations on every object a module applies.
-pub(crate) mod labels {
-    /// Which module applied the object (label, so watches can select managed objects).
-    pub(crate) const MODULE: &str = "modules.tessera.dev/module";
-    /// `<namespace>/<name>` of the ModuleSet (annotation: it may be longer than a label).
-    pub(crate) const SET: &str = "modules.tessera.dev/set";
-}
+/// The labels and annotations on the objects modules apply are Tessera's
+/// ([`crate::crd::labels`]).
+pub(crate) use crate::crd::labels;
 
 pub(crate) mod ownership;

@@ -46,7 +46,7 @@ impl Whose {
 pub(crate) fn whose(object: &Value, owner: Owner<'_>, recorded: Option<&str>) -> Whose {
     let meta = &object["metadata"];
     let module = meta["labels"][labels::MODULE].as_str();
-    let set = meta["annotations"][labels::SET].as_str();
+    let set = meta["annotations"][labels::MODULE_SET].as_str();
     let uid = meta["uid"].as_str();
     match module {
         Some(m) if m == owner.module && set == Some(owner.set) => {
@@ -126,7 +126,7 @@ mod tests {
         json!({"metadata": {
             "uid": uid,
             "labels": module.map(|m| json!({labels::MODULE: m})),
-            "annotations": set.map(|s| json!({labels::SET: s})),
+            "annotations": set.map(|s| json!({labels::MODULE_SET: s})),
             "managedFields": [{"manager": "kubectl-edit"}, {"manager": "kubectl-create"}],
         }})
     }
@@ -155,7 +155,7 @@ mod tests {
             Whose::Tessera { .. }
         ));
         let mut shared = other.clone();
-        shared["metadata"]["annotations"][sharing::SHARED_BY] =
+        shared["metadata"]["annotations"][labels::SHARED_BY] =
             "ns/b/telemetry,ns/main/dashboard".into();
         // Listed on a kind modules do not share (a plugin wrote the annotation): not shared.
         shared["apiVersion"] = "v1".into();

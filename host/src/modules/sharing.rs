@@ -1,7 +1,7 @@
 //! Objects more than one module may want on a target — a CustomResourceDefinition, a
 //! Namespace — are reference-counted instead of refused. One module *holds* the object: its
 //! labels and annotation name it, and its field manager's apply is the object's content.
-//! Every other module that wants it is listed in the annotation [`SHARED_BY`] and writes
+//! Every other module that wants it is listed in the annotation [`labels::SHARED_BY`] and writes
 //! nothing else of it. When the holder lets go, the object passes to the first sharer that
 //! still wants it (its set's inventory on the target lists the object); only the last one
 //! deletes it. Only definitions are shared: two modules rarely agree on a Deployment, while
@@ -24,12 +24,6 @@ use super::target::Target;
 use super::types::{MODULE_MANAGER_PREFIX, Owner};
 use crate::api;
 
-/// `<set namespace>/<set name>/<module>` of each module sharing the object besides its
-/// holder, comma-separated.
-pub(crate) const SHARED_BY: &str = "modules.tessera.dev/shared-by";
-/// The field manager of the previous holder, written by a hand-over, so that the new
-/// holder retires exactly its fields ([`withdrawal`]).
-pub(crate) const EARLIER_HOLDER: &str = "modules.tessera.dev/earlier-holder";
 /// The field manager of the list and of hand-overs.
 const MANAGER: &str = "tessera-sharing";
 
@@ -68,7 +62,7 @@ fn owner_of(entry: &str) -> Option<(&str, &str)> {
 
 /// The modules listed as sharing `object`.
 pub(crate) fn sharers(object: &Value) -> Vec<String> {
-    object["metadata"]["annotations"][SHARED_BY]
+    object["metadata"]["annotations"][labels::SHARED_BY]
         .as_str()
         .unwrap_or_default()
         .split(',')
@@ -142,7 +136,7 @@ pub(crate) async fn holder_wants(
 ) -> Result<bool, ModuleError> {
     let meta = &object["metadata"];
     let (Some(set), Some(module)) = (
-        meta["annotations"][labels::SET].as_str(),
+        meta["annotations"][labels::MODULE_SET].as_str(),
         meta["labels"][labels::MODULE].as_str(),
     ) else {
         return Ok(false);
@@ -188,7 +182,7 @@ pub(crate) async fn join(
     list.push(entry(owner));
     list.sort();
     list.dedup();
-    let body = json!({"metadata": {"annotations": {SHARED_BY: list_value(&list)}}});
+    let body = json!({"metadata": {"annotations": {labels::SHARED_BY: list_value(&list)}}});
     patch_unchanged(api, live, body).await
 }
 
@@ -203,13 +197,13 @@ pub(crate) async fn leave(
         .into_iter()
         .filter(|s| *s != me)
         .collect();
-    let body = json!({"metadata": {"annotations": {SHARED_BY: list_value(&list)}}});
+    let body = json!({"metadata": {"annotations": {labels::SHARED_BY: list_value(&list)}}});
     patch_unchanged(api, live, body).await
 }
 
 /// Make `to` (`<set>/<module>`) the holder of `live`, listing `rest` as its sharers. Its
 /// next pass applies its own content and retires the fields of the previous holder, whose
-/// field manager the annotation [`EARLIER_HOLDER`] names.
+/// field manager the annotation [`labels::EARLIER_HOLDER`] names.
 pub(crate) async fn hand_over(
     api: &Api<DynamicObject>,
     live: &DynamicObject,
@@ -227,7 +221,7 @@ pub(crate) async fn hand_over(
         .map(|m| format!("{MODULE_MANAGER_PREFIX}{m}"));
     let body = json!({"metadata": {
         "labels": {labels::MODULE: module},
-        "annotations": {labels::SET: set, SHARED_BY: list_value(rest), EARLIER_HOLDER: earlier},
+        "annotations": {labels::MODULE_SET: set, labels::SHARED_BY: list_value(rest), labels::EARLIER_HOLDER: earlier},
     }});
     patch_unchanged(api, live, body).await
 }
@@ -235,13 +229,13 @@ pub(crate) async fn hand_over(
 /// The previous holder's field manager, when a hand-over named one other than `manager`.
 pub(crate) fn earlier_holder(object: &DynamicObject, manager: &str) -> Option<String> {
     let annotations = object.metadata.annotations.as_ref()?;
-    let earlier = annotations.get(EARLIER_HOLDER)?;
+    let earlier = annotations.get(labels::EARLIER_HOLDER)?;
     (earlier.starts_with(MODULE_MANAGER_PREFIX) && earlier != manager).then(|| earlier.clone())
 }
 
 /// The hand-over's note taken off once the earlier holder's fields are retired.
 pub(crate) fn without_earlier_holder() -> Value {
-    json!({"metadata": {"annotations": {EARLIER_HOLDER: null}}})
+    json!({"metadata": {"annotations": {labels::EARLIER_HOLDER: null}}})
 }
 
 /// What an earlier holder's manager applies to give up its fields: the object's identity
@@ -300,7 +294,7 @@ mod tests {
     #[test]
     fn the_list_round_trips() {
         let object = json!({"metadata": {"annotations": {
-            SHARED_BY: "team-b/main/telemetry, team-a/main/telemetry,,"
+            labels::SHARED_BY: "team-b/main/telemetry, team-a/main/telemetry,,"
         }}});
         assert_eq!(
             sharers(&object),
@@ -330,7 +324,7 @@ mod tests {
         let object = |earlier: &str| -> DynamicObject {
             serde_json::from_value(json!({
                 "apiVersion": "v1", "kind": "Namespace",
-                "metadata": {"name": "x", "annotations": {EARLIER_HOLDER: earlier}}
+                "metadata": {"name": "x", "annotations": {labels::EARLIER_HOLDER: earlier}}
             }))
             .unwrap()
         };

@@ -12,7 +12,7 @@ use kube::api::{
 };
 use kube::{Client, ResourceExt};
 
-use super::decide::{self, ACCESS_UID, ANCHOR, Kind, PART, Wanted};
+use super::decide::{self, ACCESS_PART, ACCESS_PART_ANCHOR, ACCESS_UID, Kind, Wanted};
 use crate::api;
 use crate::crd::RuntimeAccess;
 
@@ -157,7 +157,7 @@ pub(crate) async fn issue(
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &sa.namespace);
     let mut labels: std::collections::BTreeMap<String, String> =
         serde_json::from_value(decide::owned_labels(access)).unwrap_or_default();
-    labels.insert(PART.into(), ANCHOR.into());
+    labels.insert(ACCESS_PART.into(), ACCESS_PART_ANCHOR.into());
     let anchor = Secret {
         metadata: ObjectMeta {
             generate_name: Some(format!("tessera-access-{}-", access.name_any())),
@@ -213,7 +213,7 @@ pub(crate) async fn revoke_others(
     keep: &[&str],
 ) -> Result<usize, kube::Error> {
     let secrets: Api<Secret> = Api::all(client.clone());
-    let selector = format!("{},{PART}={ANCHOR}", selector(access));
+    let selector = format!("{},{ACCESS_PART}={ACCESS_PART_ANCHOR}", selector(access));
     let mut revoked = 0;
     for anchor in secrets
         .list(&ListParams::default().labels(&selector))

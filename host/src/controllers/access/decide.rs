@@ -17,9 +17,7 @@ use crate::crd::{
 };
 
 pub(crate) use crate::crd::labels::ACCESS_UID;
-/// The label telling the token anchors (Secrets a token is bound to) from the rest.
-pub(crate) const PART: &str = "tessera.dev/access-part";
-pub(crate) const ANCHOR: &str = "token-anchor";
+pub(crate) use crate::crd::labels::{ACCESS_PART, ACCESS_PART_ANCHOR, ACCESS_TOKEN_ANCHOR};
 
 pub(crate) const DEFAULT_LIFETIME: Duration = Duration::from_secs(12 * 3600);
 const MIN_LIFETIME: Duration = Duration::from_secs(600);
@@ -415,10 +413,6 @@ pub(crate) fn renew_after(
     Duration::from_secs_f64((left * fraction.clamp(0.1, 0.95)).max(60.0))
 }
 
-/// The annotation of the kubeconfig Secret naming the Secret its token is bound to (the
-/// previous token is kept until the next rotation).
-pub(crate) const ANCHOR_ANNOTATION: &str = "tessera.dev/token-anchor";
-
 /// The cluster entry of the admin kubeconfig a consumer's kubeconfig may copy: server and
 /// CA data only (never a file path, an exec or an auth provider).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -503,7 +497,7 @@ pub(crate) fn secret_doc(
     ];
     let annotations = [
         ("tessera.dev/expiry", expiry.to_string()),
-        (ANCHOR_ANNOTATION, anchor.to_string()),
+        (ACCESS_TOKEN_ANCHOR, anchor.to_string()),
     ];
     let map = |pairs: &[(&str, String)]| -> BTreeMap<String, String> {
         pairs
@@ -536,7 +530,7 @@ pub(crate) fn kept_anchors(
 ) -> Vec<String> {
     let forced = labels::is_true(access.metadata.annotations.as_ref(), labels::FORCE_ROTATION);
     let previous = secret
-        .and_then(|s| s.annotations().get(ANCHOR_ANNOTATION).cloned())
+        .and_then(|s| s.annotations().get(ACCESS_TOKEN_ANCHOR).cloned())
         .filter(|_| !forced);
     std::iter::once(issued.to_string())
         .chain(previous)

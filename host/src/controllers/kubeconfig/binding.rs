@@ -10,6 +10,10 @@ use kube::{Resource, ResourceExt};
 use super::super::labels::{self, kubeconfig_secret as secret_name};
 use crate::controllers::KimTakeover;
 use crate::crd::{Runtime, RuntimeKubeconfig};
+// What KIM's GardenerCluster controller puts on the kubeconfig Secrets it writes
+// (`internal/controller/kubeconfig/gardener_cluster_controller.go`, `newSecret`: the
+// GardenerCluster's labels, among them the runtime id, and `managed-by`).
+use crate::crd::labels::{KIM_MANAGED_BY_VALUE, KIM_OPERATOR_MANAGED_BY, KIM_RUNTIME_ID};
 
 /// Why `rkc` may not act, if it may not: it must be controlled by the Runtime it names, in
 /// its own namespace and with that Runtime's uid; name the Shoot that Runtime recorded; and
@@ -89,7 +93,7 @@ pub(crate) fn adoptable(rkc: &RuntimeKubeconfig, secret: &Secret, kim: &KimTakeo
     let namespace = rkc.namespace().unwrap_or_default();
     kim.enabled
         && kim.runtime_namespaces.contains(&namespace)
-        && l.get(KIM_MANAGED_BY).map(String::as_str) == Some(KIM_MANAGED_BY_VALUE)
+        && l.get(KIM_OPERATOR_MANAGED_BY).map(String::as_str) == Some(KIM_MANAGED_BY_VALUE)
         && l.get(KIM_RUNTIME_ID) == Some(&rkc.spec.runtime)
         && !l.contains_key(labels::RUNTIME)
         && !secret
@@ -97,13 +101,6 @@ pub(crate) fn adoptable(rkc: &RuntimeKubeconfig, secret: &Secret, kim: &KimTakeo
             .iter()
             .any(|o| o.controller == Some(true))
 }
-
-/// What KIM's GardenerCluster controller puts on the kubeconfig Secrets it writes
-/// (`internal/controller/kubeconfig/gardener_cluster_controller.go`, `newSecret`: the
-/// GardenerCluster's labels, among them the runtime id, and `managed-by`).
-const KIM_MANAGED_BY: &str = "operator.kyma-project.io/managed-by";
-const KIM_MANAGED_BY_VALUE: &str = "infrastructure-manager";
-const KIM_RUNTIME_ID: &str = "kyma-project.io/runtime-id";
 
 #[cfg(test)]
 mod tests {

@@ -97,7 +97,7 @@ impl Drift {
             {
                 own.insert((target.server.clone(), uid.to_string()), rv.to_string());
             }
-            if let Some(set) = meta["annotations"][labels::SET].as_str() {
+            if let Some(set) = meta["annotations"][labels::MODULE_SET].as_str() {
                 let on_cluster = sets.entry(target.server.clone()).or_default();
                 on_cluster.insert(set.to_string());
             }
@@ -177,7 +177,7 @@ impl Drift {
             .metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get(labels::SET))
+            .and_then(|a| a.get(labels::MODULE_SET))
         else {
             return;
         };

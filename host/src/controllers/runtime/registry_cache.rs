@@ -29,12 +29,10 @@ use crate::crd::{ConditionStatus, ConditionType, FIELD_MANAGER, Reason};
 
 /// The name prefix of every copy (KIM's `RegistryCacheSecretPrefix`).
 pub(crate) const PREFIX: &str = "reg-cache-";
-const RUNTIME_ID: &str = "kyma-project.io/runtime-id";
-const CACHE_ID: &str = "kyma-project.io/registry-cache-id";
-const CACHE_NAME: &str = "kyma-project.io/registry-cache-name";
-const CACHE_NAMESPACE: &str = "kyma-project.io/registry-cache-namespace";
-const DIRTY: &str = "kyma-project.io/dirty";
-const KIM_MANAGED_BY: &str = "infrastructure-manager";
+use crate::crd::labels::{
+    KIM_DIRTY, KIM_MANAGED_BY_VALUE, KIM_REGISTRY_CACHE_ID, KIM_REGISTRY_CACHE_NAME,
+    KIM_REGISTRY_CACHE_NAMESPACE, KIM_RUNTIME_ID,
+};
 
 type Data = BTreeMap<String, ByteString>;
 
@@ -239,7 +237,7 @@ fn project_secrets(m: &Machine) -> Api<Secret> {
 /// The copies of this Runtime: Tessera's (labelled with its namespace too) and, taking
 /// over from KIM, KIM's for its runtime id.
 async fn copies(m: &Machine, api: &Api<Secret>) -> Result<Vec<Copy>, ReconcileError> {
-    let selector = format!("{RUNTIME_ID}={}", m.id());
+    let selector = format!("{KIM_RUNTIME_ID}={}", m.id());
     let list = api.list(&ListParams::default().labels(&selector)).await?;
     let kim = takeover::takes_over(&m.runtime, &m.ctx.config.kim);
     Ok(list
@@ -251,15 +249,16 @@ async fn copies(m: &Machine, api: &Api<Secret>) -> Result<Vec<Copy>, ReconcileEr
             match l.get(labels::RUNTIME_NAMESPACE) {
                 Some(ns) => *ns == m.namespace(),
                 None => {
-                    kim && l.get(labels::MANAGED_BY).map(String::as_str) == Some(KIM_MANAGED_BY)
+                    kim && l.get(labels::MANAGED_BY).map(String::as_str)
+                        == Some(KIM_MANAGED_BY_VALUE)
                 }
             }
         })
         .map(|s| Copy {
             name: s.name_any(),
             uid: s.uid(),
-            cache: s.labels().get(CACHE_ID).cloned(),
-            dirty: s.labels().get(DIRTY).map(String::as_str) == Some("true"),
+            cache: s.labels().get(KIM_REGISTRY_CACHE_ID).cloned(),
+            dirty: s.labels().get(KIM_DIRTY).map(String::as_str) == Some("true"),
             data: s.data.clone().unwrap_or_default(),
         })
         .collect())
@@ -347,7 +346,7 @@ async fn perform(
             return Ok(Some((cache.uid.clone(), name)));
         }
         Act::MarkDirty(name) => {
-            let patch = json!({"metadata": {"labels": {DIRTY: "true"}}});
+            let patch = json!({"metadata": {"labels": {KIM_DIRTY: "true"}}});
             match api
                 .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
@@ -391,8 +390,8 @@ async fn delete(
 /// A copy as KIM's `newGardenSecret` makes it, plus Tessera's labels.
 fn copy_of(m: &Machine, cache: &Wanted) -> Secret {
     let labels = BTreeMap::from([
-        (RUNTIME_ID.to_string(), m.id()),
-        (CACHE_ID.to_string(), cache.uid.clone()),
+        (KIM_RUNTIME_ID.to_string(), m.id()),
+        (KIM_REGISTRY_CACHE_ID.to_string(), cache.uid.clone()),
         (
             labels::MANAGED_BY.to_string(),
             labels::MANAGED_BY_VALUE.to_string(),
@@ -401,8 +400,11 @@ fn copy_of(m: &Machine, cache: &Wanted) -> Secret {
         (labels::RUNTIME_NAMESPACE.to_string(), m.namespace()),
     ]);
     let annotations = BTreeMap::from([
-        (CACHE_NAME.to_string(), cache.name.clone()),
-        (CACHE_NAMESPACE.to_string(), cache.namespace.clone()),
+        (KIM_REGISTRY_CACHE_NAME.to_string(), cache.name.clone()),
+        (
+            KIM_REGISTRY_CACHE_NAMESPACE.to_string(),
+            cache.namespace.clone(),
+        ),
     ]);
     let mut secret = Secret::default();
     secret.metadata.generate_name = Some(PREFIX.to_string());

@@ -76,7 +76,10 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
 }
 
 /// KIM's label on the admin bindings it made; only those are ever deleted by it.
-const KIM_MANAGED_BY: &str = "reconciler.kyma-project.io/managed-by=infrastructure-manager";
+fn kim_managed() -> String {
+    use crate::crd::labels::{KIM_MANAGED_BY_VALUE, KIM_RECONCILER_MANAGED_BY};
+    format!("{KIM_RECONCILER_MANAGED_BY}={KIM_MANAGED_BY_VALUE}")
+}
 
 /// With takeover on (for a Runtime that may take over), delete KIM's admin bindings whose
 /// user is no longer an administrator: otherwise a user removed after the switch would
@@ -90,7 +93,7 @@ async fn remove_kim_bindings(
         return Ok(0);
     }
     let id = m.id();
-    let params = kube::api::ListParams::default().labels(KIM_MANAGED_BY);
+    let params = kube::api::ListParams::default().labels(&kim_managed());
     let found = api
         .list(&params)
         .await

@@ -88,7 +88,7 @@ fn oidc_extension_on(shoot: Option<&DynamicObject>) -> bool {
 /// has adopted yet.
 async fn kim_objects(api: &Api<DynamicObject>, id: &str) -> Result<Vec<String>, ReconcileError> {
     let params = kube::api::ListParams::default()
-        .labels(KIM_MANAGED)
+        .labels(&kim_managed())
         .match_any();
     let kims = api
         .list(&params)
@@ -115,7 +115,10 @@ fn object_name(id: &str, index: usize, kims: &[String], owned: &[DynamicObject])
 }
 
 /// The label KIM puts on what it makes in a runtime cluster.
-const KIM_MANAGED: &str = "operator.kyma-project.io/managed-by=infrastructure-manager";
+fn kim_managed() -> String {
+    use crate::crd::labels::{KIM_MANAGED_BY_VALUE, KIM_OPERATOR_MANAGED_BY};
+    format!("{KIM_OPERATOR_MANAGED_BY}={KIM_MANAGED_BY_VALUE}")
+}
 
 /// The `OpenIDConnect` object of each of `configs`, applied where it differs from
 /// `existing`; those of `existing` no longer wanted deleted. Their names.
