@@ -18,7 +18,7 @@ pub enum DevCommand {
     /// Start a real etcd and kube-apiserver 1.20.2 and a registry (Debian's docker-registry)
     /// on loopback, in the background; print the kubeconfig and the registry's address once
     /// they answer. The first time on a machine it installs what is missing (etcd, the
-    /// registry, and Kubernetes built from Debian's source: about 5 minutes on 2 cores) and
+    /// registry, and Kubernetes built from Debian's source: about 6 minutes on 2 cores) and
     /// says so. Each `up` starts empty; stop with `tessera dev down`.
     Up(UpArgs),
     /// Stop what `tessera dev up` started in the directory; its data goes with it.
@@ -65,18 +65,30 @@ impl Files {
     fn path(&self, name: &str) -> PathBuf {
         self.0.join(name)
     }
-    /// The pid of a serving `tessera dev up` in this directory, if one runs.
+    /// The pid of a serving `tessera dev up` in this directory, if one runs: the pid file's
+    /// process, alive (not a zombie) and still `tessera dev up` for this directory (a pid
+    /// reused by another program is not it).
     fn running(&self) -> Option<i32> {
         let pid: i32 = std::fs::read_to_string(self.path("pid"))
             .ok()?
             .trim()
             .parse()
             .ok()?;
-        // Signal 0: does the process exist (and may we signal it)?
-        (pid > 0 && unsafe { libc::kill(pid, 0) } == 0).then_some(pid)
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let ours = args.windows(2).any(|w| w == [&b"dev"[..], &b"up"[..]])
+            && args
+                .iter()
+                .any(|a| *a == self.0.as_os_str().as_encoded_bytes());
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let zombie = stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|s| s.trim_start().starts_with('Z'));
+        (pid > 0 && ours && !zombie).then_some(pid)
     }
     fn clear(&self) {
-        for name in ["pid", "ready", "kubeconfig", "registry"] {
+        for name in ["pid", "ready", "kubeconfig", "registry", "node"] {
             let _ = std::fs::remove_file(self.path(name));
         }
     }
@@ -86,6 +98,7 @@ fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
     let files = Files::new(&args.dir.dir)?;
     if let Some(pid) = files.running() {
         eprintln!("already running (pid {pid}) in {}", files.0.display());
+        wait_ready(&files, || Ok(None))?;
         print_ready(&files);
         return Ok(ExitCode::SUCCESS);
     }
@@ -140,8 +153,26 @@ fn detach(files: &Files, node: bool) -> anyhow::Result<ExitCode> {
         .spawn()
         .context("cannot start tessera dev up --foreground")?;
     let started = Instant::now();
+    let waited = wait_ready(files, || child.try_wait());
+    if waited.is_err() && child.try_wait()?.is_none() {
+        // It stops what it started on SIGTERM, once its start-up ends.
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    }
+    waited?;
+    eprintln!("ready in {:.1?}", started.elapsed());
+    print_ready(files);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Wait until the serving process says it is ready; `exited` tells whether it ended first.
+fn wait_ready(
+    files: &Files,
+    mut exited: impl FnMut() -> std::io::Result<Option<std::process::ExitStatus>>,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
     while !files.path("ready").exists() {
-        if let Some(status) = child.try_wait()? {
+        if let Some(status) = exited()? {
             bail!(
                 "tessera dev up stopped ({status}); the end of {}:\n{}",
                 files.path("dev.log").display(),
@@ -149,7 +180,6 @@ fn detach(files: &Files, node: bool) -> anyhow::Result<ExitCode> {
             );
         }
         if started.elapsed() > Duration::from_secs(300) {
-            let _ = child.kill();
             bail!(
                 "not ready after 5 minutes; see {}",
                 files.path("dev.log").display()
@@ -157,9 +187,7 @@ fn detach(files: &Files, node: bool) -> anyhow::Result<ExitCode> {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    eprintln!("ready in {:.1?}", started.elapsed());
-    print_ready(files);
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// What a user needs to go on (from the directory's files, so `up` can repeat it).
@@ -213,6 +241,17 @@ fn start(node: bool, files: &Files) -> Result<Pieces, String> {
 fn serve(files: &Files, node: bool) -> anyhow::Result<ExitCode> {
     let signals = block_signals();
     std::fs::write(files.path("pid"), std::process::id().to_string())?;
+    let result = serve_until_signal(files, node, &signals);
+    // Whatever happened, the pieces are stopped (dropped) by now.
+    files.clear();
+    result
+}
+
+fn serve_until_signal(
+    files: &Files,
+    node: bool,
+    signals: &libc::sigset_t,
+) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let pieces = start(node, files).map_err(anyhow::Error::msg)?;
     std::fs::copy(&pieces.cluster.kubeconfig, files.path("kubeconfig"))?;
@@ -228,11 +267,9 @@ fn serve(files: &Files, node: bool) -> anyhow::Result<ExitCode> {
     std::fs::write(files.path("ready"), "")?;
     eprintln!("ready in {:.1?}", started.elapsed());
     print_ready(files);
-    let signal = wait_for(&signals);
+    let signal = wait_for(signals);
     eprintln!("signal {signal}: stopping");
     drop(pieces);
-    files.clear();
-    let _ = std::fs::remove_file(files.path("node"));
     eprintln!("stopped");
     Ok(ExitCode::SUCCESS)
 }
@@ -267,13 +304,19 @@ fn down(dir: &Path) -> anyhow::Result<ExitCode> {
         files.clear();
         return Ok(ExitCode::SUCCESS);
     };
-    // SAFETY: a signal to a pid read from our own file, checked alive just before.
-    unsafe { libc::kill(pid, libc::SIGTERM) };
+    // SAFETY: a signal to the pid of our own file, checked to be `tessera dev up` for it.
+    if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
+        bail!(
+            "cannot signal pid {pid}: {} (started by another user, e.g. root for --node?)",
+            std::io::Error::last_os_error()
+        );
+    }
     let started = Instant::now();
+    // A start-up in progress (up to a few minutes with a node) ends before the stop.
     while files.running().is_some() && files.path("pid").exists() {
-        if started.elapsed() > Duration::from_secs(60) {
+        if started.elapsed() > Duration::from_secs(300) {
             bail!(
-                "pid {pid} still runs after 60 s; see {}",
+                "pid {pid} still runs after 300 s; see {}",
                 files.path("dev.log").display()
             );
         }

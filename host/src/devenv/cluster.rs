@@ -41,9 +41,13 @@ fn ephemeral_low() -> u16 {
 }
 
 fn spawn(cmd: &mut Command, log: &Path) -> Result<Child, String> {
+    use std::os::unix::process::CommandExt;
     let file = std::fs::File::create(log).map_err(|e| e.to_string())?;
     let err = file.try_clone().map_err(|e| e.to_string())?;
-    cmd.stdin(Stdio::null())
+    // A group of its own: a terminal's Ctrl-C reaches only whoever started it, which stops
+    // it in order (a node's containers before containerd, the API server before etcd).
+    cmd.process_group(0)
+        .stdin(Stdio::null())
         .stdout(file)
         .stderr(err)
         .spawn()

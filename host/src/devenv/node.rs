@@ -109,7 +109,8 @@ impl ControllerManager {
         let file = std::fs::File::create(log)
             .map_err(|e| format!("cannot write {}: {e}", log.display()))?;
         let err = file.try_clone().map_err(|e| e.to_string())?;
-        let child = controller_manager(cluster)
+        let mut cmd = controller_manager(cluster);
+        let child = std::os::unix::process::CommandExt::process_group(&mut cmd, 0)
             .stdin(Stdio::null())
             .stdout(file)
             .stderr(err)
@@ -178,7 +179,8 @@ impl Node {
         let log =
             std::fs::File::create(self.path(&format!("{what}.log"))).map_err(|e| e.to_string())?;
         let err = log.try_clone().map_err(|e| e.to_string())?;
-        let child = cmd
+        // A group of its own, as the cluster's: stopped in order by `drop`, not by a Ctrl-C.
+        let child = std::os::unix::process::CommandExt::process_group(cmd, 0)
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)

@@ -98,7 +98,9 @@ impl TestRegistry {
         std::fs::write(&config, text).map_err(|e| e.to_string())?;
         let log = std::fs::File::create(self.dir.path().join("registry.log"))
             .map_err(|e| e.to_string())?;
-        let child = Command::new(super::tools::registry_binary())
+        let mut cmd = Command::new(super::tools::registry_binary());
+        // A group of its own, as the cluster's: stopped by `drop`, not by a Ctrl-C.
+        let child = std::os::unix::process::CommandExt::process_group(&mut cmd, 0)
             .arg("serve")
             .arg(&config)
             .stdout(Stdio::null())

@@ -86,7 +86,7 @@ pub fn missing(node: bool) -> Vec<String> {
     if !absent.is_empty() {
         missing.push(format!(
             "{} 1.20.2, built from Debian's kubernetes source package with Go 1.19 into {} \
-             (about 7 minutes on 2 cores, 4 GB of disk for the source tree)",
+             (about 6 minutes on 2 cores, 4 GB of disk for the source tree)",
             absent.join(", "),
             kube_cache().display()
         ));

@@ -139,27 +139,27 @@ pub(super) fn case_paths(dir: &Path) -> Result<Vec<PathBuf>, CaseError> {
         .collect())
 }
 
-/// Every string under a key ending in `File`, as a path relative to `dir`.
+/// The files a case names as its own data (`runtimeFile`, `draftFile`,
+/// `currentShootFile`, `expect.shootFile`, `expect.desiredFile`, `observed[].objectsFile`),
+/// as paths relative to `dir`. Keys inside configuration or objects are the plugin's data.
 fn collect_file_references(
     value: &Value,
     dir: &Path,
     into: &mut std::collections::BTreeSet<PathBuf>,
 ) {
-    match value {
-        Value::Object(map) => {
-            for (key, value) in map {
-                match value {
-                    Value::String(file) if key.ends_with("File") => {
-                        into.insert(normalize(&dir.join(file)));
-                    }
-                    other => collect_file_references(other, dir, into),
-                }
-            }
+    let mut add = |file: &Value| {
+        if let Some(file) = file.as_str() {
+            into.insert(normalize(&dir.join(file)));
         }
-        Value::Array(items) => items
-            .iter()
-            .for_each(|v| collect_file_references(v, dir, into)),
-        _ => {}
+    };
+    for key in ["runtimeFile", "draftFile", "currentShootFile"] {
+        add(&value[key]);
+    }
+    for key in ["shootFile", "desiredFile"] {
+        add(&value["expect"][key]);
+    }
+    for observed in value["observed"].as_array().into_iter().flatten() {
+        add(&observed["objectsFile"]);
     }
 }
 
@@ -363,10 +363,16 @@ mod tests {
         std::fs::write(dir.join("renders.yaml"), case).unwrap();
         std::fs::write(dir.join("renders.desired.yaml"), "- {kind: Namespace}\n").unwrap();
         std::fs::create_dir_all(dir.join("expected")).unwrap();
+        // A `…File` key in a plugin's configuration names the plugin's data, not a case's.
+        let other = "config: {valuesFile: other.yaml}\nexpect: {state: Ready}\n";
+        std::fs::write(dir.join("other.yaml"), other).unwrap();
         let paths = case_paths(&dir).unwrap();
-        assert_eq!(paths, vec![dir.join("renders.yaml")]);
+        assert_eq!(
+            paths,
+            vec![dir.join("other.yaml"), dir.join("renders.yaml")]
+        );
         let cases = crate::testing::load_module_cases(&dir).unwrap();
-        assert_eq!(cases.len(), 1);
+        assert_eq!(cases.len(), 2);
         std::fs::remove_dir_all(dir).unwrap();
     }
 
