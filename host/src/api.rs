@@ -26,14 +26,20 @@ pub(crate) fn is_forbidden(e: &kube::Error) -> bool {
     status(e) == Some(403)
 }
 
+/// An error the API server answered with `code`, for tests.
+#[cfg(test)]
+pub(crate) fn answered(code: u16) -> kube::Error {
+    kube::Error::Api(Box::new(
+        kube::core::Status::failure("no", "Reason").with_code(code),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn api(code: u16) -> kube::Error {
-        kube::Error::Api(Box::new(
-            kube::core::Status::failure("no", "Reason").with_code(code),
-        ))
+        answered(code)
     }
 
     #[test]

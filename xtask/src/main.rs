@@ -511,9 +511,9 @@ fn ensure_tool(script: &str) -> Result<PathBuf> {
 /// imports only from the tiers below its own.
 const LAYERS: &[&[&str]] = &[
     &[
-        "api", "pattern", "time", "version", "input", "fence", "devenv",
+        "api", "paths", "pattern", "time", "version", "input", "fence",
     ],
-    &["report", "grants", "kubeconfig"],
+    &["report", "grants", "kubeconfig", "devenv"],
     &["crd"],
     &["oci"],
     &["wasm"],

@@ -68,12 +68,7 @@ impl RegistryArgs {
 
 /// `$XDG_CACHE_HOME/tessera/plugins` or `~/.cache/tessera/plugins`.
 pub fn default_store_dir() -> PathBuf {
-    std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(|| PathBuf::from("."))
-        .join("tessera")
-        .join("plugins")
+    tessera::paths::cache_dir("plugins").unwrap_or_else(|| PathBuf::from("tessera/plugins"))
 }
 
 /// A progress bar per transfer on stderr (hidden when stderr is not a terminal).

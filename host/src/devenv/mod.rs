@@ -4,7 +4,7 @@
 //! ([`registry`]), the certificate authorities they use ([`certs`]), and what they need
 //! installed on the machine, built on first use ([`tools`]).
 //!
-//! Nothing here is used by `tessera run`: it depends on no other module of the host.
+//! Nothing here is used by `tessera run`; of the host it uses only `paths`.
 
 pub mod certs;
 pub mod cluster;

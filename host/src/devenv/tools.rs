@@ -14,12 +14,7 @@ const REGISTRY_SCRIPT: &str = include_str!("../../../tests/registry/ensure-regis
 
 /// `~/.cache/tessera/<what>` (or `$XDG_CACHE_HOME/tessera/<what>`).
 fn cache(what: &str) -> PathBuf {
-    std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(|| PathBuf::from("."))
-        .join("tessera")
-        .join(what)
+    crate::paths::cache_dir(what).unwrap_or_else(|| Path::new("tessera").join(what))
 }
 
 /// Where the Kubernetes binaries are cached: `$TESSERA_KUBE_CACHE`, else
@@ -59,13 +54,18 @@ pub fn registry_binary() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("docker-registry"))
 }
 
+/// Whether `program` is an executable file: a path, or a name found on the `PATH`.
 fn on_path(program: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        return executable(Path::new(program));
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|d| executable(&d.join(program))))
 }
 
 /// What [`ensure`] still has to install or build for these pieces, in words; empty when
@@ -94,8 +94,7 @@ pub fn missing(node: bool) -> Vec<String> {
     if node && !node_cache().join("pause.tar").is_file() {
         missing.push("containerd, runc and the CNI plugins (Debian), and a pause image".into());
     }
-    let registry = registry_binary();
-    if !(registry.is_file() || on_path(&registry.display().to_string())) {
+    if !on_path(&registry_binary().display().to_string()) {
         missing.push("docker-registry (Debian's docker-registry)".into());
     }
     missing
@@ -118,8 +117,7 @@ pub fn ensure(node: bool, log: &Path) -> Result<(), String> {
 }
 
 fn ensure_registry(log: &Path) -> Result<(), String> {
-    let registry = registry_binary();
-    if registry.is_file() || on_path(&registry.display().to_string()) {
+    if on_path(&registry_binary().display().to_string()) {
         return Ok(());
     }
     run_script("ensure-registry.sh", REGISTRY_SCRIPT, &[], log)

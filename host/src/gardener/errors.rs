@@ -56,8 +56,8 @@ impl GardenerFailure {
 }
 
 pub(crate) fn gardener_failure(e: &kube::Error) -> GardenerFailure {
-    match e {
-        kube::Error::Api(s) if (400..500).contains(&s.code) && s.code != 404 && s.code != 429 => {
+    match crate::api::status(e) {
+        Some(code) if (400..500).contains(&code) && code != 404 && code != 429 => {
             GardenerFailure::Rejected
         }
         _ => GardenerFailure::Down,
@@ -68,11 +68,7 @@ pub(crate) fn gardener_failure(e: &kube::Error) -> GardenerFailure {
 mod tests {
     use super::*;
 
-    fn api(code: u16) -> kube::Error {
-        kube::Error::Api(Box::new(
-            kube::core::Status::failure("no", "Reason").with_code(code),
-        ))
-    }
+    use crate::api::answered as api;
 
     #[test]
     fn a_missing_or_failing_shoot_api_is_gardener_down() {

@@ -49,10 +49,7 @@ impl Default for EngineOptions {
 
 /// `$XDG_CACHE_HOME/tessera/wasm` or `~/.cache/tessera/wasm`.
 pub fn default_cache_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("tessera").join("wasm"))
+    crate::paths::cache_dir("wasm")
 }
 
 /// Stops the ticker thread when the runtime goes away.
