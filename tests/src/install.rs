@@ -101,10 +101,16 @@ pub fn diagnose(cp: &ControlPlane) -> String {
     format!("pods:\n{pods}\nevents:\n{events}\nhost logs:\n{logs}\nnode:\n{node}")
 }
 
-/// The chart's values for this cluster.
-pub fn values(cp: &ControlPlane, registry: &TestRegistry, tag: &str) -> Value {
+/// The API server's port on the bridge.
+pub fn apiserver_port(cp: &ControlPlane) -> u16 {
+    let port = cp.garden.server.rsplit(':').next().unwrap();
+    port.parse().expect("the API server's port")
+}
+
+/// The chart's values for this cluster; the host reaches its API server at `api_port` on
+/// the bridge (the API server's own, or a relay's).
+pub fn values(cp: &ControlPlane, registry: &TestRegistry, tag: &str, api_port: u16) -> Value {
     let bridge = cp.bridge.as_ref().expect("the plane serves on a bridge");
-    let port = cp.garden.server.rsplit(':').next().unwrap().to_string();
     json!({
         "image": {"repository": IMAGE, "tag": tag, "pullPolicy": "IfNotPresent"},
         "replicaCount": 2,
@@ -112,10 +118,11 @@ pub fn values(cp: &ControlPlane, registry: &TestRegistry, tag: &str) -> Value {
         "gardener": {"kubeconfigSecret": "gardener"},
         "modules": {"localClusterAdmin": true},
         "plugins": {"resync": "2s", "insecureRegistries": [registry.host()]},
-        "requeue": {"error": "1s", "pending": "5s"},
+        "requeue": {"error": "1s", "pending": "5s", "retry": "10s", "errorMax": "10s"},
+        "liveness": {"stallTimeout": "30s", "periodSeconds": 2, "failureThreshold": 2},
         "extraEnv": [
             {"name": "KUBERNETES_SERVICE_HOST", "value": bridge.gateway.to_string()},
-            {"name": "KUBERNETES_SERVICE_PORT", "value": port},
+            {"name": "KUBERNETES_SERVICE_PORT", "value": api_port.to_string()},
         ],
     })
 }
@@ -206,8 +213,9 @@ fn write_values(dir: &Path, values: &Value) -> String {
     path.display().to_string()
 }
 
-/// Both images on the node, the prerequisites, then `helm install --wait`.
-pub fn install(cp: &ControlPlane, registry: &TestRegistry, dir: &Path) -> Result {
+/// Both images on the node, the prerequisites, then `helm install --wait`; the host reaches
+/// its API server at `api_port` on the bridge.
+pub fn install(cp: &ControlPlane, registry: &TestRegistry, dir: &Path, api_port: u16) -> Result {
     let node = cp.node.as_ref().expect("a node");
     node.import(&image_tar(), &format!("{IMAGE}:dev"))?;
     if let Some(next) = next_image_tar() {
@@ -216,7 +224,7 @@ pub fn install(cp: &ControlPlane, registry: &TestRegistry, dir: &Path) -> Result
     gardener_secret(cp)?;
     module_plugins(cp, registry)?;
     let chart = crate::workspace().join("charts/tessera");
-    let values = write_values(dir, &values(cp, registry, "dev"));
+    let values = write_values(dir, &values(cp, registry, "dev", api_port));
     let chart = chart.display().to_string();
     helm(
         cp,

@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests: where the built components are, and one
 //! engine per test binary.
 
+pub mod blackhole;
 pub mod env;
 pub mod gardener_sim;
 pub mod install;

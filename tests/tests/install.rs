@@ -2,21 +2,24 @@
 //! the test build's host (`./x test` builds it, docs/image.md#test-images), onto a cluster with a real node (kubelet, controllers, containerd, runc), the host
 //! in two pods against the Gardener simulator. A Runtime becomes Ready with its kubeconfig
 //! Secret, a ModuleSet's Deployment really becomes available, the standby takes over when
-//! the leader's pod is deleted, `helm upgrade` to a second build of the host (another
+//! the leader's pod is deleted, a leader whose connections went silent fails its liveness
+//! probe and is restarted by the kubelet, `helm upgrade` to a second build of the host (another
 //! image digest, its version `-next`) loses and repeats nothing,
 //! and `helm uninstall` leaves only what the chart documents (the CRDs).
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use serde_json::Value;
+use serde_json::{Value, json};
+use tessera_tests::blackhole::Blackhole;
 use tessera_tests::env::{ControlPlane, NodeOn, PlaneOptions};
 use tessera_tests::gardener_sim::Script;
 use tessera_tests::install::{
-    IMAGE, NS, Result, diagnose, helm, install, json_of, modules_available, new_runtime,
-    runtime_ready, wait_for,
+    IMAGE, NS, Result, apiserver_port, diagnose, helm, install, json_of, modules_available,
+    new_runtime, runtime_ready, wait_for,
 };
 use tessera_tests::modules::kubectl_ok;
+use tessera_tests::node::PAUSE_IMAGE;
 use tessera_tests::registry::TestRegistry;
 
 fn lease_holder(cp: &ControlPlane) -> Option<String> {
@@ -49,8 +52,8 @@ fn live_host_pods(cp: &ControlPlane) -> Result<Vec<String>> {
         .collect())
 }
 
-/// The leader's pod is deleted: the standby takes the lease.
-fn failover(cp: &ControlPlane) -> Result {
+/// The pod holding the lease, and the live pods.
+fn leader_pod(cp: &ControlPlane) -> Result<(String, Vec<String>)> {
     let holder = wait_for("a leader", || lease_holder(cp))?;
     let pods = live_host_pods(cp)?;
     // The identity is `<hostname>-<pid>`, and a pod's hostname is its name.
@@ -59,6 +62,12 @@ fn failover(cp: &ControlPlane) -> Result {
         .find(|p| holder.starts_with(&format!("{p}-")))
         .ok_or_else(|| format!("lease holder {holder} is none of the pods {pods:?}"))?
         .clone();
+    Ok((leader, pods))
+}
+
+/// The leader's pod is deleted: the standby takes the lease.
+fn failover(cp: &ControlPlane) -> Result {
+    let (leader, pods) = leader_pod(cp)?;
     kubectl_ok(
         &cp.garden,
         &["-n", NS, "delete", "pod", &leader, "--wait=false"],
@@ -72,6 +81,76 @@ fn failover(cp: &ControlPlane) -> Result {
             .then_some(())
     })
     .map_err(|e| format!("{e} (leader was {leader})\n{}", diagnose(cp)))
+}
+
+/// How often the kubelet restarted `pod`'s container.
+fn restarts(cp: &ControlPlane, pod: &str) -> Option<i64> {
+    let pod = json_of(&cp.garden, &["-n", NS, "get", "pod", pod]).ok()?;
+    pod["status"]["containerStatuses"][0]["restartCount"].as_i64()
+}
+
+/// The connections the hosts opened go silent for good, as after a load balancer's
+/// fail-over: the leader's watches never deliver again. A change to the ModuleSet then
+/// waits; `/healthz` fails after `liveness.stallTimeout` naming it, the kubelet restarts
+/// the leader's container, and the new process (on new connections) carries the change out.
+fn stalled_leader_restarts(cp: &ControlPlane, relay: &Blackhole) -> Result {
+    let (leader, _) = leader_pod(cp)?;
+    let before = restarts(cp, &leader).ok_or("the leader's restart count")?;
+    relay.swallow_open_connections();
+    let patch = json!({"spec": {"modules": [
+        {"name": "telemetry-crds"},
+        {"name": "telemetry", "config": {"endpoint": "otlp.example:4318", "image": PAUSE_IMAGE}},
+    ]}});
+    kubectl_ok(
+        &cp.garden,
+        &[
+            "-n",
+            NS,
+            "patch",
+            "moduleset",
+            "local",
+            "--type=merge",
+            "-p",
+            &patch.to_string(),
+        ],
+    )?;
+    let generation =
+        json_of(&cp.garden, &["-n", NS, "get", "moduleset", "local"])?["metadata"]["generation"]
+            .as_i64()
+            .unwrap_or_default();
+    wait_for("the leader's container restarted", || {
+        (restarts(cp, &leader)? > before).then_some(())
+    })
+    .map_err(|e| format!("{e}\n{}", diagnose(cp)))?;
+    // The kubelet's Event does not carry the body; the stopped container's log says why.
+    let events = kubectl_ok(&cp.garden, &["-n", NS, "get", "events"])?;
+    if !events
+        .lines()
+        .any(|l| l.contains(&leader) && l.contains("Liveness probe failed"))
+    {
+        return Err(format!("no failed liveness probe of {leader}:\n{events}"));
+    }
+    let previous = kubectl_ok(&cp.garden, &["-n", NS, "logs", &leader, "--previous"])?;
+    let stalled = previous
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .any(|line| {
+            line["fields"]["message"] == "controller stalled: /healthz fails until it moves"
+                && line["fields"]["controller"] == "moduleset"
+                && line["fields"]["object"] == format!("ModuleSet/{NS}/local")
+        });
+    if !stalled {
+        return Err(format!(
+            "the stopped container did not log the stalled ModuleSet:\n{previous}"
+        ));
+    }
+    wait_for("the change carried out after the restart", || {
+        let set = json_of(&cp.garden, &["-n", NS, "get", "moduleset", "local"]).ok()?;
+        (set["status"]["observedGeneration"].as_i64() >= Some(generation)
+            && set["status"]["state"] == "Ready")
+            .then_some(())
+    })
+    .map_err(|e| format!("{e}\n{}", diagnose(cp)))
 }
 
 /// Each running host pod's (name, image digest as the kubelet reports it, version its
@@ -270,17 +349,27 @@ fn the_chart_on_a_real_node() {
     let cp = ControlPlane::start_with(&sim, &script, &options).expect("control plane");
     let gateway = cp.bridge.as_ref().unwrap().gateway;
     let registry = TestRegistry::start_on(gateway).expect("registry");
+    // The hosts reach their API server through a relay that can silence their connections.
+    let upstream = (gateway, apiserver_port(&cp)).into();
+    let relay = Blackhole::start(gateway.into(), upstream).expect("relay");
     let dir = tempfile::tempdir().unwrap();
     let started = Instant::now();
     let step = |what: &str, r: Result| {
         eprintln!("{what}: {:?} after {:.0?}", r.is_ok(), started.elapsed());
         r.unwrap_or_else(|e| panic!("{what}: {e}"))
     };
-    step("helm install", install(&cp, &registry, dir.path()));
+    step(
+        "helm install",
+        install(&cp, &registry, dir.path(), relay.port()),
+    );
     new_runtime(&cp, "rt-a").unwrap();
     let shoot_uid = runtime_ready(&cp, "rt-a").unwrap_or_else(|e| panic!("rt-a: {e}"));
     let deployment_uid = modules_available(&cp).unwrap_or_else(|e| panic!("modules: {e}"));
     step("leader failover", failover(&cp));
+    step(
+        "stalled leader restarted",
+        stalled_leader_restarts(&cp, &relay),
+    );
     step("helm upgrade", upgrade(&cp, &shoot_uid, &deployment_uid));
     step("helm uninstall", uninstall(&cp));
 }

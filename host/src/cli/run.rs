@@ -87,6 +87,12 @@ pub struct RunArgs {
     /// Re-check Ready Runtimes this often [default: only when something changes].
     #[arg(long, value_parser = duration)]
     requeue_ready: Option<Duration>,
+    /// `/healthz` fails (and the kubelet restarts the host) once an object has waited this
+    /// long for its controller (a generation not yet observed, a deletion our finalizer
+    /// holds) with no reconcile of it ending: a watch that stopped delivering, a reconcile
+    /// that hangs. More than twice the longest requeue; 0 turns the check off.
+    #[arg(long, default_value = "15m", value_parser = duration)]
+    stall_timeout: Duration,
     /// Lifetime requested for admin kubeconfigs, at least 10m (Gardener refuses less; it
     /// lowers more than its maximum, 24h by default, and the host rotates by what it
     /// granted).
@@ -223,7 +229,26 @@ fn check_args(args: &RunArgs) -> anyhow::Result<()> {
             args.kubeconfig_expiration.as_secs()
         );
     }
+    check_stall_timeout(args)?;
     args.registry.check_scoped().map_err(anyhow::Error::msg)
+}
+
+/// A failing object retries at most every `--requeue-error-max` (twice that with jitter),
+/// a pending one every `--requeue-pending` or `--requeue-retry`: a shorter stall timeout
+/// would take a host that waits as it should for one that hangs.
+fn check_stall_timeout(args: &RunArgs) -> anyhow::Result<()> {
+    let longest = args
+        .requeue_error_max
+        .max(args.requeue_pending)
+        .max(args.requeue_retry);
+    if !args.stall_timeout.is_zero() && args.stall_timeout <= 2 * longest {
+        anyhow::bail!(
+            "--stall-timeout must exceed twice the longest requeue ({}s: --requeue-error-max, --requeue-pending, --requeue-retry), got {}s",
+            longest.as_secs(),
+            args.stall_timeout.as_secs()
+        );
+    }
+    Ok(())
 }
 
 pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -321,6 +346,7 @@ fn operator_config(args: RunArgs) -> anyhow::Result<OperatorConfig> {
             error_max: args.requeue_error_max,
             ready: args.requeue_ready,
         },
+        stall_timeout: (!args.stall_timeout.is_zero()).then_some(args.stall_timeout),
         kubeconfig_expiration: args.kubeconfig_expiration,
         rotation_fraction: args.rotation_fraction,
         force_deletion: args.force_deletion,

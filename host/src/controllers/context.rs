@@ -58,6 +58,9 @@ pub struct OperatorConfig {
     /// Which controllers run.
     pub controllers: Controllers,
     pub requeue: Requeue,
+    /// `/healthz` fails once an object has waited this long with no reconcile of it ending
+    /// (`None`: never).
+    pub stall_timeout: Option<Duration>,
     /// Lifetime requested for admin kubeconfigs.
     pub kubeconfig_expiration: Duration,
     /// Rotate once this fraction of the lifetime has passed (KIM: 0.95 × 0.6).
@@ -136,6 +139,7 @@ impl Default for OperatorConfig {
         Self {
             controllers: Controllers::All,
             requeue: Requeue::default(),
+            stall_timeout: Some(Duration::from_secs(15 * 60)),
             kubeconfig_expiration: Duration::from_secs(24 * 3600),
             rotation_fraction: 0.57,
             force_deletion: false,
@@ -238,6 +242,8 @@ pub(crate) struct Context {
     pub(crate) fetcher: Option<Arc<Fetcher>>,
     /// The first resolution of the Plugins present at start-up.
     pub(crate) initial_sync: InitialSync,
+    /// When each object's last reconcile ended, for the watchdog behind `/healthz`.
+    pub(crate) progress: super::kit::Progress,
     /// Why the watch of Shoots fails, in words (`None`: it works); Runtimes say so in
     /// `GardenerReachable`.
     pub(crate) shoot_watch: std::sync::Mutex<Option<String>>,
@@ -308,6 +314,7 @@ impl Context {
             clusters: Arc::default(),
             fetcher,
             initial_sync: InitialSync::default(),
+            progress: super::kit::Progress::default(),
             shoot_watch: std::sync::Mutex::new(None),
         })
     }

@@ -31,6 +31,8 @@ pub const KIM_SUSPEND_PATCH: &str = "operator.kyma-project.io/suspend-patch-reco
 /// RuntimeKubeconfig annotation: fetch a new kubeconfig now. Removed after use.
 pub const FORCE_ROTATION: &str = "tessera.dev/force-rotation";
 
+/// What every finalizer of the host begins with.
+pub const FINALIZER_PREFIX: &str = "tessera.dev/";
 pub const RUNTIME_FINALIZER: &str = "tessera.dev/runtime";
 pub const KUBECONFIG_FINALIZER: &str = "tessera.dev/kubeconfig";
 pub const ACCESS_FINALIZER: &str = "tessera.dev/access";

@@ -1,7 +1,9 @@
 //! Prometheus metrics and the `/metrics`, `/healthz`, `/readyz` endpoints.
 
+mod liveness;
 mod server;
 
+pub(crate) use liveness::Stalls;
 pub(crate) use server::{Health, serve};
 
 use prometheus::{
@@ -52,6 +54,10 @@ pub struct Metrics {
     pub(crate) dependency_up: IntGaugeVec,
     /// What is down and why, for `/readyz`.
     pub(crate) dependencies: std::sync::Arc<Dependencies>,
+    /// 1 while a controller has work waiting that nothing moves.
+    controller_stalled: IntGaugeVec,
+    /// Which controllers stalled and why, for `/healthz`.
+    pub(crate) stalls: std::sync::Arc<Stalls>,
 }
 
 /// What the host depends on, as `/readyz` and `tessera_dependency_up` name it.
@@ -213,6 +219,11 @@ const DEPENDENCY_UP: Doc = (
     "1 while a dependency answers (gardener: the Shoot API), 0 while it fails",
 );
 
+const CONTROLLER_STALLED: Doc = (
+    "tessera_controller_stalled",
+    "1 while a controller has an object waiting (a generation not yet observed, a deletion its finalizer holds) and no reconcile of it ended for --stall-timeout; /healthz then fails",
+);
+
 const RECONCILE_BUCKETS: &[f64] = &[
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
@@ -278,6 +289,8 @@ impl Metrics {
             ),
             dependency_up: gauges(r, DEPENDENCY_UP, &["dependency"]),
             dependencies: std::sync::Arc::default(),
+            controller_stalled: gauges(r, CONTROLLER_STALLED, &["controller"]),
+            stalls: std::sync::Arc::default(),
             registry,
         }
         .with_dependency_gauge()
@@ -313,6 +326,7 @@ impl Metrics {
 
     fn with_dependency_gauge(self) -> Self {
         let _ = self.dependencies.gauge.set(self.dependency_up.clone());
+        self.stalls.with_gauge(self.controller_stalled.clone());
         self
     }
 

@@ -41,7 +41,7 @@ pub(crate) async fn serve(
 ) -> std::io::Result<SocketAddr> {
     let app = Router::new()
         .route("/metrics", get(metrics_handler))
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/healthz", get(live_handler))
         .route("/readyz", get(ready_handler))
         .with_state(AppState { metrics, health });
     let listener = tokio::net::TcpListener::bind(addr).await?;
@@ -56,6 +56,18 @@ pub(crate) async fn serve(
 
 async fn metrics_handler(State(state): State<AppState>) -> String {
     state.metrics.render()
+}
+
+/// Live unless a controller has work waiting that it stopped moving (the kubelet then
+/// restarts the host); the body names the controller and the object.
+async fn live_handler(State(state): State<AppState>) -> (StatusCode, String) {
+    let stalled = state.metrics.stalls.problems();
+    if stalled.is_empty() {
+        (StatusCode::OK, "ok".into())
+    } else {
+        let body = format!("stalled: {}\n", stalled.join("\n"));
+        (StatusCode::SERVICE_UNAVAILABLE, body)
+    }
 }
 
 /// Ready when connected and no dependency the host cannot work without is down; the body

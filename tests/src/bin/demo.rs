@@ -89,7 +89,9 @@ fn start_in_pods() -> anyhow::Result<(ControlPlane, TestRegistry)> {
         tessera_tests::install::IMAGE
     );
     let dir = tempfile::tempdir()?;
-    tessera_tests::install::install(&cp, &registry, dir.path()).map_err(anyhow::Error::msg)?;
+    let api_port = tessera_tests::install::apiserver_port(&cp);
+    tessera_tests::install::install(&cp, &registry, dir.path(), api_port)
+        .map_err(anyhow::Error::msg)?;
     show(
         &cp.garden.kubeconfig,
         &[

@@ -1,11 +1,12 @@
 //! What every controller shares, so that all four are written one way: the finalizer
 //! helper, the Event sink, the error policy (backoff with jitter per object, a cap on
-//! repeated log lines) and the reconcile guard (a span per reconcile, duration and outcome
-//! per controller).
+//! repeated log lines), the reconcile guard (a span per reconcile, duration and outcome
+//! per controller) and the watchdog behind `/healthz`.
 
 pub(crate) mod finalizer;
 
 mod events;
+mod liveness;
 mod retries;
 mod wakes;
 
@@ -17,6 +18,7 @@ use kube::runtime::controller::Action;
 use tracing::Instrument;
 
 pub(crate) use events::{EventSink, Note};
+pub(crate) use liveness::{Progress, watch_progress};
 pub(crate) use retries::{LogLine, Retries, Retry};
 pub(crate) use wakes::catalog_wakes;
 
@@ -74,6 +76,7 @@ where
     let started = Instant::now();
     let result = reconcile.instrument(span).await;
     observe(ctx, controller, "Reconcile", started);
+    ctx.progress.ended(&key);
     let outcome = match &result {
         Ok(_) => {
             ctx.retries.succeeded(&key, started);

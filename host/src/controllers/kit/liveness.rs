@@ -1,0 +1,294 @@
+//! The controllers' watchdog: a host whose controllers stopped is restarted by its liveness
+//! probe. Each controller's objects are listed every quarter of `--stall-timeout`, straight
+//! from the API server and not from the controller's own watch (which may be what stopped
+//! delivering). An object *waits* while its generation is not yet observed or a deletion
+//! waits for our finalizer; a controller *stalls* when an object has waited a whole timeout
+//! and no reconcile of it ended within that time. Failing reconciles end too (they back off
+//! and retry), so an unreachable dependency is no stall: that is `/readyz`'s business. A
+//! listing that fails or hangs decides nothing.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kube::Resource;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+
+use super::Controller;
+use crate::controllers::Context;
+use crate::crd::labels::FINALIZER_PREFIX;
+
+/// When each object's last reconcile ended (any outcome), by `Kind/namespace/name`.
+#[derive(Default)]
+pub(crate) struct Progress {
+    ended: Mutex<HashMap<String, Instant>>,
+}
+
+impl Progress {
+    /// A reconcile of `key` ended.
+    pub(crate) fn ended(&self, key: &str) {
+        let mut ended = self.ended.lock().expect("progress lock");
+        ended.insert(key.to_string(), Instant::now());
+    }
+
+    fn last(&self, key: &str) -> Option<Instant> {
+        self.ended.lock().expect("progress lock").get(key).copied()
+    }
+
+    /// Forget the objects of `kind` a listing no longer holds.
+    fn forget_gone(&self, kind: &str, present: &HashSet<String>) {
+        let mut ended = self.ended.lock().expect("progress lock");
+        ended.retain(|key, _| !key.starts_with(&format!("{kind}/")) || present.contains(key));
+    }
+}
+
+/// Since when each object of one controller has waited, as the listings saw it.
+#[derive(Debug, Default)]
+struct Waiting {
+    since: HashMap<String, Instant>,
+}
+
+impl Waiting {
+    /// Fold in one listing: the objects waiting now keep the time they were first seen
+    /// waiting; the others are dropped.
+    fn observe(&mut self, waiting: impl IntoIterator<Item = String>, now: Instant) {
+        let mut next = HashMap::new();
+        for key in waiting {
+            let since = self.since.get(&key).copied().unwrap_or(now);
+            next.insert(key, since);
+        }
+        self.since = next;
+    }
+
+    /// The object that has waited longest, if it waited a whole `timeout` and no reconcile
+    /// of it ended within the last `timeout`.
+    fn stalled(
+        &self,
+        last_ended: impl Fn(&str) -> Option<Instant>,
+        now: Instant,
+        timeout: Duration,
+    ) -> Option<(String, Duration)> {
+        self.since
+            .iter()
+            .filter(|(_, since)| now.duration_since(**since) >= timeout)
+            .filter(|(key, _)| last_ended(key).is_none_or(|t| now.duration_since(t) >= timeout))
+            .map(|(key, since)| (key.clone(), now.duration_since(*since)))
+            .max_by_key(|(_, waited)| *waited)
+    }
+}
+
+/// Whether `obj` asks its controller for work: a generation not yet observed in its status,
+/// or a deletion held by one of our finalizers.
+fn waits(obj: &DynamicObject) -> bool {
+    let meta = &obj.metadata;
+    if meta.deletion_timestamp.is_some() {
+        return meta
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f.starts_with(FINALIZER_PREFIX));
+    }
+    let observed = obj.data["status"]["observedGeneration"].as_i64();
+    match (meta.generation, observed) {
+        (Some(generation), Some(observed)) => observed < generation,
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
+}
+
+/// Stops the watchdog when the controller's run ends.
+pub(crate) struct Watchdog(Option<tokio::task::JoinHandle<()>>);
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
+}
+
+/// Watch the progress of `controller` on the objects `api` and `selector` scope (the same
+/// as its watch's); nothing when `--stall-timeout` is 0.
+pub(crate) fn watch_progress<K>(
+    ctx: &Arc<Context>,
+    controller: Controller,
+    api: &Api<K>,
+    selector: Option<&str>,
+) -> Watchdog
+where
+    K: Resource<DynamicType = ()>,
+{
+    let Some(timeout) = ctx.config.stall_timeout else {
+        return Watchdog(None);
+    };
+    let resource = ApiResource::erase::<K>(&());
+    let client = ctx.client.clone();
+    let dynamic: Api<DynamicObject> = match api.namespace() {
+        Some(ns) => Api::namespaced_with(client, ns, &resource),
+        None => Api::all_with(client, &resource),
+    };
+    let mut params = ListParams::default().match_any();
+    if let Some(selector) = selector {
+        params = params.labels(selector);
+    }
+    let looker = Looker {
+        ctx: ctx.clone(),
+        controller,
+        kind: resource.kind,
+        api: dynamic,
+        params,
+        timeout,
+    };
+    Watchdog(Some(tokio::spawn(looker.run())))
+}
+
+/// One controller's watchdog.
+struct Looker {
+    ctx: Arc<Context>,
+    controller: Controller,
+    kind: String,
+    api: Api<DynamicObject>,
+    params: ListParams,
+    timeout: Duration,
+}
+
+impl Looker {
+    async fn run(self) {
+        let every = (self.timeout / 4).max(Duration::from_secs(1));
+        let mut waiting = Waiting::default();
+        let mut reported = false;
+        loop {
+            tokio::time::sleep(every).await;
+            // A listing that hangs is dropped, and its connection with it.
+            let listed = tokio::time::timeout(every, self.api.list(&self.params)).await;
+            let Ok(Ok(list)) = listed else { continue };
+            let now = Instant::now();
+            let present: HashSet<String> = list.items.iter().map(|o| self.key(o)).collect();
+            waiting.observe(
+                list.items.iter().filter(|o| waits(o)).map(|o| self.key(o)),
+                now,
+            );
+            self.ctx.progress.forget_gone(&self.kind, &present);
+            let verdict = waiting.stalled(|k| self.ctx.progress.last(k), now, self.timeout);
+            reported = self.report(verdict, reported);
+        }
+    }
+
+    /// `Kind/namespace/name`, as the reconcile guard records it.
+    fn key(&self, obj: &DynamicObject) -> String {
+        let name = obj.metadata.name.as_deref().unwrap_or_default();
+        match obj.metadata.namespace.as_deref() {
+            Some(ns) => format!("{}/{ns}/{name}", self.kind),
+            None => format!("{}/{name}", self.kind),
+        }
+    }
+
+    /// Tell `/healthz`; log a stall once when it begins and once when it ends.
+    fn report(&self, verdict: Option<(String, Duration)>, reported: bool) -> bool {
+        let controller = self.controller.as_str();
+        let stalls = &self.ctx.metrics.stalls;
+        match verdict {
+            Some((object, waited)) => {
+                let why = format!(
+                    "{object} has waited {}s and no reconcile of it ended for {}s",
+                    waited.as_secs(),
+                    self.timeout.as_secs()
+                );
+                if !reported {
+                    tracing::error!(controller, %object, waited_s = waited.as_secs(), "controller stalled: /healthz fails until it moves");
+                }
+                stalls.stalled(controller, why);
+                true
+            }
+            None => {
+                if reported {
+                    tracing::info!(controller, "controller moves again");
+                }
+                stalls.progressing(controller);
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const T: Duration = Duration::from_secs(60);
+
+    fn object(generation: i64, status: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "tessera.dev/v1alpha1", "kind": "Runtime",
+            "metadata": {"name": "a", "namespace": "ns", "generation": generation},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_unobserved_generation_waits_and_an_observed_one_does_not() {
+        assert!(waits(&object(2, json!({"observedGeneration": 1}))));
+        assert!(waits(&object(1, json!({}))));
+        assert!(!waits(&object(2, json!({"observedGeneration": 2}))));
+    }
+
+    #[test]
+    fn a_deletion_waits_only_for_our_finalizer() {
+        let mut obj = object(1, json!({"observedGeneration": 1}));
+        obj.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
+        );
+        obj.metadata.finalizers = Some(vec!["example.com/other".into()]);
+        assert!(!waits(&obj));
+        obj.metadata.finalizers = Some(vec![format!("{FINALIZER_PREFIX}runtime")]);
+        assert!(waits(&obj));
+    }
+
+    #[test]
+    fn waiting_a_whole_timeout_without_a_reconcile_is_a_stall() {
+        let t0 = Instant::now();
+        let mut waiting = Waiting::default();
+        waiting.observe(["Runtime/ns/a".to_string()], t0);
+        // Seen again later: it keeps its first time.
+        waiting.observe(["Runtime/ns/a".to_string()], t0 + T / 2);
+        assert_eq!(waiting.stalled(|_| None, t0 + T / 2, T), None);
+        assert_eq!(
+            waiting.stalled(|_| None, t0 + T, T),
+            Some(("Runtime/ns/a".to_string(), T))
+        );
+    }
+
+    #[test]
+    fn a_reconcile_that_ended_within_the_timeout_is_progress() {
+        let t0 = Instant::now();
+        let mut waiting = Waiting::default();
+        waiting.observe(["Runtime/ns/a".to_string()], t0);
+        let ended = |_: &str| Some(t0 + T / 2);
+        assert_eq!(waiting.stalled(ended, t0 + T, T), None);
+        assert!(waiting.stalled(ended, t0 + T / 2 + T, T).is_some());
+    }
+
+    #[test]
+    fn an_object_no_longer_waiting_is_forgotten() {
+        let t0 = Instant::now();
+        let mut waiting = Waiting::default();
+        waiting.observe(["Runtime/ns/a".to_string()], t0);
+        waiting.observe([], t0 + T / 2);
+        waiting.observe(["Runtime/ns/a".to_string()], t0 + T);
+        assert_eq!(waiting.stalled(|_| None, t0 + T, T), None);
+    }
+
+    #[test]
+    fn progress_forgets_objects_gone_from_a_listing() {
+        let progress = Progress::default();
+        progress.ended("Runtime/ns/a");
+        progress.ended("Runtime/ns/b");
+        progress.ended("ModuleSet/ns/a");
+        progress.forget_gone("Runtime", &HashSet::from(["Runtime/ns/b".to_string()]));
+        assert!(progress.last("Runtime/ns/a").is_none());
+        assert!(progress.last("Runtime/ns/b").is_some());
+        assert!(progress.last("ModuleSet/ns/a").is_some());
+    }
+}
