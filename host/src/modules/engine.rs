@@ -10,12 +10,13 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::apply::{self, Applied, Applier, Last};
+use super::apply::{self, Applied, Applier};
 use super::error::ModuleError;
 use super::inventory::{Entry, Inventory, ModuleRecord, ObjectKey};
 use super::observe::{Reads, Spent};
 use super::ownership::{Whose, whose};
 use super::readiness::not_ready;
+use super::release::{self, Last};
 use super::sharing;
 use super::source::Candidate;
 use super::target::Target;
@@ -463,7 +464,7 @@ impl ModuleRun<'_> {
             .filter(|e| !new_keys.contains(&e.key))
             .collect();
         if let Err(e) =
-            apply::prune(self.target, self.owner(), &gone, keep, &|_| Last::Delete).await
+            release::prune(self.target, self.owner(), &gone, keep, &|_| Last::Delete).await
         {
             return refused_by_target(e).map(|why| Err(format!("{}: {why}", self.plugin())));
         }
@@ -526,7 +527,7 @@ impl ModuleRun<'_> {
                     api.list(&params).await?.items
                 }
             };
-            apply::remove_own(self.target, self.owner(), record, &kind, objects).await?;
+            release::remove_own(self.target, self.owner(), record, &kind, objects).await?;
         }
         Ok(Ok(()))
     }
@@ -655,7 +656,7 @@ pub(crate) async fn prune_inventory(
         CustomResourcePolicy::CreateAndDelete => {
             let crds = own_crds(target, owner, &record).await?;
             checked.extend(crds.iter().filter_map(ObjectKey::of));
-            let foreign = apply::foreign_custom_resources(target, owner, &record, &crds).await?;
+            let foreign = release::foreign_custom_resources(target, owner, &record, &crds).await?;
             if !foreign.is_empty() {
                 let message = format!(
                     "waiting: {} custom resources of the module's CRDs were not created by it ({}); delete them, or set customResourcePolicy: Ignore to keep the CRDs",
@@ -675,7 +676,7 @@ pub(crate) async fn prune_inventory(
         (true, CustomResourcePolicy::CreateAndDelete) if checked.contains(key) => Last::Delete,
         (true, CustomResourcePolicy::CreateAndDelete) => Last::NextPass,
     };
-    let remaining = apply::prune(target, owner, &record.objects, keep, &last).await?;
+    let remaining = release::prune(target, owner, &record.objects, keep, &last).await?;
     if let Some(first) = remaining.first() {
         let message = format!(
             "waiting for {} objects to go, e.g. {first}",

@@ -7,9 +7,12 @@
 pub(crate) mod apply;
 pub(crate) mod engine;
 pub(crate) mod error;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub(crate) mod inventory;
 pub(crate) mod observe;
 pub(crate) mod readiness;
+pub(crate) mod release;
 pub mod set;
 pub(crate) mod sharing;
 pub(crate) mod source;

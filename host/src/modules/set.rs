@@ -250,7 +250,7 @@ pub async fn reconcile_set(
                 set: &req.set,
                 module: name,
             };
-            super::apply::release(target, owner, &record.objects).await?;
+            super::release::release(target, owner, &record.objects).await?;
             inventory.save(target, name, None).await?;
         }
     }

@@ -100,6 +100,24 @@ impl Target {
     }
 }
 
+#[cfg(test)]
+impl Target {
+    /// A target on `client` that knows `kinds` (`(apiVersion, kind)` → how to address it)
+    /// already, so that tests see no discovery requests.
+    pub(crate) fn knowing(client: Client, kinds: Vec<((&str, &str), Kind)>) -> Self {
+        let kinds = kinds
+            .into_iter()
+            .map(|((v, k), kind)| ((v.to_string(), k.to_string()), kind))
+            .collect();
+        Self {
+            client,
+            server: "https://target.test".into(),
+            facts: ClusterFacts::default(),
+            kinds: Mutex::new(kinds),
+        }
+    }
+}
+
 /// A client and server URL from a kubeconfig (`None`: in-cluster or `$KUBECONFIG`).
 pub async fn connect_kubeconfig(
     kubeconfig: Option<kube::config::Kubeconfig>,

@@ -26,6 +26,9 @@ pub(crate) fn is_forbidden(e: &kube::Error) -> bool {
     status(e) == Some(403)
 }
 
+#[cfg(test)]
+pub(crate) mod mock;
+
 /// An error the API server answered with `code`, for tests.
 #[cfg(test)]
 pub(crate) fn answered(code: u16) -> kube::Error {
