@@ -194,7 +194,7 @@ pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
         Some(election) => Some(lead(lease_client, election, fence).await?),
         None => None,
     };
-    metrics.leader.set(1);
+    metrics.set_leader(true);
     prepare(&ctx, &control).await;
     let controllers = run_controllers(ctx.clone());
     match lost {
@@ -205,7 +205,7 @@ pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
         Some(lost) => tokio::select! {
             _ = controllers => Ok(()),
             error = lost => {
-                metrics.leader.set(0);
+                metrics.set_leader(false);
                 Err(error)
             }
         },

@@ -196,10 +196,7 @@ impl Renderer {
                 metrics.render_steps(StepResult::Cached, out.cached_steps);
                 metrics.render_steps(StepResult::Run, out.timings.len());
                 for (plugin, duration) in &out.timings {
-                    metrics
-                        .plugin_call_duration
-                        .with_label_values(&[plugin.as_str()])
-                        .observe(duration.as_secs_f64());
+                    metrics.plugin_call_took(plugin, *duration);
                 }
             }
             out

@@ -163,6 +163,15 @@ pub enum State {
 }
 
 impl State {
+    /// The states of a set's `tessera_moduleset_state` (an unmanaged set reports none).
+    pub const ALL: [State; 5] = [
+        State::Ready,
+        State::Processing,
+        State::Warning,
+        State::Error,
+        State::Deleting,
+    ];
+
     /// Ready, or Unmanaged (which blocks nothing: not the set's Ready, not a dependent).
     pub fn counts_as_ready(self) -> bool {
         matches!(self, State::Ready | State::Unmanaged)

@@ -6,11 +6,14 @@ mod server;
 pub(crate) use liveness::Stalls;
 pub(crate) use server::{Health, serve};
 
+use std::time::Duration;
+
 use prometheus::{
     HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
 
-use crate::crd::RuntimeState;
+use crate::crd::moduleset::State as ModuleSetState;
+use crate::crd::{RuntimeState, ShadowOutcome};
 use crate::gardener::GardenerFailure;
 use crate::wasm::Fault;
 
@@ -19,19 +22,19 @@ use crate::wasm::Fault;
 pub struct Metrics {
     pub(crate) registry: Registry,
     /// 1 for the Runtime's current state, 0 for the others (KIM's runtime state metric).
-    pub(crate) runtime_state: IntGaugeVec,
+    runtime_state: IntGaugeVec,
     /// Expiry of each Runtime's kubeconfig, in Unix seconds.
-    pub(crate) kubeconfig_expiry: IntGaugeVec,
+    kubeconfig_expiry: IntGaugeVec,
     /// Expiry of each RuntimeAccess's token, in Unix seconds.
-    pub(crate) access_expiry: IntGaugeVec,
+    access_expiry: IntGaugeVec,
     /// Reconciles that ended with an error instead of a planned transition.
-    pub(crate) unexpected_stops: IntCounterVec,
+    unexpected_stops: IntCounterVec,
     /// Reconciles by controller and outcome.
-    pub(crate) reconciles: IntCounterVec,
+    reconciles: IntCounterVec,
     /// Objects a catalog change woke, by controller.
-    pub(crate) catalog_wakes: IntCounterVec,
-    pub(crate) reconcile_duration: HistogramVec,
-    pub(crate) plugin_call_duration: HistogramVec,
+    catalog_wakes: IntCounterVec,
+    reconcile_duration: HistogramVec,
+    plugin_call_duration: HistogramVec,
     /// Chain steps of renders, by whether the plugin ran or its draft came from the cache.
     render_steps: IntCounterVec,
     /// Chain calls of applied renders that failed, by plugin and whose fault it was.
@@ -39,19 +42,19 @@ pub struct Metrics {
     /// Failed requests to Gardener, by call and by whether Gardener was down or refused.
     gardener_errors: IntCounterVec,
     /// 1 while this process holds the leader lease.
-    pub(crate) leader: IntGauge,
+    leader: IntGauge,
     /// Shadow renders per plugin and shadow version, by whether they differed.
-    pub(crate) shadow_renders: IntCounterVec,
+    shadow_renders: IntCounterVec,
     /// 1 when a Plugin's channel has a runnable version.
-    pub(crate) plugin_channel_ready: IntGaugeVec,
+    plugin_channel_ready: IntGaugeVec,
     /// 1 for the state each ModuleSet is in.
-    pub(crate) moduleset_state: IntGaugeVec,
+    moduleset_state: IntGaugeVec,
     /// Changes to managed objects on targets made by someone else, by kind.
-    pub(crate) module_drift: IntCounterVec,
+    module_drift: IntCounterVec,
     /// ModuleSet passes put off because their target's turns were taken.
-    pub(crate) module_turn_waits: IntCounter,
+    module_turn_waits: IntCounter,
     /// 1 while a dependency (Gardener, a registry, a target cluster) answers.
-    pub(crate) dependency_up: IntGaugeVec,
+    dependency_up: IntGaugeVec,
     /// What is down and why, for `/readyz`.
     pub(crate) dependencies: std::sync::Arc<Dependencies>,
     /// 1 while a controller has work waiting that nothing moves.
@@ -249,7 +252,121 @@ impl StepResult {
     }
 }
 
+/// How a reconcile ended, as `tessera_reconciles_total` counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReconcileResult {
+    Ok,
+    /// Someone wrote first, or the leader fence was closed: retried at once.
+    Conflict,
+    Error,
+}
+
+impl ReconcileResult {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Conflict => "conflict",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// Set a gauge to `value`, or forget the series with `None` (the object is gone).
+fn gauge_or_forget(gauges: &IntGaugeVec, labels: &[&str], value: Option<i64>) {
+    match value {
+        Some(v) => gauges.with_label_values(labels).set(v),
+        None => {
+            let _ = gauges.remove_label_values(labels);
+        }
+    }
+}
+
 impl Metrics {
+    /// A reconcile of `controller` ended as `result`.
+    pub(crate) fn reconciled(&self, controller: &str, result: ReconcileResult) {
+        self.reconciles
+            .with_label_values(&[controller, result.as_str()])
+            .inc();
+    }
+
+    /// `step` of a reconcile of `controller` (or the whole, `Reconcile`) took `took`.
+    pub(crate) fn reconcile_took(&self, controller: &str, step: &str, took: Duration) {
+        self.reconcile_duration
+            .with_label_values(&[controller, step])
+            .observe(took.as_secs_f64());
+    }
+
+    /// A reconcile stopped on an error at `step` instead of a planned transition.
+    pub(crate) fn stopped_unexpectedly(&self, controller: &str, step: &str, reason: &str) {
+        self.unexpected_stops
+            .with_label_values(&[controller, step, reason])
+            .inc();
+    }
+
+    /// The counter of objects a catalog change woke for `controller`.
+    pub(crate) fn catalog_wakes(&self, controller: &str) -> IntCounter {
+        self.catalog_wakes.with_label_values(&[controller])
+    }
+
+    /// One call of `plugin` took `took`.
+    pub(crate) fn plugin_call_took(&self, plugin: &str, took: Duration) {
+        self.plugin_call_duration
+            .with_label_values(&[plugin])
+            .observe(took.as_secs_f64());
+    }
+
+    /// A render with shadow `version` of `plugin` came out as `outcome`.
+    pub(crate) fn shadow_rendered(&self, plugin: &str, version: &str, outcome: ShadowOutcome) {
+        self.shadow_renders
+            .with_label_values(&[plugin, version, outcome.as_lower()])
+            .inc();
+    }
+
+    /// When the kubeconfig of `runtime` expires, in Unix seconds (`None`: forget it).
+    pub(crate) fn kubeconfig_expires(&self, namespace: &str, runtime: &str, at: Option<i64>) {
+        gauge_or_forget(&self.kubeconfig_expiry, &[namespace, runtime], at);
+    }
+
+    /// When the token of `access` expires, in Unix seconds (`None`: forget it).
+    pub(crate) fn access_expires(&self, namespace: &str, access: &str, at: Option<i64>) {
+        gauge_or_forget(&self.access_expiry, &[namespace, access], at);
+    }
+
+    /// Whether `channel` of `plugin` has a runnable version (`None`: forget it).
+    pub(crate) fn channel_ready(&self, plugin: &str, channel: &str, ready: Option<bool>) {
+        let value = ready.map(i64::from);
+        gauge_or_forget(&self.plugin_channel_ready, &[plugin, channel], value);
+    }
+
+    /// Record the ModuleSet's state (or forget it, with `None`, once the set is gone).
+    pub(crate) fn set_moduleset_state(
+        &self,
+        namespace: &str,
+        name: &str,
+        state: Option<ModuleSetState>,
+    ) {
+        for candidate in ModuleSetState::ALL {
+            let label = candidate.to_string();
+            let value = state.map(|s| i64::from(s == candidate));
+            gauge_or_forget(&self.moduleset_state, &[namespace, name, &label], value);
+        }
+    }
+
+    /// Someone else changed an object of `kind` a module manages.
+    pub(crate) fn module_drifted(&self, kind: &str) {
+        self.module_drift.with_label_values(&[kind]).inc();
+    }
+
+    /// A ModuleSet pass was put off: its target's turns were taken.
+    pub(crate) fn module_turn_waited(&self) {
+        self.module_turn_waits.inc();
+    }
+
+    /// Whether this process holds the leader lease.
+    pub(crate) fn set_leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
+    }
+
     /// Count `steps` chain steps answered as `result`.
     pub(crate) fn render_steps(&self, result: StepResult, steps: usize) {
         self.render_steps

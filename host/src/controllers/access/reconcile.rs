@@ -305,10 +305,9 @@ fn publish_expiry(ctx: &Context, access: &RuntimeAccess, expiry: Option<&str>) {
         return;
     };
     let namespace = access.namespace().unwrap_or_default();
+    let at = Some(expiry.as_second());
     ctx.metrics
-        .access_expiry
-        .with_label_values(&[namespace.as_str(), access.name_any().as_str()])
-        .set(expiry.as_second());
+        .access_expires(&namespace, &access.name_any(), at);
 }
 
 /// Not there yet (the Runtime's kubeconfig, a namespace): say so, come back with backoff.
@@ -360,10 +359,8 @@ async fn release(
     }
     delete_secrets(access, ctx, None).await?;
     finalizer::remove(api, access, labels::ACCESS_FINALIZER).await?;
-    let _ = ctx
-        .metrics
-        .access_expiry
-        .remove_label_values(&[&namespace, &access.name_any()]);
+    ctx.metrics
+        .access_expires(&namespace, &access.name_any(), None);
     Ok(Action::await_change())
 }
 

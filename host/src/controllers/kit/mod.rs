@@ -23,6 +23,7 @@ pub(crate) use retries::{LogLine, Retries, Retry};
 pub(crate) use wakes::catalog_wakes;
 
 use crate::controllers::{Context, ReconcileError};
+use crate::metrics::ReconcileResult;
 
 /// The controllers, as metric labels and span fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,24 +81,19 @@ where
     let outcome = match &result {
         Ok(_) => {
             ctx.retries.succeeded(&key, started);
-            "ok"
+            ReconcileResult::Ok
         }
-        Err(e) if e.is_conflict() || e.is_fenced() => "conflict",
-        Err(_) => "error",
+        Err(e) if e.is_conflict() || e.is_fenced() => ReconcileResult::Conflict,
+        Err(_) => ReconcileResult::Error,
     };
-    ctx.metrics
-        .reconciles
-        .with_label_values(&[controller.as_str(), outcome])
-        .inc();
+    ctx.metrics.reconciled(controller.as_str(), outcome);
     result
 }
 
 /// Record how long `step` of a reconcile took.
 pub(crate) fn observe(ctx: &Context, controller: Controller, step: &str, started: Instant) {
     ctx.metrics
-        .reconcile_duration
-        .with_label_values(&[controller.as_str(), step])
-        .observe(started.elapsed().as_secs_f64());
+        .reconcile_took(controller.as_str(), step, started.elapsed());
 }
 
 /// The one error policy: conflicts retry at once (quietly), everything else backs off
@@ -118,9 +114,7 @@ pub(crate) fn error_policy<K: Resource<DynamicType = ()>>(
     if controller != Controller::Runtime {
         // The Runtime state machine counts its own, per step.
         ctx.metrics
-            .unexpected_stops
-            .with_label_values(&[controller.as_str(), "Reconcile", error.reason()])
-            .inc();
+            .stopped_unexpectedly(controller.as_str(), "Reconcile", error.reason());
     }
     let retry = ctx.retries.fail(&key, &error.to_string());
     log_retry(&key, &error.to_string(), &retry);

@@ -24,10 +24,7 @@ where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
     F: Fn(&K, &CatalogWake) -> bool + Send + 'static,
 {
-    let counter = ctx
-        .metrics
-        .catalog_wakes
-        .with_label_values(&[controller.as_str()]);
+    let counter = ctx.metrics.catalog_wakes(controller.as_str());
     ctx.renderer
         .resolver
         .catalog

@@ -75,10 +75,8 @@ async fn release(
         finalizer::remove(api, rkc, labels::KUBECONFIG_FINALIZER).await?;
     }
     let namespace = rkc.namespace().unwrap_or_default();
-    let _ = ctx
-        .metrics
-        .kubeconfig_expiry
-        .remove_label_values(&[&namespace, &rkc.spec.runtime]);
+    ctx.metrics
+        .kubeconfig_expires(&namespace, &rkc.spec.runtime, None);
     Ok(Action::await_change())
 }
 
@@ -130,10 +128,9 @@ async fn rotate(
             .await?;
     }
     let namespace = rkc.namespace().unwrap_or_default();
+    let at = Some(issued.expiry.as_second());
     ctx.metrics
-        .kubeconfig_expiry
-        .with_label_values(&[namespace.as_str(), rkc.spec.runtime.as_str()])
-        .set(issued.expiry.as_second());
+        .kubeconfig_expires(&namespace, &rkc.spec.runtime, at);
     let status = decide::synced(status, generation, &secret_ref.name, synced, expiry);
     write_status(api, &name, rkc, status).await?;
     Ok(decide::granted(jiff::Timestamp::now(), issued.expiry))

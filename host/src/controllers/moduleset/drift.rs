@@ -198,7 +198,7 @@ impl Drift {
             .as_ref()
             .map(|t| t.kind.as_str())
             .unwrap_or("unknown");
-        self.metrics.module_drift.with_label_values(&[kind]).inc();
+        self.metrics.module_drifted(kind);
         tracing::debug!(
             %server,
             kind,

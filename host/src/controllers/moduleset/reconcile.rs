@@ -43,29 +43,9 @@ pub(crate) struct ModuleContext {
     pub(crate) turns: Turns,
 }
 
-const STATES: [State; 5] = [
-    State::Ready,
-    State::Processing,
-    State::Warning,
-    State::Error,
-    State::Deleting,
-];
-
 fn set_state_metric(ctx: &Context, set: &ModuleSet, state: Option<State>) {
     let (ns, name) = (set.namespace().unwrap_or_default(), set.name_any());
-    for s in STATES {
-        let labels = [ns.as_str(), name.as_str(), &s.to_string()];
-        match state {
-            Some(current) => ctx
-                .metrics
-                .moduleset_state
-                .with_label_values(&labels)
-                .set(i64::from(current == s)),
-            None => {
-                let _ = ctx.metrics.moduleset_state.remove_label_values(&labels);
-            }
-        }
-    }
+    ctx.metrics.set_moduleset_state(&ns, &name, state);
 }
 
 pub(crate) async fn reconcile(
@@ -105,7 +85,7 @@ async fn reconcile_set_object(
     // Waiting for a turn is no failure: its backoff is kept apart from the set's own.
     let turn_key = format!("{}#turn", kit::key(set));
     let Some(_turn) = mctx.turns.take(&target.server) else {
-        ctx.metrics.module_turn_waits.inc();
+        ctx.metrics.module_turn_waited();
         let message = format!("waiting for a turn on {}", target.server);
         let wait = kit::quiet_retry(ctx, &turn_key, &message, TURN_WAIT_MAX);
         return Ok(Action::requeue(wait));

@@ -75,10 +75,7 @@ async fn forget(
     let name = plugin.name_any();
     ctx.renderer.resolver.catalog.remove(&name);
     for c in &plugin.spec.channels {
-        let _ = ctx
-            .metrics
-            .plugin_channel_ready
-            .remove_label_values(&[name.as_str(), c.name.as_str()]);
+        ctx.metrics.channel_ready(&name, &c.name, None);
     }
     finalizer::remove(api, plugin, labels::PLUGIN_FINALIZER).await?;
     tracing::info!(plugin = %name, "plugin removed");
@@ -123,10 +120,7 @@ fn publish(
     let kept = pass.kept_channels();
     let plan = decide::channel_plan(&plugin.spec.channels, &loaded, &kept, &status.versions);
     for c in &plan.statuses {
-        ctx.metrics
-            .plugin_channel_ready
-            .with_label_values(&[name.as_str(), c.name.as_str()])
-            .set(i64::from(c.ready));
+        ctx.metrics.channel_ready(&name, &c.name, Some(c.ready));
     }
     let ChannelPlan {
         runs,

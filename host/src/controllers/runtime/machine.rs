@@ -396,11 +396,8 @@ impl Machine {
         error: ReconcileError,
     ) -> Result<Action, ReconcileError> {
         if !error.is_conflict() && !error.is_fenced() {
-            self.ctx
-                .metrics
-                .unexpected_stops
-                .with_label_values(&["runtime", step.name(), error.reason()])
-                .inc();
+            let metrics = &self.ctx.metrics;
+            metrics.stopped_unexpectedly("runtime", step.name(), error.reason());
         }
         self.status.step = Some(step.name().to_string());
         // Keep what was learnt before the error; the error itself is retried.

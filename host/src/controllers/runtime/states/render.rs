@@ -251,9 +251,7 @@ async fn render_shadows(
         let entry = shadow_result(chain, shadow, output, shadow_output);
         m.ctx
             .metrics
-            .shadow_renders
-            .with_label_values(&[&entry.plugin, &entry.version, entry.result.as_lower()])
-            .inc();
+            .shadow_rendered(&entry.plugin, &entry.version, entry.result);
         if !m.status.shadow.contains(&entry)
             && let Some((type_, note)) = shadow_note(&entry)
         {
