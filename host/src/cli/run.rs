@@ -7,7 +7,7 @@ use tessera::modules::windows::MaintenanceWindows;
 
 use anyhow::Context;
 use clap::Args;
-use tessera::controllers::{Controllers, KimTakeover, OperatorConfig, Renderer, Requeue};
+use tessera::controllers::{Controllers, KimTakeover, OperatorConfig, Renderer, RequeueTimes};
 use tessera::kubeconfig::KubeconfigPolicy;
 use tessera::oci::{ContentStore, TrustPolicy};
 use tessera::operator::{LeaderElection, OperatorOptions, default_identity};
@@ -339,7 +339,7 @@ fn operator_config(args: RunArgs) -> anyhow::Result<OperatorConfig> {
     };
     Ok(OperatorConfig {
         controllers: args.controllers,
-        requeue: Requeue {
+        requeue: RequeueTimes {
             pending: args.requeue_pending,
             retry: args.requeue_retry,
             error: args.requeue_error,

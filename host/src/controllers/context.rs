@@ -16,7 +16,7 @@ use crate::wasm::{CallError, WasmRuntime};
 /// How long to wait before looking again. Shoot and RuntimeKubeconfig changes wake the
 /// controllers through watches; these are safety nets and back-offs.
 #[derive(Debug, Clone)]
-pub struct Requeue {
+pub struct RequeueTimes {
     /// While Gardener works on a Shoot.
     pub pending: Duration,
     /// After asking Gardener to retry a failed operation.
@@ -29,7 +29,7 @@ pub struct Requeue {
     pub ready: Option<Duration>,
 }
 
-impl Default for Requeue {
+impl Default for RequeueTimes {
     fn default() -> Self {
         Self {
             pending: Duration::from_secs(60),
@@ -57,7 +57,7 @@ pub enum Controllers {
 pub struct OperatorConfig {
     /// Which controllers run.
     pub controllers: Controllers,
-    pub requeue: Requeue,
+    pub requeue: RequeueTimes,
     /// `/healthz` fails once an object has waited this long with no reconcile of it ending
     /// (`None`: never).
     pub stall_timeout: Option<Duration>,
@@ -138,7 +138,7 @@ impl Default for OperatorConfig {
     fn default() -> Self {
         Self {
             controllers: Controllers::All,
-            requeue: Requeue::default(),
+            requeue: RequeueTimes::default(),
             stall_timeout: Some(Duration::from_secs(15 * 60)),
             kubeconfig_expiration: Duration::from_secs(24 * 3600),
             rotation_fraction: 0.57,

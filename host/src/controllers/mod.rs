@@ -12,7 +12,7 @@ pub(crate) mod runtime;
 pub(crate) mod runtime_cluster;
 
 pub(crate) use context::{Clients, Context};
-pub use context::{Controllers, KimTakeover, OperatorConfig, Renderer, Requeue};
+pub use context::{Controllers, KimTakeover, OperatorConfig, Renderer, RequeueTimes};
 /// Replaying a recorded render (`tessera render --revision`).
 pub use runtime::replay;
 

@@ -7,6 +7,7 @@ pub(crate) mod finalizer;
 
 mod events;
 mod liveness;
+mod requeue;
 mod retries;
 mod wakes;
 
@@ -19,6 +20,7 @@ use tracing::Instrument;
 
 pub(crate) use events::{EventSink, Note};
 pub(crate) use liveness::{Progress, watch_progress};
+pub(crate) use requeue::Requeue;
 pub(crate) use retries::{LogLine, Retries, Retry};
 pub(crate) use wakes::catalog_wakes;
 

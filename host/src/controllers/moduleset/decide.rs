@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::controllers::kit::Note;
+use crate::controllers::kit::{Note, Requeue};
 use crate::crd::EventReason;
 use crate::crd::{
     ConditionStatus, ConditionType, ModuleSet, ModuleSetStatus, Reason, ShadowOutcome,
@@ -332,29 +332,22 @@ pub(crate) fn notice_notes(before: &[ModuleReport], notices: &[Notice]) -> Vec<N
         .collect()
 }
 
-/// When to look at a set again.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Requeue {
-    /// At the latest.
-    pub(crate) after: Duration,
-    /// Sooner if the object's backoff says so, counting this as one more failure with this
-    /// text: failures on the target are often transient (an admission webhook, a quota).
-    pub(crate) backoff: Option<String>,
-}
-
-/// The shortest time a module asked for, at most [`RESYNC`]; with a module in Error, also
-/// back off as for a failure.
+/// The shortest time a module asked for, at most [`RESYNC`]; with a module in Error, sooner
+/// if the set's backoff says so, counting this as one more failure: failures on the target
+/// are often transient (an admission webhook, a quota).
 pub(crate) fn next_requeue(requested: Option<Duration>, status: &ModuleSetStatus) -> Requeue {
-    let failed = status.state == Some(State::Error);
-    Requeue {
-        after: requested.unwrap_or(RESYNC).min(RESYNC),
-        // The Ready condition names each failing module and why: that is the failure.
-        backoff: failed.then(|| {
-            find_condition(&status.conditions, READY)
-                .map(|c| c.message.clone())
-                .or_else(|| status.summary.clone())
-                .unwrap_or_default()
-        }),
+    let after = requested.unwrap_or(RESYNC).min(RESYNC);
+    if status.state != Some(State::Error) {
+        return Requeue::After(after);
+    }
+    // The Ready condition names each failing module and why: that is the failure.
+    let failure = find_condition(&status.conditions, READY)
+        .map(|c| c.message.clone())
+        .or_else(|| status.summary.clone())
+        .unwrap_or_default();
+    Requeue::Backoff {
+        failure,
+        at_most: Some(after),
     }
 }
 
@@ -744,13 +737,7 @@ mod tests {
     #[test]
     fn a_settled_set_is_looked_at_again_after_the_resync() {
         let requeue = next_requeue(None, &with_state(State::Ready, "1/1 Ready"));
-        assert_eq!(
-            requeue,
-            Requeue {
-                after: RESYNC,
-                backoff: None
-            }
-        );
+        assert_eq!(requeue, Requeue::After(RESYNC));
     }
 
     #[test]
@@ -759,21 +746,23 @@ mod tests {
             Some(Duration::from_secs(5)),
             &with_state(State::Processing, "0/1 Ready"),
         );
-        assert_eq!(requeue.after, Duration::from_secs(5));
-        assert_eq!(requeue.backoff, None);
+        assert_eq!(requeue, Requeue::After(Duration::from_secs(5)));
     }
 
     #[test]
     fn a_module_asking_for_more_than_the_resync_gets_the_resync() {
         let requeue = next_requeue(Some(RESYNC * 2), &with_state(State::Warning, "0/1 Ready"));
-        assert_eq!(requeue.after, RESYNC);
+        assert_eq!(requeue, Requeue::After(RESYNC));
     }
 
     #[test]
     fn a_set_in_error_backs_off_as_a_failure_named_by_its_ready_message() {
         let mut status = with_state(State::Error, "1/2 Ready");
-        let requeue = next_requeue(None, &status);
-        assert_eq!(requeue.backoff.as_deref(), Some("1/2 Ready"));
+        let backoff = |failure: &str| Requeue::Backoff {
+            failure: failure.into(),
+            at_most: Some(RESYNC),
+        };
+        assert_eq!(next_requeue(None, &status), backoff("1/2 Ready"));
         condition(
             &set(false),
             &mut status,
@@ -782,8 +771,10 @@ mod tests {
             MODULE_ERROR,
             "page is Error: HTTP 500",
         );
-        let requeue = next_requeue(None, &status);
-        assert_eq!(requeue.backoff.as_deref(), Some("page is Error: HTTP 500"));
+        assert_eq!(
+            next_requeue(None, &status),
+            backoff("page is Error: HTTP 500")
+        );
     }
 
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

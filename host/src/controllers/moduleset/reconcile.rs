@@ -167,10 +167,7 @@ async fn conclude(
     write(api, set, old, &status).await?;
     set_state_metric(ctx, set, status.state);
     let requeue = decide::next_requeue(outcome.requeue, &status);
-    let backoff = requeue.backoff.as_deref().map(|m| retry_later(ctx, set, m));
-    Ok(Action::requeue(
-        backoff.map_or(requeue.after, |b| requeue.after.min(b)),
-    ))
+    Ok(requeue.action(ctx, &kit::key(set)))
 }
 
 /// Install, upgrade and remove the set's modules on `target`, once; `Err` says why the

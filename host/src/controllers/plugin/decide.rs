@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::versions::Runnable;
-use crate::controllers::kit::Note;
+use crate::controllers::kit::{Note, Requeue};
 use crate::crd::EventReason;
 use crate::crd::{
     ChannelStatus, Condition, ConditionStatus, ConditionType, GrantStatus, PluginChannel,
@@ -309,24 +309,25 @@ pub(crate) fn config_condition(
     (verdict, note)
 }
 
-/// When to reconcile a Plugin again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Requeue {
-    /// Pinned digests were served from the store unchecked: re-resolve the tags right away.
-    Soon(Duration),
-    /// Something failed: back off (with jitter, per Plugin).
-    Backoff,
-    /// All is well: look at the tags again after the resync period.
-    Resync,
-}
-
-pub(crate) fn next_requeue(deferred: bool, transient: bool, ready: &Verdict) -> Requeue {
+/// When to reconcile a Plugin again: right away when pinned digests were served from the
+/// store unchecked (re-resolve the tags); backing off, as for `failure`, when something
+/// failed; after the `resync` period when all is well.
+pub(crate) fn next_requeue(
+    deferred: bool,
+    transient: bool,
+    ready: &Verdict,
+    failure: &str,
+    resync: Duration,
+) -> Requeue {
     if deferred {
-        Requeue::Soon(Duration::from_millis(500))
+        Requeue::After(Duration::from_millis(500))
     } else if transient || ready.reason != RESOLVED {
-        Requeue::Backoff
+        Requeue::Backoff {
+            failure: failure.to_string(),
+            at_most: None,
+        }
     } else {
-        Requeue::Resync
+        Requeue::After(resync)
     }
 }
 
@@ -637,27 +638,39 @@ mod tests {
         ready_condition(&[], &[], &[])
     }
 
+    const RESYNC: Duration = Duration::from_secs(60);
+
+    fn backoff(failure: &str) -> Requeue {
+        Requeue::Backoff {
+            failure: failure.into(),
+            at_most: None,
+        }
+    }
+
     #[test]
     fn a_pass_served_from_the_store_comes_back_in_half_a_second() {
         assert_eq!(
-            next_requeue(true, true, &resolved()),
-            Requeue::Soon(Duration::from_millis(500))
+            next_requeue(true, true, &resolved(), "", RESYNC),
+            Requeue::After(Duration::from_millis(500))
         );
     }
 
     #[test]
-    fn a_transient_failure_backs_off() {
-        assert_eq!(next_requeue(false, true, &resolved()), Requeue::Backoff);
+    fn a_transient_failure_backs_off_as_that_failure() {
+        let requeue = next_requeue(false, true, &resolved(), "registry down", RESYNC);
+        assert_eq!(requeue, backoff("registry down"));
     }
 
     #[test]
     fn a_plugin_not_fully_resolved_backs_off() {
         let with_errors = ready_condition(&[], &[failed("0.9.0", "gone")], &[]);
-        assert_eq!(next_requeue(false, false, &with_errors), Requeue::Backoff);
+        let requeue = next_requeue(false, false, &with_errors, "gone", RESYNC);
+        assert_eq!(requeue, backoff("gone"));
     }
 
     #[test]
     fn a_resolved_plugin_waits_for_the_resync() {
-        assert_eq!(next_requeue(false, false, &resolved()), Requeue::Resync);
+        let requeue = next_requeue(false, false, &resolved(), "", RESYNC);
+        assert_eq!(requeue, Requeue::After(RESYNC));
     }
 }

@@ -8,7 +8,7 @@ use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
-use super::decide::{self, ChannelPlan, Requeue};
+use super::decide::{self, ChannelPlan};
 use super::spec::validate;
 use super::versions;
 use crate::controllers::kit::{self, Note, finalizer};
@@ -54,16 +54,16 @@ pub(crate) async fn reconcile_plugin(
     record_ready(&mut status, &old, &ready, &mut events);
     write_status(&api, &plugin.name_any(), &old, &status).await?;
     done(&plugin, &ctx, events).await;
-    Ok(Action::requeue(
-        match decide::next_requeue(versions.deferred, versions.transient, &ready) {
-            Requeue::Soon(after) => after,
-            Requeue::Backoff => {
-                let why = status.last_error.clone().unwrap_or_default();
-                kit::retry_later(&ctx, &kit::key(plugin.as_ref()), &why)
-            }
-            Requeue::Resync => ctx.config.plugin_resync,
-        },
-    ))
+    let failure = status.last_error.as_deref().unwrap_or_default();
+    let resync = ctx.config.plugin_resync;
+    let requeue = decide::next_requeue(
+        versions.deferred,
+        versions.transient,
+        &ready,
+        failure,
+        resync,
+    );
+    Ok(requeue.action(&ctx, &kit::key(plugin.as_ref())))
 }
 
 /// The Plugin is being deleted: out of the catalog and the metrics, then let it go.
