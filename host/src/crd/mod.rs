@@ -34,8 +34,8 @@ pub use plugin::{
     PluginSpec, PluginStatus, PluginVersion, ResolvedVersion, UpdatePolicy, Verification,
 };
 pub use runtime::{
-    PluginStamp, Runtime, RuntimeSpec, RuntimeState, RuntimeStatus, ShadowOutcome, ShadowResult,
-    ShootRef,
+    PluginStamp, Runtime, RuntimeSpec, RuntimeState, RuntimeStatus, RuntimeStep, ShadowOutcome,
+    ShadowResult, ShootRef,
 };
 
 /// API group of every Tessera resource.

@@ -26,6 +26,50 @@ pub struct RuntimeSpec {
     pub inner: tessera_sdk::models::RuntimeSpec,
 }
 
+/// Every step of the Runtime state machine (one file each in the controller's `states/`),
+/// as `status.step` names the one that ran last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum RuntimeStep {
+    Initialise,
+    CreateShoot,
+    SelectProcessing,
+    PatchShoot,
+    ShadowRender,
+    WaitForShoot,
+    HandleKubeconfig,
+    CreateNamespaces,
+    ConfigureOidc,
+    ApplyAdminBindings,
+    ProvisioningInfo,
+    Ready,
+    DeleteKubeconfig,
+    DeleteShoot,
+    RemoveFinalizer,
+}
+
+impl RuntimeStep {
+    /// As written in status and in metric labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Initialise => "Initialise",
+            Self::CreateShoot => "CreateShoot",
+            Self::SelectProcessing => "SelectProcessing",
+            Self::PatchShoot => "PatchShoot",
+            Self::ShadowRender => "ShadowRender",
+            Self::WaitForShoot => "WaitForShoot",
+            Self::HandleKubeconfig => "HandleKubeconfig",
+            Self::CreateNamespaces => "CreateNamespaces",
+            Self::ConfigureOidc => "ConfigureOidc",
+            Self::ApplyAdminBindings => "ApplyAdminBindings",
+            Self::ProvisioningInfo => "ProvisioningInfo",
+            Self::Ready => "Ready",
+            Self::DeleteKubeconfig => "DeleteKubeconfig",
+            Self::DeleteShoot => "DeleteShoot",
+            Self::RemoveFinalizer => "RemoveFinalizer",
+        }
+    }
+}
+
 /// The coarse lifecycle state shown in `kubectl get runtimes`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum RuntimeState {
@@ -148,7 +192,7 @@ pub struct RuntimeStatus {
     pub state: Option<RuntimeState>,
     /// The state-machine step that ran last (e.g. `WaitForShoot`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub step: Option<String>,
+    pub step: Option<RuntimeStep>,
     /// Provisioned, KubeconfigReady, KymaSystemNSCreated, OidcConfigured, Configured,
     /// PluginsAvailable, PluginVersions, GardenerReachable, Deprovisioned.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

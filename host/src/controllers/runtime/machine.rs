@@ -19,47 +19,8 @@ use crate::crd::{
 use crate::gardener::{GardenerFailure, gardener_failure};
 use crate::metrics::{Dependency, GardenerCall};
 
-/// Every step of the Runtime state machine, one file each in `states/`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Step {
-    Initialise,
-    CreateShoot,
-    SelectProcessing,
-    PatchShoot,
-    ShadowRender,
-    WaitForShoot,
-    HandleKubeconfig,
-    CreateNamespaces,
-    ConfigureOidc,
-    ApplyAdminBindings,
-    ProvisioningInfo,
-    Ready,
-    DeleteKubeconfig,
-    DeleteShoot,
-    RemoveFinalizer,
-}
-
-impl Step {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Self::Initialise => "Initialise",
-            Self::CreateShoot => "CreateShoot",
-            Self::SelectProcessing => "SelectProcessing",
-            Self::PatchShoot => "PatchShoot",
-            Self::ShadowRender => "ShadowRender",
-            Self::WaitForShoot => "WaitForShoot",
-            Self::HandleKubeconfig => "HandleKubeconfig",
-            Self::CreateNamespaces => "CreateNamespaces",
-            Self::ConfigureOidc => "ConfigureOidc",
-            Self::ApplyAdminBindings => "ApplyAdminBindings",
-            Self::ProvisioningInfo => "ProvisioningInfo",
-            Self::Ready => "Ready",
-            Self::DeleteKubeconfig => "DeleteKubeconfig",
-            Self::DeleteShoot => "DeleteShoot",
-            Self::RemoveFinalizer => "RemoveFinalizer",
-        }
-    }
-}
+/// Every step of the machine, one file each in `states/` (the type `status.step` names).
+pub(crate) use crate::crd::RuntimeStep as Step;
 
 /// What a Runtime can ask for by annotation (Tessera's key or KIM's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -399,7 +360,7 @@ impl Machine {
             let metrics = &self.ctx.metrics;
             metrics.stopped_unexpectedly("runtime", step.name(), error.reason());
         }
-        self.status.step = Some(step.name().to_string());
+        self.status.step = Some(step);
         // Keep what was learnt before the error; the error itself is retried.
         let _ = self.persist().await;
         Err(error)
@@ -407,7 +368,7 @@ impl Machine {
 
     /// End the pass at `step` as `transition` says: the status written, the action taken.
     async fn stop(&mut self, step: Step, transition: Transition) -> Result<Action, ReconcileError> {
-        self.status.step = Some(step.name().to_string());
+        self.status.step = Some(step);
         self.persist().await?;
         Ok(match transition {
             Transition::Stop(action) => action,
@@ -427,7 +388,7 @@ impl Machine {
                     runtime = %id,
                     from = before.state.map(|s| s.as_str()).unwrap_or("-"),
                     to = self.status.state.map(|s| s.as_str()).unwrap_or("-"),
-                    step = self.status.step.as_deref().unwrap_or("-"),
+                    step = self.status.step.map_or("-", Step::name),
                     "state changed"
                 );
             }
