@@ -67,19 +67,31 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
     ]
 }
 
-/// A JSON merge patch that sets `status` to exactly `status`: fields absent from it are
-/// sent as `null`, so they are removed. Status writes use merge patches rather than
-/// server-side apply because on the API servers we measured, apply on a large CRD schema
-/// costs the server several times the CPU of a merge patch.
-pub fn status_merge_patch<S: serde::Serialize>(status: &S, fields: &[&str]) -> serde_json::Value {
+/// A JSON merge patch that sets `status` to exactly `status`: every field of its type (its
+/// schema's properties) that it leaves out is sent as `null`, so it is removed. Status
+/// writes use merge patches rather than server-side apply because on the API servers we
+/// measured, apply on a large CRD schema costs the server several times the CPU of a merge
+/// patch.
+pub fn status_merge_patch<S: serde::Serialize + schemars::JsonSchema>(
+    status: &S,
+) -> serde_json::Value {
     let mut value = serde_json::to_value(status).unwrap_or_default();
     if let Some(map) = value.as_object_mut() {
-        for field in fields {
-            map.entry(field.to_string())
-                .or_insert(serde_json::Value::Null);
+        for field in fields_of::<S>() {
+            map.entry(field).or_insert(serde_json::Value::Null);
         }
     }
     serde_json::json!({ "status": value })
+}
+
+/// The JSON field names of `S`, as its schema lists them.
+fn fields_of<S: schemars::JsonSchema>() -> Vec<String> {
+    let schema = schemars::schema_for!(S);
+    schema
+        .get("properties")
+        .and_then(|p| p.as_object())
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
 }
 
 /// Write `status` to object `name` as a [`status_merge_patch`] under Tessera's field
@@ -88,13 +100,12 @@ pub async fn patch_status<K, S>(
     api: &kube::Api<K>,
     name: &str,
     status: &S,
-    fields: &[&str],
 ) -> Result<(), kube::Error>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    S: serde::Serialize,
+    S: serde::Serialize + schemars::JsonSchema,
 {
-    let patch = status_merge_patch(status, fields);
+    let patch = status_merge_patch(status);
     let params = kube::api::PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
@@ -120,4 +131,46 @@ pub fn write_all(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
         written.push(path);
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every status field a controller leaves out is removed, whichever kind: the list
+    /// comes from the type, so a new field cannot be forgotten (it would never clear).
+    #[test]
+    fn a_status_patch_removes_every_field_of_the_type_left_out() {
+        let patch = status_merge_patch(&RuntimeStatus::default());
+        let sent = patch["status"].as_object().unwrap();
+        for field in [
+            "state",
+            "step",
+            "conditions",
+            "observedGeneration",
+            "shadow",
+        ] {
+            assert!(sent.contains_key(field), "{field} is not cleared");
+        }
+        assert!(
+            sent.values()
+                .all(|v| v.is_null() || v == &serde_json::json!([]))
+        );
+        let set = ModuleSetStatus {
+            summary: Some("1/1 Ready".into()),
+            ..Default::default()
+        };
+        let patch = status_merge_patch(&set);
+        assert_eq!(patch["status"]["summary"], "1/1 Ready");
+        assert!(
+            patch["status"]["mandatoryModules"].is_array()
+                || patch["status"]["mandatoryModules"].is_null()
+        );
+        assert!(
+            patch["status"]
+                .as_object()
+                .unwrap()
+                .contains_key("observedGeneration")
+        );
+    }
 }

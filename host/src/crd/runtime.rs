@@ -48,6 +48,24 @@ pub enum RuntimeStep {
 }
 
 impl RuntimeStep {
+    const ALL: [RuntimeStep; 15] = [
+        Self::Initialise,
+        Self::CreateShoot,
+        Self::SelectProcessing,
+        Self::PatchShoot,
+        Self::ShadowRender,
+        Self::WaitForShoot,
+        Self::HandleKubeconfig,
+        Self::CreateNamespaces,
+        Self::ConfigureOidc,
+        Self::ApplyAdminBindings,
+        Self::ProvisioningInfo,
+        Self::Ready,
+        Self::DeleteKubeconfig,
+        Self::DeleteShoot,
+        Self::RemoveFinalizer,
+    ];
+
     /// As written in status and in metric labels.
     pub fn name(self) -> &'static str {
         match self {
@@ -192,6 +210,7 @@ pub struct RuntimeStatus {
     pub state: Option<RuntimeState>,
     /// The state-machine step that ran last (e.g. `WaitForShoot`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "step_schema")]
     pub step: Option<RuntimeStep>,
     /// Provisioned, KubeconfigReady, KymaSystemNSCreated, OidcConfigured, Configured,
     /// PluginsAvailable, PluginVersions, GardenerReachable, Deprovisioned.
@@ -220,6 +239,16 @@ pub struct RuntimeStatus {
 
 /// A plain string enum: the derived schema of `Option<enum>` lists `null`, which
 /// apiextensions v1 rejects.
+/// The steps, as a string enum (not a nullable one: the field is left out instead).
+fn step_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let names: Vec<&str> = RuntimeStep::ALL.iter().map(|s| s.name()).collect();
+    schemars::json_schema!({
+        "type": "string",
+        "enum": names,
+        "description": "The state-machine step that ran last (e.g. `WaitForShoot`).",
+    })
+}
+
 fn state_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let names: Vec<&str> = RuntimeState::ALL.iter().map(|s| s.as_str()).collect();
     schemars::json_schema!({ "type": "string", "enum": names })

@@ -131,7 +131,7 @@ async fn pin_runtime(
     let status = pinned.status.get_or_insert_with(Default::default);
     status.runtime = Some(access.spec.runtime.clone());
     let status = status.clone();
-    crate::crd::patch_status(api, &access.name_any(), &status, &["runtime"]).await?;
+    crate::crd::patch_status(api, &access.name_any(), &status).await?;
     Ok(Some(pinned))
 }
 
@@ -425,18 +425,7 @@ async fn write_status(
         notes.push(Note::warning(EventReason::AccessNotReady, outcome.message));
     }
     if before != status {
-        let fields = [
-            "state",
-            "secretName",
-            "issued",
-            "expiry",
-            "tokenGeneration",
-            "runtime",
-            "objects",
-            "conditions",
-            "observedGeneration",
-        ];
-        crate::crd::patch_status(api, &access.name_any(), &status, &fields).await?;
+        crate::crd::patch_status(api, &access.name_any(), &status).await?;
     }
     if !notes.is_empty() {
         let reference = access.object_ref(&());

@@ -187,18 +187,6 @@ async fn write_status(
     if rkc.status.as_ref() == Some(&status) {
         return Ok(());
     }
-    crate::crd::patch_status(
-        api,
-        name,
-        &status,
-        &[
-            "state",
-            "lastSync",
-            "expiry",
-            "conditions",
-            "observedGeneration",
-        ],
-    )
-    .await?;
+    crate::crd::patch_status(api, name, &status).await?;
     Ok(())
 }

@@ -22,15 +22,6 @@ use crate::modules::source::CatalogSource;
 use crate::modules::windows::Maintenance;
 use crate::modules::{SetOutcome, State, Target};
 
-const STATUS_FIELDS: &[&str] = &[
-    "observedGeneration",
-    "state",
-    "summary",
-    "modules",
-    "mandatoryModules",
-    "conditions",
-];
-
 /// The longest a set waits for a turn on its target before it asks again (each ask reads
 /// its target Secret).
 const TURN_WAIT_MAX: Duration = Duration::from_secs(10);
@@ -214,7 +205,7 @@ async fn write(
     status: &ModuleSetStatus,
 ) -> Result<(), ReconcileError> {
     if old != status {
-        patch_status(api, &set.name_any(), status, STATUS_FIELDS).await?;
+        patch_status(api, &set.name_any(), status).await?;
     }
     Ok(())
 }
@@ -224,36 +215,5 @@ async fn publish(ctx: &Context, set: &ModuleSet, notes: Vec<Note>) {
         ctx.events
             .publish(&set.object_ref(&()), "Reconcile", notes)
             .await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::crd::moduleset::ModuleReport;
-
-    /// A field the status writer does not list would never be cleared once emptied.
-    #[test]
-    fn the_status_writer_lists_every_status_field() {
-        let report: ModuleReport =
-            serde_json::from_value(serde_json::json!({"name": "m", "state": "Ready"})).unwrap();
-        let status = ModuleSetStatus {
-            observed_generation: Some(1),
-            state: Some(State::Ready),
-            summary: Some("1/1 Ready".into()),
-            modules: vec![report.clone()],
-            mandatory_modules: vec![report],
-            conditions: serde_json::from_value(serde_json::json!([{"type": "Ready",
-                "status": "True", "reason": "ModulesReady", "message": "",
-                "lastTransitionTime": "2026-11-24T00:00:00Z"}]))
-            .unwrap(),
-        };
-        let value = serde_json::to_value(&status).unwrap();
-        for field in value.as_object().unwrap().keys() {
-            assert!(
-                STATUS_FIELDS.contains(&field.as_str()),
-                "{field} is not written"
-            );
-        }
     }
 }

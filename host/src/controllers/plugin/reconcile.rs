@@ -355,20 +355,6 @@ async fn write_status(
     if old == status {
         return Ok(());
     }
-    crate::crd::patch_status(
-        api,
-        name,
-        status,
-        &[
-            "observedGeneration",
-            "conditions",
-            "versions",
-            "channels",
-            "summary",
-            "lastError",
-            "grants",
-        ],
-    )
-    .await?;
+    crate::crd::patch_status(api, name, status).await?;
     Ok(())
 }

@@ -392,24 +392,7 @@ impl Machine {
                     "state changed"
                 );
             }
-            crate::crd::patch_status(
-                &self.runtimes(),
-                &id,
-                &self.status,
-                &[
-                    "state",
-                    "step",
-                    "conditions",
-                    "observedGeneration",
-                    "shoot",
-                    "plugins",
-                    "contractVersion",
-                    "shootHash",
-                    "adoptedGeneration",
-                    "shadow",
-                ],
-            )
-            .await?;
+            crate::crd::patch_status(&self.runtimes(), &id, &self.status).await?;
         }
         if self.finalizer_removed {
             self.ctx.metrics.set_runtime_state(&ns, &id, None);
