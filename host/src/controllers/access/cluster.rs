@@ -6,14 +6,16 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, ObjectMeta, Patch,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
     PatchParams, PostParams, Preconditions,
 };
 use kube::{Client, ResourceExt};
 
 use super::decide::{self, ACCESS_PART, ACCESS_PART_ANCHOR, ACCESS_UID, Kind, Wanted};
 use crate::api;
+use crate::controllers::kit::SecretBuilder;
 use crate::crd::RuntimeAccess;
 
 /// The field manager of what RuntimeAccesses apply in runtime clusters.
@@ -155,18 +157,11 @@ pub(crate) async fn issue(
 ) -> Result<Issued, kube::Error> {
     let sa = &access.spec.service_account;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &sa.namespace);
-    let mut labels: std::collections::BTreeMap<String, String> =
-        serde_json::from_value(decide::owned_labels(access)).unwrap_or_default();
-    labels.insert(ACCESS_PART.into(), ACCESS_PART_ANCHOR.into());
-    let anchor = Secret {
-        metadata: ObjectMeta {
-            generate_name: Some(format!("tessera-access-{}-", access.name_any())),
-            labels: Some(labels),
-            ..Default::default()
-        },
-        type_: Some("Opaque".into()),
-        ..Default::default()
-    };
+    let labels = serde_json::from_value(decide::owned_labels(access)).unwrap_or_default();
+    let anchor = SecretBuilder::generated(format!("tessera-access-{}-", access.name_any()))
+        .labels(labels)
+        .label(ACCESS_PART, ACCESS_PART_ANCHOR)
+        .build();
     let anchor = secrets.create(&PostParams::default(), &anchor).await?;
     let request = TokenRequest {
         spec: Some(TokenRequestSpec {

@@ -1,12 +1,11 @@
 //! What a RuntimeAccess asks for, decided without a cluster: the objects of the runtime
 //! cluster (ServiceAccount, roles, bindings), when to issue a new token, the kubeconfig.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::controllers::kit::SecretBuilder;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -490,34 +489,15 @@ pub(crate) fn secret_doc(
     expiry: &str,
     anchor: &str,
 ) -> Secret {
-    let labels = [
-        (labels::MANAGED_BY, labels::MANAGED_BY_VALUE.to_string()),
-        (labels::RUNTIME, access.spec.runtime.clone()),
-        (ACCESS_UID, access.uid().unwrap_or_default()),
-    ];
-    let annotations = [
-        ("tessera.dev/expiry", expiry.to_string()),
-        (ACCESS_TOKEN_ANCHOR, anchor.to_string()),
-    ];
-    let map = |pairs: &[(&str, String)]| -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect()
-    };
-    Secret {
-        metadata: ObjectMeta {
-            name: Some(secret_name(access)),
-            namespace: access.namespace(),
-            labels: Some(map(&labels)),
-            annotations: Some(map(&annotations)),
-            owner_references: access.controller_owner_ref(&()).map(|o| vec![o]),
-            ..ObjectMeta::default()
-        },
-        type_: Some("Opaque".into()),
-        string_data: Some(BTreeMap::from([("config".into(), kubeconfig.into())])),
-        ..Secret::default()
-    }
+    SecretBuilder::named(access.namespace(), secret_name(access))
+        .label(labels::MANAGED_BY, labels::MANAGED_BY_VALUE)
+        .label(labels::RUNTIME, &access.spec.runtime)
+        .label(ACCESS_UID, access.uid().unwrap_or_default())
+        .annotate("tessera.dev/expiry", expiry)
+        .annotate(ACCESS_TOKEN_ANCHOR, anchor)
+        .owned_by(access.controller_owner_ref(&()))
+        .data("config", kubeconfig.as_bytes().to_vec())
+        .build()
 }
 
 /// The token anchors to keep after issuing the one of `issued`: a forced rotation (a

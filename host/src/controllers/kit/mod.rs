@@ -9,6 +9,7 @@ mod events;
 mod liveness;
 mod requeue;
 mod retries;
+mod secret;
 mod wakes;
 
 use std::future::Future;
@@ -22,6 +23,7 @@ pub(crate) use events::{EventSink, Note};
 pub(crate) use liveness::{Progress, watch_progress};
 pub(crate) use requeue::Requeue;
 pub(crate) use retries::{LogLine, Retries, Retry};
+pub(crate) use secret::SecretBuilder;
 pub(crate) use wakes::catalog_wakes;
 
 use crate::controllers::{Context, ReconcileError};

@@ -4,14 +4,12 @@
 //!
 //! Every condition type and reason the controller writes is spelled here.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::controllers::kit::SecretBuilder;
 use jiff::Timestamp;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Resource, ResourceExt};
-use serde_json::json;
 
 use crate::controllers::labels;
 use crate::crd::{
@@ -193,35 +191,23 @@ pub(crate) fn synced(
 /// The Secret to apply: the kubeconfig under its key, labelled as the kubeconfig of its
 /// Runtime, stamped with the sync time and controlled by `rkc` (so `binding::owns` holds
 /// and it goes with its owner).
-pub(crate) fn secret_doc(
-    rkc: &RuntimeKubeconfig,
-    kubeconfig: String,
-    synced: &str,
-) -> serde_json::Value {
+pub(crate) fn secret_doc(rkc: &RuntimeKubeconfig, kubeconfig: String, synced: &str) -> Secret {
     let secret_ref = &rkc.spec.secret;
-    let owner = rkc.controller_owner_ref(&()).expect("named object");
-    let data = BTreeMap::from([(secret_ref.key.clone(), ByteString(kubeconfig.into_bytes()))]);
-    json!({
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {
-            "name": secret_ref.name,
-            "namespace": secret_ref.namespace,
-            "labels": {
-                labels::RUNTIME: rkc.spec.runtime,
-                labels::KUBECONFIG: "true",
-            },
-            "annotations": { labels::LAST_SYNC: synced },
-            "ownerReferences": [owner],
-        },
-        "type": "Opaque",
-        "data": data,
-    })
+    let namespace = Some(secret_ref.namespace.clone());
+    SecretBuilder::named(namespace, secret_ref.name.clone())
+        .label(labels::RUNTIME, &rkc.spec.runtime)
+        .label(labels::KUBECONFIG, "true")
+        .annotate(labels::LAST_SYNC, synced)
+        .owned_by(rkc.controller_owner_ref(&()))
+        .data(&secret_ref.key, kubeconfig.into_bytes())
+        .build()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::ByteString;
+    use serde_json::json;
 
     const HOUR: Duration = Duration::from_secs(3600);
 
@@ -464,7 +450,7 @@ mod tests {
             "apiVersion: v1".into(),
             "2026-01-01T00:00:00Z",
         );
-        let written: Secret = serde_json::from_value(doc).unwrap();
+        let written = doc;
         assert_eq!(written.metadata.namespace.as_deref(), Some("team-a"));
         assert_eq!(
             written.annotations()[labels::LAST_SYNC],
@@ -480,7 +466,7 @@ mod tests {
     fn the_secret_written_is_one_its_kubeconfig_owns() {
         let kubeconfig = rkc(json!(null));
         let doc = secret_doc(&kubeconfig, String::new(), "2026-01-01T00:00:00Z");
-        let written: Secret = serde_json::from_value(doc).unwrap();
+        let written = doc;
         assert!(super::super::binding::owns(&kubeconfig, &written));
     }
 }

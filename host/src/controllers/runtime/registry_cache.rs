@@ -16,6 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
+
+use crate::controllers::kit::SecretBuilder;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -389,30 +391,17 @@ async fn delete(
 
 /// A copy as KIM's `newGardenSecret` makes it, plus Tessera's labels.
 fn copy_of(m: &Machine, cache: &Wanted) -> Secret {
-    let labels = BTreeMap::from([
-        (KIM_RUNTIME_ID.to_string(), m.id()),
-        (KIM_REGISTRY_CACHE_ID.to_string(), cache.uid.clone()),
-        (
-            labels::MANAGED_BY.to_string(),
-            labels::MANAGED_BY_VALUE.to_string(),
-        ),
-        (labels::RUNTIME.to_string(), m.id()),
-        (labels::RUNTIME_NAMESPACE.to_string(), m.namespace()),
-    ]);
-    let annotations = BTreeMap::from([
-        (KIM_REGISTRY_CACHE_NAME.to_string(), cache.name.clone()),
-        (
-            KIM_REGISTRY_CACHE_NAMESPACE.to_string(),
-            cache.namespace.clone(),
-        ),
-    ]);
-    let mut secret = Secret::default();
-    secret.metadata.generate_name = Some(PREFIX.to_string());
-    secret.metadata.labels = Some(labels);
-    secret.metadata.annotations = Some(annotations);
-    secret.immutable = Some(true);
-    secret.data = cache.data.clone();
-    secret
+    SecretBuilder::generated(PREFIX.to_string())
+        .label(KIM_RUNTIME_ID, m.id())
+        .label(KIM_REGISTRY_CACHE_ID, &cache.uid)
+        .label(labels::MANAGED_BY, labels::MANAGED_BY_VALUE)
+        .label(labels::RUNTIME, m.id())
+        .label(labels::RUNTIME_NAMESPACE, m.namespace())
+        .annotate(KIM_REGISTRY_CACHE_NAME, &cache.name)
+        .annotate(KIM_REGISTRY_CACHE_NAMESPACE, &cache.namespace)
+        .immutable()
+        .all_data(cache.data.clone())
+        .build()
 }
 
 /// `RegistryCacheConfigured` (KIM's condition): True once every cache with credentials
