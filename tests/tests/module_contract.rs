@@ -117,3 +117,22 @@ fn kinds_are_not_interchangeable() {
         "{err}"
     );
 }
+
+/// One loader and one cache by component digest for both kinds: the same bytes load once,
+/// whichever way they are asked for, and a component loads as the kind it declares.
+#[test]
+fn one_loader_keeps_each_component_once_for_both_kinds() {
+    let rt = runtime();
+    let module = rt.load_module(&bytes(), "module-example.wasm").unwrap();
+    let again = rt.load_module(&bytes(), "again.wasm").unwrap();
+    assert!(std::sync::Arc::ptr_eq(&module, &again));
+    let any = rt.load_any(&bytes(), "any.wasm").unwrap();
+    assert!(matches!(&any, tessera::wasm::Loaded::Module(m) if std::sync::Arc::ptr_eq(m, &module)));
+    let shoot = std::fs::read(plugin_dir().join("labels.wasm")).unwrap();
+    let extension = rt.load(&shoot, "labels.wasm").unwrap();
+    let any = rt.load_any(&shoot, "labels.wasm").unwrap();
+    assert!(
+        matches!(&any, tessera::wasm::Loaded::Extension(p) if std::sync::Arc::ptr_eq(p, &extension))
+    );
+    assert_eq!(any.info().name, extension.info.name);
+}

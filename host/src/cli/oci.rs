@@ -30,10 +30,7 @@ pub async fn push(
         format!("{source} is not a Tessera plugin (it exports no Tessera world)")
     })?;
     // Loading proves the component links and answers `info()` before anyone pulls it.
-    let info = match kind {
-        tessera::wasm::PluginKind::ShootExtension => rt.load(&bytes, &source)?.info.clone(),
-        tessera::wasm::PluginKind::ModuleReconciler => rt.load_module(&bytes, &source)?.info,
-    };
+    let info = rt.load_kind(&bytes, &source, kind)?.info().clone();
     let meta = ArtifactMeta {
         name: Some(info.name.clone()),
         version: Some(version.unwrap_or(info.version.clone())),

@@ -5,7 +5,7 @@ use anyhow::Context;
 use clap::Subcommand;
 use tessera::harness::{bench_module, bench_plugin, test_module, test_plugin};
 use tessera::plugins::LimitsOverride;
-use tessera::wasm::{Limits, PluginKind, WasmRuntime};
+use tessera::wasm::{Limits, Loaded, WasmRuntime};
 
 use super::oci as remote;
 use super::registry::RegistryArgs;
@@ -280,39 +280,10 @@ fn run_registry(rt: &WasmRuntime, command: PluginCommand) -> anyhow::Result<Exit
     }
 }
 
-/// A component loaded as whichever kind it is.
-pub(crate) enum Loaded {
-    Extension(std::sync::Arc<tessera::wasm::LoadedPlugin>),
-    Module(Box<tessera::wasm::LoadedModule>),
-}
-
-impl Loaded {
-    pub(crate) fn read(rt: &WasmRuntime, path: &Path) -> anyhow::Result<Self> {
-        let bytes =
-            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        let source = path.display().to_string();
-        Ok(match rt.inspect(&bytes, &source)?.kind {
-            Some(PluginKind::ModuleReconciler) => {
-                Self::Module(Box::new(rt.load_module(&bytes, &source)?))
-            }
-            _ => Self::Extension(rt.load(&bytes, &source)?),
-        })
-    }
-
-    fn info(&self) -> &tessera::wasm::plugin::PluginInfo {
-        match self {
-            Self::Extension(p) => &p.info,
-            Self::Module(m) => &m.info,
-        }
-    }
-
-    /// (size, compile or deserialize time, from the precompiled cache).
-    fn loading(&self) -> (usize, std::time::Duration, bool) {
-        match self {
-            Self::Extension(p) => (p.inspection.size, p.load_time, p.from_cache),
-            Self::Module(m) => (m.inspection.size, m.load_time, m.from_cache),
-        }
-    }
+/// The component at `path`, loaded as whichever kind it is.
+pub(crate) fn read_plugin(rt: &WasmRuntime, path: &Path) -> anyhow::Result<Loaded> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(rt.load_any(&bytes, &path.display().to_string())?)
 }
 
 /// `tessera plugin test`: every golden case, its outcome, a summary; status 1 on a failure.
@@ -323,7 +294,7 @@ fn test(
     cases: &Path,
     limits: &Limits,
 ) -> anyhow::Result<ExitCode> {
-    let loaded = Loaded::read(rt, plugin)?;
+    let loaded = read_plugin(rt, plugin)?;
     let results = match &loaded {
         Loaded::Extension(p) => test_plugin(rt, p, cases, limits)?,
         Loaded::Module(m) => test_module(rt, m, cases, limits)?,
@@ -363,12 +334,12 @@ fn inspect(rt: &WasmRuntime, plugin: &PathBuf, json: bool) -> anyhow::Result<Exi
     let bytes = read(plugin)?;
     let source = plugin.display().to_string();
     let inspection = rt.inspect(&bytes, &source)?;
-    let loaded = match inspection.kind {
-        Some(tessera::wasm::PluginKind::ModuleReconciler) => {
-            rt.load_module(&bytes, &source).map(|m| m.info)
-        }
-        _ => rt.load(&bytes, &source).map(|p| p.info.clone()),
-    };
+    let kind = inspection
+        .kind
+        .unwrap_or(tessera::wasm::PluginKind::ShootExtension);
+    let loaded = rt
+        .load_kind(&bytes, &source, kind)
+        .map(|l| l.info().clone());
     if json {
         let info = loaded.as_ref().ok();
         let error = loaded.as_ref().err().map(|e| e.to_string());
@@ -489,8 +460,9 @@ fn bench(
     cases: &Path,
     iterations: usize,
 ) -> anyhow::Result<ExitCode> {
-    let loaded = Loaded::read(rt, plugin)?;
-    let (size, load_time, from_cache) = loaded.loading();
+    let loaded = read_plugin(rt, plugin)?;
+    let size = loaded.inspection().size;
+    let (load_time, from_cache) = loaded.loading();
     let info = loaded.info();
     println!(
         "{} {} ({size} bytes, loaded in {load_time:.2?}{})",

@@ -11,8 +11,9 @@ use tessera::wasm::{CallContext, Failure, LoadedModule, LoadedPlugin, WasmRuntim
 use tessera_sdk::testing::{GoldenCase, ModuleAnswer, ModuleCase, ModuleOutcome, desired_values};
 
 use super::DocFormat;
-use super::plugin::Loaded;
+use super::plugin::read_plugin;
 use tessera::wasm::Limits;
+use tessera::wasm::Loaded;
 
 /// Run `plugin` on `case` and print its answer; status 1 when the plugin refused or failed.
 pub fn run_case(
@@ -22,7 +23,7 @@ pub fn run_case(
     limits: &Limits,
     format: DocFormat,
 ) -> anyhow::Result<ExitCode> {
-    let (doc, ok) = match Loaded::read(rt, plugin)? {
+    let (doc, ok) = match read_plugin(rt, plugin)? {
         Loaded::Extension(p) => extension(rt, &p, case, limits)?,
         Loaded::Module(m) => module(rt, &m, case, limits)?,
     };

@@ -10,7 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
 use crate::grants::Grants;
-use crate::plugins::{Catalog, Loaded, ModuleSettings, Resolved, first_party_requests};
+use crate::plugins::{Catalog, ModuleSettings, Resolved, first_party_requests};
+use crate::wasm::Loaded;
 use crate::wasm::inspect::Inspection;
 use crate::wasm::{Limits, LoadedModule, WasmRuntime};
 
@@ -174,7 +175,7 @@ impl ModuleSource for DirectorySource {
             digest: plugin.inspection.digest.clone(),
             grants: Arc::new(self.grants(module, &plugin, from_dir)),
             locked_config: locked(&settings.locked_config, &plugin.inspection),
-            plugin: Arc::new(plugin),
+            plugin,
             limits: settings.limits.apply(Limits::default()),
             defaults: settings.config,
             allow_downgrade: false,

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 
 use super::config::LimitsOverride;
-use super::fetch::Loaded;
 use crate::grants::Grants;
+use crate::wasm::Loaded;
 use crate::wasm::PluginKind;
 
 /// One loaded version.

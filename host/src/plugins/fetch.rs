@@ -9,31 +9,7 @@ use crate::oci::signature::{self, repository_of};
 use crate::oci::{
     ContentStore, NoProgress, OciError, PluginArtifact, Registry, TrustPolicy, parse_reference,
 };
-use crate::wasm::{LoadError, LoadedModule, LoadedPlugin, PluginKind, WasmRuntime};
-
-/// A compiled plugin of either world.
-#[derive(Debug, Clone)]
-pub enum Loaded {
-    Extension(Arc<LoadedPlugin>),
-    Module(Arc<LoadedModule>),
-}
-
-impl Loaded {
-    pub fn kind(&self) -> PluginKind {
-        match self {
-            Self::Extension(_) => PluginKind::ShootExtension,
-            Self::Module(_) => PluginKind::ModuleReconciler,
-        }
-    }
-
-    /// What the component declares it needs.
-    pub fn requests(&self) -> Option<&crate::grants::Requests> {
-        match self {
-            Self::Extension(p) => p.inspection.requests.as_ref(),
-            Self::Module(m) => m.inspection.requests.as_ref(),
-        }
-    }
-}
+use crate::wasm::{LoadError, Loaded, PluginKind, WasmRuntime};
 
 /// A plugin version ready to run.
 #[derive(Debug, Clone)]
@@ -163,14 +139,9 @@ impl Fetcher {
     ) -> Result<Loaded, FetchError> {
         let wasm = self.wasm.clone();
         let source = reference.to_string();
-        tokio::task::spawn_blocking(move || match kind {
-            PluginKind::ShootExtension => wasm.load(&component, &source).map(Loaded::Extension),
-            PluginKind::ModuleReconciler => wasm
-                .load_module(&component, &source)
-                .map(|m| Loaded::Module(Arc::new(m))),
-        })
-        .await
-        .map_err(|e| FetchError::Join(e.to_string()))?
-        .map_err(FetchError::from)
+        tokio::task::spawn_blocking(move || wasm.load_kind(&component, &source, kind))
+            .await
+            .map_err(|e| FetchError::Join(e.to_string()))?
+            .map_err(FetchError::from)
     }
 }

@@ -17,7 +17,7 @@ pub use channels::{
     Catalog, CatalogChange, CatalogWake, ChangedChannels, ChannelEntry, PluginEntry, Resolved,
 };
 pub use config::{ChainConfig, LimitsOverride, ModuleSettings, PluginSettings, Source};
-pub use fetch::{FetchError, Fetched, Fetcher, Loaded};
+pub use fetch::{FetchError, Fetched, Fetcher};
 pub use identity::{Binding, DEFAULT_PROJECT, ShootIdentity};
 pub use memo::DraftCache;
 pub use template::{ChainTemplate, ChannelChoice, ResolvedChain, Shadow, Unavailable};

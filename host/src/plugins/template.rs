@@ -9,10 +9,10 @@ use std::sync::Arc;
 use super::chain::{ChainError, ChainStep, ShootChain, file_step};
 use super::channels::{Catalog, CatalogWake, PluginEntry, Resolved};
 use super::config::{ChainConfig, DEFAULT_CHANNEL, LimitsOverride, Source};
-use super::fetch::Loaded;
 use super::identity::DEFAULT_PROJECT;
 use crate::crd::PluginStamp;
 use crate::grants::Grants;
+use crate::wasm::Loaded;
 use crate::wasm::{Limits, WasmRuntime};
 
 /// A step whose component comes from a `Plugin` resource.

@@ -69,9 +69,9 @@ pub struct WasmRuntime {
     pub(crate) linker: Linker<PluginState>,
     pub(crate) cache: Option<PrecompiledCache>,
     pub(crate) tick: Duration,
-    /// Loaded plugins by component digest: each component is compiled and checked once.
-    pub(crate) loaded:
-        std::sync::Mutex<std::collections::HashMap<String, Arc<super::LoadedPlugin>>>,
+    /// Loaded plugins of both kinds by component digest: each component is compiled and
+    /// checked once.
+    pub(crate) loaded: std::sync::Mutex<std::collections::HashMap<String, super::Loaded>>,
     pooling: bool,
     _ticker: Ticker,
 }

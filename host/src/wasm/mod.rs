@@ -11,6 +11,7 @@ pub mod engine;
 pub mod error;
 pub mod inspect;
 pub mod limits;
+mod loaded;
 pub mod module;
 pub mod plugin;
 pub mod sandbox;
@@ -22,6 +23,7 @@ pub use error::{CallError, Failure, Fault, LoadError};
 // Declared with the Plugin resource (the bottom layer), used here.
 pub use crate::crd::{LimitsOverride, PluginKind};
 pub use limits::Limits;
+pub use loaded::Loaded;
 pub use module::LoadedModule;
 pub use plugin::{CallContext, CallSplit, LoadedPlugin};
 

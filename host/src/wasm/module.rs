@@ -41,8 +41,13 @@ impl std::fmt::Debug for LoadedModule {
 }
 
 impl WasmRuntime {
-    /// Load a module-reconciler plugin (same checks as [`WasmRuntime::load`]).
-    pub fn load_module(&self, bytes: &[u8], source: &str) -> Result<LoadedModule, LoadError> {
+    /// Compile, check and pre-instantiate a module reconciler, and ask it who it is (same
+    /// checks as a shoot extension's; [`WasmRuntime::load_module`] keeps it by digest).
+    pub(crate) fn load_module_uncached(
+        &self,
+        bytes: &[u8],
+        source: &str,
+    ) -> Result<LoadedModule, LoadError> {
         let Checked {
             instance_pre,
             inspection,

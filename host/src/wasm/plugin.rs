@@ -143,21 +143,6 @@ impl WasmRuntime {
         self.load(&bytes, &path.display().to_string())
     }
 
-    /// Load a shoot extension: compile, check contract and imports, pre-instantiate, and
-    /// ask it who it is. Loading the same bytes again returns the plugin loaded before.
-    pub fn load(&self, bytes: &[u8], source: &str) -> Result<Arc<LoadedPlugin>, LoadError> {
-        let digest = sha256_hex(bytes);
-        if let Some(plugin) = self.loaded.lock().expect("plugin map").get(&digest) {
-            return Ok(plugin.clone());
-        }
-        let plugin = Arc::new(self.load_uncached(bytes, source)?);
-        self.loaded
-            .lock()
-            .expect("plugin map")
-            .insert(digest, plugin.clone());
-        Ok(plugin)
-    }
-
     /// Compile and run every load-time check for a plugin of `kind`: a Tessera export of a
     /// supported contract version, nothing imported beyond what the sandbox offers, and a
     /// successful link. Shared by both plugin kinds.
@@ -221,7 +206,13 @@ impl WasmRuntime {
         })
     }
 
-    fn load_uncached(&self, bytes: &[u8], source: &str) -> Result<LoadedPlugin, LoadError> {
+    /// Compile, check contract and imports, pre-instantiate, and ask the shoot extension
+    /// who it is ([`WasmRuntime::load`] keeps it by digest).
+    pub(crate) fn load_uncached(
+        &self,
+        bytes: &[u8],
+        source: &str,
+    ) -> Result<LoadedPlugin, LoadError> {
         let Checked {
             instance_pre,
             inspection,

@@ -134,8 +134,8 @@ async fn main() -> anyhow::Result<()> {
             .await?;
         let cold_time = started.elapsed();
         let compile = match &fetched.loaded {
-            tessera::plugins::Loaded::Extension(p) => p.load_time,
-            tessera::plugins::Loaded::Module(_) => Duration::ZERO,
+            tessera::wasm::Loaded::Extension(p) => p.load_time,
+            tessera::wasm::Loaded::Module(_) => Duration::ZERO,
         };
         let started = Instant::now();
         let digest = warm_fetcher.resolve(&reference).await?;
