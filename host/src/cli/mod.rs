@@ -173,22 +173,17 @@ fn runtime(global: &Global) -> anyhow::Result<WasmRuntime> {
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let command = match cli.command {
-        Command::Crds(args) => return crds::run(args),
-        Command::Shadow(args) => return shadow::run(args),
-        Command::History(args) => return history::run(args),
-        Command::Dev(command) => return dev::run(command),
-        other => other,
-    };
-    let rt = runtime(&cli.global)?;
-    match command {
-        Command::Render(args) => render::run(&rt, args),
-        Command::Plugin(command) => plugin::run(&rt, command),
-        Command::Run(args) => run::run(rt, *args),
-        Command::Modules(command) => modules::run(rt, command),
-        Command::Crds(_) | Command::Shadow(_) | Command::History(_) | Command::Dev(_) => {
-            unreachable!("handled above")
-        }
+    // Only the commands that run plugins pay for the engine (and its cache).
+    let rt = || runtime(&cli.global);
+    match cli.command {
+        Command::Crds(args) => crds::run(args),
+        Command::Shadow(args) => shadow::run(args),
+        Command::History(args) => history::run(args),
+        Command::Dev(command) => dev::run(command),
+        Command::Render(args) => render::run(&rt()?, args),
+        Command::Plugin(command) => plugin::run(&rt()?, command),
+        Command::Run(args) => run::run(rt()?, *args),
+        Command::Modules(command) => modules::run(rt()?, command),
     }
 }
 

@@ -24,7 +24,7 @@ use super::types::{Change, Owner};
 use crate::crd::moduleset::State;
 use crate::grants::{Access, ObjectRef, Scope};
 use crate::wasm::module::{selector_from_wit as from_wit, selector_to_wit as to_wit};
-use crate::wasm::{CallError, WasmRuntime, module_api as api};
+use crate::wasm::{CallError, Limits, LoadedModule, WasmRuntime, module_api as api};
 
 /// How many times a plugin may answer with requirements before its answer counts.
 pub(crate) const MAX_ROUNDS: usize = tessera_sdk::module::MAX_REQUIREMENT_ROUNDS;
@@ -98,22 +98,57 @@ pub(crate) fn state_of(s: api::ModuleState) -> State {
     }
 }
 
-enum Call {
-    Reconcile,
-    Delete,
+/// A plugin call of the requirements loop: what it answers and how it is made, so that
+/// each caller gets the answer of the call it made (no other can come back).
+trait Call: Copy + Send + 'static {
+    type Answer: Send + 'static;
+    fn make(
+        self,
+        plugin: &LoadedModule,
+        wasm: &WasmRuntime,
+        input: &api::ReconcileInput,
+        limits: &Limits,
+    ) -> Result<Self::Answer, CallError>;
+    fn requirements(answer: &Self::Answer) -> &[api::ObjectSelector];
 }
 
-enum Answer {
-    Reconcile(api::ReconcileOutput),
-    Delete(api::DeleteOutput),
+/// `reconcile`: the objects the module wants.
+#[derive(Clone, Copy)]
+struct Reconcile;
+
+/// `delete`: what to remove before the module's objects go.
+#[derive(Clone, Copy)]
+struct Delete;
+
+impl Call for Reconcile {
+    type Answer = api::ReconcileOutput;
+    fn make(
+        self,
+        plugin: &LoadedModule,
+        wasm: &WasmRuntime,
+        input: &api::ReconcileInput,
+        limits: &Limits,
+    ) -> Result<Self::Answer, CallError> {
+        plugin.reconcile(wasm, input, limits)
+    }
+    fn requirements(answer: &Self::Answer) -> &[api::ObjectSelector] {
+        &answer.requirements
+    }
 }
 
-impl Answer {
-    fn requirements(&self) -> &[api::ObjectSelector] {
-        match self {
-            Answer::Reconcile(o) => &o.requirements,
-            Answer::Delete(o) => &o.requirements,
-        }
+impl Call for Delete {
+    type Answer = api::DeleteOutput;
+    fn make(
+        self,
+        plugin: &LoadedModule,
+        wasm: &WasmRuntime,
+        input: &api::ReconcileInput,
+        limits: &Limits,
+    ) -> Result<Self::Answer, CallError> {
+        plugin.delete(wasm, input, limits)
+    }
+    fn requirements(answer: &Self::Answer) -> &[api::ObjectSelector] {
+        &answer.requirements
     }
 }
 
@@ -160,26 +195,17 @@ impl ModuleRun<'_> {
         }
     }
 
-    async fn call_once(
+    async fn call_once<C: Call>(
         &self,
-        call: &Call,
+        call: C,
         input: api::ReconcileInput,
-    ) -> Result<Result<Answer, CallError>, ModuleError> {
+    ) -> Result<Result<C::Answer, CallError>, ModuleError> {
         let plugin = self.candidate.plugin.clone();
         let wasm = self.wasm.clone();
         let limits = self.candidate.limits;
-        let delete = matches!(call, Call::Delete);
-        tokio::task::spawn_blocking(move || {
-            if delete {
-                plugin.delete(&wasm, &input, &limits).map(Answer::Delete)
-            } else {
-                plugin
-                    .reconcile(&wasm, &input, &limits)
-                    .map(Answer::Reconcile)
-            }
-        })
-        .await
-        .map_err(|e| ModuleError::Join(e.to_string()))
+        tokio::task::spawn_blocking(move || call.make(&plugin, &wasm, &input, &limits))
+            .await
+            .map_err(|e| ModuleError::Join(e.to_string()))
     }
 
     fn input(&self, observed: &[api::ObservedObjects]) -> api::ReconcileInput {
@@ -198,23 +224,23 @@ impl ModuleRun<'_> {
 
     /// The requirements loop; `Err(message)` when the plugin failed, read what it may not,
     /// or never settled.
-    async fn converse(
+    async fn converse<C: Call>(
         &self,
-        call: Call,
+        call: C,
         reads: &Reads<'_>,
-    ) -> Result<Result<(Answer, Vec<api::ObservedObjects>), String>, ModuleError> {
+    ) -> Result<Result<(C::Answer, Vec<api::ObservedObjects>), String>, ModuleError> {
         let mut observed: Vec<api::ObservedObjects> = Vec::new();
         let mut spent = Spent::default();
         for _ in 0..MAX_ROUNDS {
-            let answer = match self.call_once(&call, self.input(&observed)).await? {
+            let answer = match self.call_once(call, self.input(&observed)).await? {
                 Ok(answer) => answer,
                 Err(err) => return Ok(Err(err.to_string())),
             };
-            if answer.requirements().is_empty() {
+            if C::requirements(&answer).is_empty() {
                 return Ok(Ok((answer, observed)));
             }
             let mut asked_new = false;
-            for wanted in answer.requirements() {
+            for wanted in C::requirements(&answer) {
                 let selector = from_wit(wanted);
                 if observed.iter().any(|o| from_wit(&o.selector) == selector) {
                     continue;
@@ -247,11 +273,8 @@ impl ModuleRun<'_> {
     pub(crate) async fn capture(
         &self,
     ) -> Result<Result<(api::ReconcileInput, api::ReconcileOutput), String>, ModuleError> {
-        match self.converse(Call::Reconcile, &self.live_reads()).await? {
-            Ok((Answer::Reconcile(out), observed)) => Ok(Ok((self.input(&observed), out))),
-            Ok((Answer::Delete(_), _)) => {
-                unreachable!("a reconcile call answers with a reconcile output")
-            }
+        match self.converse(Reconcile, &self.live_reads()).await? {
+            Ok((out, observed)) => Ok(Ok((self.input(&observed), out))),
             Err(message) => Ok(Err(message)),
         }
     }
@@ -299,14 +322,8 @@ impl ModuleRun<'_> {
         &self,
         recorded: &[api::ObservedObjects],
     ) -> Result<Result<Vec<Value>, String>, ModuleError> {
-        let out = match self
-            .converse(Call::Reconcile, &Reads::Recorded(recorded))
-            .await?
-        {
-            Ok((Answer::Reconcile(out), _)) => out,
-            Ok((Answer::Delete(_), _)) => {
-                unreachable!("a reconcile call answers with a reconcile output")
-            }
+        let out = match self.converse(Reconcile, &Reads::Recorded(recorded)).await? {
+            Ok((out, _)) => out,
             Err(message) => return Ok(Err(message)),
         };
         Ok(self.check_answer(&out.desired).await?.map(|(_, v)| v))
@@ -399,11 +416,8 @@ impl ModuleRun<'_> {
         inventory: &mut Inventory,
         keep: &HashSet<ObjectKey>,
     ) -> Result<Reconciled, ModuleError> {
-        let (out, observed) = match self.converse(Call::Reconcile, &self.live_reads()).await? {
-            Ok((Answer::Reconcile(out), observed)) => (out, observed),
-            Ok((Answer::Delete(_), _)) => {
-                unreachable!("a reconcile call answers with a reconcile output")
-            }
+        let (out, observed) = match self.converse(Reconcile, &self.live_reads()).await? {
+            Ok(answered) => answered,
             Err(message) => return Ok(self.error(message)),
         };
         let (prepared, desired) = match self.check_answer(&out.desired).await? {
@@ -544,11 +558,8 @@ impl ModuleRun<'_> {
         keep: &HashSet<ObjectKey>,
         policy: CustomResourcePolicy,
     ) -> Result<Reconciled, ModuleError> {
-        let out = match self.converse(Call::Delete, &self.live_reads()).await? {
-            Ok((Answer::Delete(out), _)) => out,
-            Ok((Answer::Reconcile(_), _)) => {
-                unreachable!("a delete call answers with a delete output")
-            }
+        let out = match self.converse(Delete, &self.live_reads()).await? {
+            Ok((out, _)) => out,
             Err(message) => return Ok(self.error(message)),
         };
         let record = inventory
