@@ -196,7 +196,14 @@ pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
     };
     metrics.set_leader(true);
     prepare(&ctx, &control).await;
-    let controllers = run_controllers(ctx.clone());
+    let controllers = async {
+        tokio::select! {
+            _ = run_controllers(ctx.clone()) => {}
+            _ = after_signal(SHUTDOWN_GRACE) => {
+                tracing::warn!(grace_s = SHUTDOWN_GRACE.as_secs(), "reconciles still running after the grace that follows a stop signal; exiting without them (each resumes from what it wrote)");
+            }
+        }
+    };
     match lost {
         None => {
             controllers.await;
@@ -210,6 +217,29 @@ pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
             }
         },
     }
+}
+
+/// How long the controllers may finish the reconciles they run after SIGTERM or SIGINT. A
+/// pass that hangs (its connection gone silent, which is why the kubelet stops the host)
+/// must not hold the process until the kubelet's SIGKILL: every pass resumes from what it
+/// wrote, so ending it is safe.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Resolves `grace` after the first SIGTERM or SIGINT.
+async fn after_signal(grace: std::time::Duration) {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+    tokio::time::sleep(grace).await;
 }
 
 /// Serve `/metrics`, `/healthz` and `/readyz`.

@@ -118,8 +118,8 @@ pub fn values(cp: &ControlPlane, registry: &TestRegistry, tag: &str, api_port: u
         "gardener": {"kubeconfigSecret": "gardener"},
         "modules": {"localClusterAdmin": true},
         "plugins": {"resync": "2s", "insecureRegistries": [registry.host()]},
-        "requeue": {"error": "1s", "pending": "5s", "retry": "10s", "errorMax": "10s"},
-        "liveness": {"stallTimeout": "30s", "periodSeconds": 2, "failureThreshold": 2},
+        "requeue": {"error": "1s", "pending": "5s", "retry": "5s", "errorMax": "5s"},
+        "liveness": {"stallTimeout": "12s", "periodSeconds": 1, "failureThreshold": 2},
         "extraEnv": [
             {"name": "KUBERNETES_SERVICE_HOST", "value": bridge.gateway.to_string()},
             {"name": "KUBERNETES_SERVICE_PORT", "value": api_port.to_string()},
