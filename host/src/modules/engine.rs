@@ -1,33 +1,31 @@
-//! One module on one target: call the plugin until it stops asking for objects (a bounded
-//! number of rounds, reading only what it was granted), check its answer as a whole
-//! against its write grant, apply it without taking over what others own, prune what it no
-//! longer wants, judge readiness. Deletion runs the plugin's `delete` the same way, then
-//! removes what the module created.
+//! One module's pass on one target: converse with the plugin ([`super::conversation`]),
+//! check its answer against the write grant ([`super::check`]), plan and write it without
+//! taking over what others own ([`super::apply`]), let go of what it no longer wants
+//! ([`super::release`]), judge readiness. Deletion runs the plugin's `delete` the same way,
+//! then removes what the module created.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use super::apply::{self, Applied, Applier};
+use super::conversation::{Delete, Reconcile};
 use super::error::ModuleError;
 use super::inventory::{Entry, Inventory, ModuleRecord, ObjectKey};
-use super::observe::{Reads, Spent};
+use super::observe::Reads;
 use super::ownership::{Whose, whose};
 use super::readiness::not_ready;
 use super::release::{self, Last};
+use super::run::ModuleRun;
 use super::sharing;
-use super::source::Candidate;
 use super::target::Target;
 use super::types::{Change, Owner};
 use crate::crd::moduleset::State;
 use crate::grants::{Access, ObjectRef, Scope};
-use crate::wasm::module::{selector_from_wit as from_wit, selector_to_wit as to_wit};
-use crate::wasm::{CallError, Limits, LoadedModule, WasmRuntime, module_api as api};
+use crate::wasm::module::selector_from_wit as from_wit;
+use crate::wasm::module_api as api;
 
-/// How many times a plugin may answer with requirements before its answer counts.
-pub(crate) const MAX_ROUNDS: usize = tessera_sdk::module::MAX_REQUIREMENT_ROUNDS;
 /// Look again this soon while objects roll out.
 const ROLLOUT_REQUEUE: Duration = Duration::from_secs(5);
 
@@ -41,20 +39,6 @@ pub(crate) fn plugin_requeue(seconds: Option<u32>) -> Option<Duration> {
 }
 
 pub(crate) use crate::crd::moduleset::CustomResourcePolicy;
-
-/// One module to reconcile.
-pub(crate) struct ModuleRun<'a> {
-    pub(crate) target: &'a Target,
-    pub(crate) wasm: &'a Arc<WasmRuntime>,
-    /// `<namespace>/<name>` of the set.
-    pub(crate) set: &'a str,
-    pub(crate) module: &'a str,
-    pub(crate) candidate: &'a Candidate,
-    /// The module's configuration (the Plugin's defaults merged with the set's), JSON.
-    pub(crate) config: String,
-    /// The set allows taking over existing objects Tessera did not create.
-    pub(crate) adopt: bool,
-}
 
 /// The result of reconciling one module.
 #[derive(Debug, Clone)]
@@ -98,185 +82,12 @@ pub(crate) fn state_of(s: api::ModuleState) -> State {
     }
 }
 
-/// A plugin call of the requirements loop: what it answers and how it is made, so that
-/// each caller gets the answer of the call it made (no other can come back).
-trait Call: Copy + Send + 'static {
-    type Answer: Send + 'static;
-    fn make(
-        self,
-        plugin: &LoadedModule,
-        wasm: &WasmRuntime,
-        input: &api::ReconcileInput,
-        limits: &Limits,
-    ) -> Result<Self::Answer, CallError>;
-    fn requirements(answer: &Self::Answer) -> &[api::ObjectSelector];
-}
-
-/// `reconcile`: the objects the module wants.
-#[derive(Clone, Copy)]
-struct Reconcile;
-
-/// `delete`: what to remove before the module's objects go.
-#[derive(Clone, Copy)]
-struct Delete;
-
-impl Call for Reconcile {
-    type Answer = api::ReconcileOutput;
-    fn make(
-        self,
-        plugin: &LoadedModule,
-        wasm: &WasmRuntime,
-        input: &api::ReconcileInput,
-        limits: &Limits,
-    ) -> Result<Self::Answer, CallError> {
-        plugin.reconcile(wasm, input, limits)
-    }
-    fn requirements(answer: &Self::Answer) -> &[api::ObjectSelector] {
-        &answer.requirements
-    }
-}
-
-impl Call for Delete {
-    type Answer = api::DeleteOutput;
-    fn make(
-        self,
-        plugin: &LoadedModule,
-        wasm: &WasmRuntime,
-        input: &api::ReconcileInput,
-        limits: &Limits,
-    ) -> Result<Self::Answer, CallError> {
-        plugin.delete(wasm, input, limits)
-    }
-    fn requirements(answer: &Self::Answer) -> &[api::ObjectSelector] {
-        &answer.requirements
-    }
-}
-
 /// A module's preview: the plugin's state and message, and each object's change.
 pub(crate) type Previewed = (State, Option<String>, Vec<(ObjectKey, Change)>);
 
-/// An answer's objects, checked and keyed, and as the plugin returned them.
-type Checked = (Vec<(ObjectKey, Value)>, Vec<Value>);
-
-/// The scope of `key` when the cluster does not serve its kind yet: from a CRD of the same
-/// answer, else from whether it names a namespace.
-fn batch_scope(key: &ObjectKey, objects: &[Value]) -> bool {
-    objects
-        .iter()
-        .filter(|o| o["kind"] == "CustomResourceDefinition")
-        .find(|o| o["spec"]["group"] == key.group() && o["spec"]["names"]["kind"] == key.kind)
-        .map_or(key.namespace.is_some(), |crd| {
-            crd["spec"]["scope"] != "Cluster"
-        })
-}
-
 impl ModuleRun<'_> {
-    fn owner(&self) -> Owner<'_> {
-        Owner {
-            set: self.set,
-            module: self.module,
-        }
-    }
-
-    fn plugin(&self) -> String {
-        let info = &self.candidate.plugin.info;
-        format!("plugin {} {}", info.name, info.version)
-    }
-
     fn error(&self, message: impl Into<String>) -> Reconciled {
         Reconciled::settled(State::Error, Some(message.into()), 0)
-    }
-
-    fn live_reads(&self) -> Reads<'_> {
-        Reads::Live {
-            target: self.target,
-            grants: &self.candidate.grants,
-            limits: &self.candidate.limits,
-        }
-    }
-
-    async fn call_once<C: Call>(
-        &self,
-        call: C,
-        input: api::ReconcileInput,
-    ) -> Result<Result<C::Answer, CallError>, ModuleError> {
-        let plugin = self.candidate.plugin.clone();
-        let wasm = self.wasm.clone();
-        let limits = self.candidate.limits;
-        tokio::task::spawn_blocking(move || call.make(&plugin, &wasm, &input, &limits))
-            .await
-            .map_err(|e| ModuleError::Join(e.to_string()))
-    }
-
-    fn input(&self, observed: &[api::ObservedObjects]) -> api::ReconcileInput {
-        api::ReconcileInput {
-            module: self.module.to_string(),
-            version: self.candidate.version.clone(),
-            config: self.config.clone(),
-            cluster: api::ClusterFacts {
-                kubernetes_version: self.target.facts.kubernetes_version.clone(),
-                provider: self.target.facts.provider.clone(),
-                region: self.target.facts.region.clone(),
-            },
-            observed: observed.to_vec(),
-        }
-    }
-
-    /// The requirements loop; `Err(message)` when the plugin failed, read what it may not,
-    /// or never settled.
-    async fn converse<C: Call>(
-        &self,
-        call: C,
-        reads: &Reads<'_>,
-    ) -> Result<Result<(C::Answer, Vec<api::ObservedObjects>), String>, ModuleError> {
-        let mut observed: Vec<api::ObservedObjects> = Vec::new();
-        let mut spent = Spent::default();
-        for _ in 0..MAX_ROUNDS {
-            let answer = match self.call_once(call, self.input(&observed)).await? {
-                Ok(answer) => answer,
-                Err(err) => return Ok(Err(err.to_string())),
-            };
-            if C::requirements(&answer).is_empty() {
-                return Ok(Ok((answer, observed)));
-            }
-            let mut asked_new = false;
-            for wanted in C::requirements(&answer) {
-                let selector = from_wit(wanted);
-                if observed.iter().any(|o| from_wit(&o.selector) == selector) {
-                    continue;
-                }
-                asked_new = true;
-                let objects = match reads.observe(&selector, &mut spent).await? {
-                    Ok(objects) => objects,
-                    Err(why) => return Ok(Err(format!("{}: {why}", self.plugin()))),
-                };
-                observed.push(api::ObservedObjects {
-                    selector: to_wit(&selector),
-                    objects,
-                });
-            }
-            if !asked_new {
-                return Ok(Err(format!(
-                    "{} asks again for objects it was given",
-                    self.plugin()
-                )));
-            }
-        }
-        Ok(Err(format!(
-            "{} still asks for more objects after {MAX_ROUNDS} rounds",
-            self.plugin()
-        )))
-    }
-
-    /// The input the plugin gets now (requirements read live through its read grant) and
-    /// its answer, applying nothing: `tessera modules record`.
-    pub(crate) async fn capture(
-        &self,
-    ) -> Result<Result<(api::ReconcileInput, api::ReconcileOutput), String>, ModuleError> {
-        match self.converse(Reconcile, &self.live_reads()).await? {
-            Ok((out, observed)) => Ok(Ok((self.input(&observed), out))),
-            Err(message) => Ok(Err(message)),
-        }
     }
 
     /// What reconciling would do, writing nothing: the plugin's answer (requirements read
@@ -327,74 +138,6 @@ impl ModuleRun<'_> {
             Err(message) => return Ok(Err(message)),
         };
         Ok(self.check_answer(&out.desired).await?.map(|(_, v)| v))
-    }
-
-    /// Parse, key and label every object of an answer and check each against the write
-    /// grant: one refused object refuses the whole answer.
-    async fn check_answer(
-        &self,
-        desired: &[String],
-    ) -> Result<Result<Checked, String>, ModuleError> {
-        let mut values = Vec::with_capacity(desired.len());
-        for (i, json) in desired.iter().enumerate() {
-            match serde_json::from_str::<Value>(json) {
-                Ok(v) => values.push(v),
-                Err(e) => {
-                    return Ok(Err(format!(
-                        "{}: desired[{i}] is not JSON: {e}",
-                        self.plugin()
-                    )));
-                }
-            }
-        }
-        let mut prepared = Vec::with_capacity(values.len());
-        let mut seen = HashSet::new();
-        for value in &values {
-            let (mut key, object) = match apply::prepare(value.clone(), self.set, self.module) {
-                Ok(p) => p,
-                Err(e) => return Ok(Err(e.to_string())),
-            };
-            let namespaced = match self.target.kind(&key.api_version, &key.kind).await? {
-                Some(kind) => kind.namespaced,
-                None => batch_scope(&key, &values),
-            };
-            if !namespaced {
-                key.namespace = None;
-            }
-            if let Err(why) = self.check_write(&key, namespaced) {
-                return Ok(Err(why));
-            }
-            if !seen.insert(key.clone()) {
-                return Ok(Err(format!("{}: {key} is returned twice", self.plugin())));
-            }
-            prepared.push((key, object));
-        }
-        apply::order(&mut prepared);
-        Ok(Ok((prepared, values)))
-    }
-
-    fn check_write(&self, key: &ObjectKey, namespaced: bool) -> Result<(), String> {
-        let scope = match (namespaced, key.namespace.as_deref()) {
-            (false, _) => Scope::Cluster,
-            (true, Some(ns)) => Scope::Namespace(ns),
-            // Refused later by the apply itself ("set metadata.namespace").
-            (true, None) => return Ok(()),
-        };
-        let object = ObjectRef {
-            group: key.group(),
-            kind: &key.kind,
-            scope,
-            name: Some(&key.name),
-        };
-        self.candidate
-            .grants
-            .allows(Access::Write, &object)
-            .map_err(|refusal| {
-                format!(
-                    "{}: {refusal}; nothing of this answer was applied",
-                    self.plugin()
-                )
-            })
     }
 
     fn record(&self, objects: Vec<Entry>) -> ModuleRecord {
@@ -744,7 +487,6 @@ fn refused_by_target(e: ModuleError) -> Result<String, ModuleError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn a_target_refusing_an_object_fails_the_module_and_an_outage_the_pass() {
@@ -783,20 +525,5 @@ mod tests {
         assert_eq!(plugin_requeue(Some(1)), Some(MIN_PLUGIN_REQUEUE));
         assert_eq!(plugin_requeue(Some(60)), Some(Duration::from_secs(60)));
         assert_eq!(plugin_requeue(None), None);
-    }
-
-    #[test]
-    fn scope_of_kinds_a_crd_of_the_same_answer_defines() {
-        let crd = json!({"kind": "CustomResourceDefinition", "spec": {
-            "group": "example.com", "scope": "Cluster", "names": {"kind": "Widget"}}});
-        let key = |ns: Option<&str>| ObjectKey {
-            api_version: "example.com/v1".into(),
-            kind: "Widget".into(),
-            namespace: ns.map(str::to_string),
-            name: "w".into(),
-        };
-        assert!(!batch_scope(&key(Some("a")), std::slice::from_ref(&crd)));
-        assert!(batch_scope(&key(Some("a")), &[]));
-        assert!(!batch_scope(&key(None), &[]));
     }
 }

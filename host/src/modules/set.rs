@@ -12,9 +12,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
 use super::apply::Applied;
-use super::engine::{ModuleRun, Reconciled, prune_inventory, removal_refused};
+use super::engine::{Reconciled, prune_inventory, removal_refused};
 use super::error::ModuleError;
 use super::inventory::{Inventory, ObjectKey};
+use super::run::ModuleRun;
 use super::source::{Candidate, ModuleSource};
 use super::target::Target;
 use super::types::Owner;
@@ -22,8 +23,13 @@ use super::windows::Maintenance;
 use crate::crd::moduleset::ModuleSpec;
 use crate::wasm::WasmRuntime;
 
+mod config;
+mod order;
 mod plan;
 mod preview;
+
+pub(crate) use config::merge_config;
+use order::{together, waves};
 
 pub use super::types::Change;
 use plan::{Gate, Offer, Offers, Plan, Ran, Removal, Run};
@@ -102,37 +108,6 @@ pub struct SetOutcome {
     pub notices: Vec<Notice>,
 }
 
-/// The value at dot path `path` of `value`.
-fn at<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
-    path.split('.').try_fold(value, |v, key| v.get(key))
-}
-
-/// The module's configuration: the Plugin's defaults with the set's values merged over as
-/// an RFC 7386 merge patch (the one JSON merge: `null` removes a default); `Err` names a
-/// `locked` key the set tries to replace.
-pub(crate) fn merge_config(
-    defaults: Option<&Value>,
-    config: Option<&Value>,
-    locked: &[String],
-) -> Result<Value, String> {
-    if let (Some(defaults), Some(config)) = (defaults, config)
-        && let Some(key) = locked.iter().find(|k| {
-            at(defaults, k).is_some() && at(config, k).is_some_and(|v| Some(v) != at(defaults, k))
-        })
-    {
-        return Err(format!(
-            "config.{key} is set by the Plugin and locked (lockedConfig): a ModuleSet cannot replace it"
-        ));
-    }
-    let mut out = defaults
-        .cloned()
-        .unwrap_or_else(|| Value::Object(Default::default()));
-    if let Some(config) = config {
-        tessera_sdk::util::merge_patch(&mut out, config);
-    }
-    Ok(out)
-}
-
 impl Offer for Candidate {
     fn version(&self) -> &str {
         &self.version
@@ -172,29 +147,6 @@ impl Offers for Catalog<'_> {
     fn version(&self, module: &str, version: &str) -> Option<Candidate> {
         self.0.version(module, version)
     }
-}
-
-/// How many modules of one set reconcile at once (within a wave of independent modules).
-const MODULES_AT_ONCE: usize = 4;
-
-/// Module runs beyond each set's first that may go on at once in the whole host. Running a
-/// set's modules side by side shortens that set's pass; on a busy host it only adds
-/// plugin instances in memory at once (measured: 1,000 sets × 5 modules peaked at 759 MiB
-/// with four per set and no host-wide bound, 298 MiB one at a time), so the extra runs
-/// come from this pool and a set runs its modules one after another when it is empty.
-const SPARE_RUNS: usize = 8;
-
-static SPARE: std::sync::LazyLock<tokio::sync::Semaphore> =
-    std::sync::LazyLock::new(|| tokio::sync::Semaphore::new(SPARE_RUNS));
-
-/// How many of the modules `left` (independent of each other) run together now: the first,
-/// and as many more (up to [`MODULES_AT_ONCE`]) as spare runs are free; with their permits.
-fn together(left: &[String]) -> (usize, Vec<tokio::sync::SemaphorePermit<'static>>) {
-    let wanted = left.len().min(MODULES_AT_ONCE).saturating_sub(1);
-    let permits: Vec<_> = (0..wanted)
-        .map_while(|_| SPARE.try_acquire().ok())
-        .collect();
-    (1 + permits.len(), permits)
 }
 
 /// A module that runs in this pass, with the modules its plugin says it requires.
@@ -742,31 +694,6 @@ fn shortest(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
     }
 }
 
-/// Modules in waves where each module's dependencies are in earlier waves (a wave's
-/// modules may run at once), and the modules that are in (or depend on) a cycle, in a last
-/// wave of their own.
-fn waves(deps: &BTreeMap<String, Vec<String>>) -> (Vec<Vec<String>>, HashSet<String>) {
-    let mut done: HashSet<&String> = HashSet::new();
-    let mut waves = Vec::new();
-    let mut left: Vec<&String> = deps.keys().collect();
-    while !left.is_empty() {
-        let (wave, rest): (Vec<&String>, Vec<&String>) = left.iter().partition(|name| {
-            deps[**name]
-                .iter()
-                .all(|d| !deps.contains_key(d) || done.contains(d))
-        });
-        if wave.is_empty() {
-            let cyclic: HashSet<String> = rest.iter().map(|s| (*s).clone()).collect();
-            waves.push(rest.into_iter().cloned().collect());
-            return (waves, cyclic);
-        }
-        done.extend(wave.iter().copied());
-        waves.push(wave.into_iter().cloned().collect());
-        left = rest;
-    }
-    (waves, HashSet::new())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -781,75 +708,5 @@ mod tests {
         assert_eq!(aggregate([Unmanaged, Unmanaged], false), Ready);
         assert_eq!(aggregate([], false), Ready);
         assert_eq!(aggregate([Ready], true), Deleting);
-    }
-
-    #[test]
-    fn config_merges_over_plugin_defaults() {
-        let defaults = serde_json::json!({"manifest": "x", "values": {"a": 1, "b": 2}});
-        let config = serde_json::json!({"values": {"b": 3}});
-        let locked = ["manifest".to_string()];
-        assert_eq!(
-            merge_config(Some(&defaults), Some(&config), &locked),
-            Ok(serde_json::json!({"manifest": "x", "values": {"a": 1, "b": 3}}))
-        );
-        assert_eq!(merge_config(None, None, &[]), Ok(serde_json::json!({})));
-        // `null` removes a default (RFC 7386), except a locked one.
-        let unset = serde_json::json!({"values": {"a": null}});
-        assert_eq!(
-            merge_config(Some(&defaults), Some(&unset), &locked),
-            Ok(serde_json::json!({"manifest": "x", "values": {"b": 2}}))
-        );
-        let unlock = serde_json::json!({"manifest": null});
-        assert!(merge_config(Some(&defaults), Some(&unlock), &locked).is_err());
-        // A locked key the Plugin sets cannot be replaced by the set, nor nested below.
-        let replace = serde_json::json!({"manifest": "kind: ClusterRoleBinding"});
-        let err = merge_config(Some(&defaults), Some(&replace), &locked).unwrap_err();
-        assert!(err.starts_with("config.manifest"), "{err}");
-        let nested = ["values.a".to_string()];
-        let over = serde_json::json!({"values": {"a": 9}});
-        assert!(merge_config(Some(&defaults), Some(&over), &nested).is_err());
-        // Without a Plugin value (the CLI), the set provides it.
-        assert!(merge_config(None, Some(&replace), &locked).is_ok());
-    }
-
-    #[test]
-    fn a_wave_runs_its_first_module_always_and_more_from_the_spare_runs() {
-        let names: Vec<String> = ["a", "b", "c", "d", "e", "f"].map(String::from).into();
-        let (batch, permits) = together(&names);
-        assert!((1..=MODULES_AT_ONCE).contains(&batch), "{batch}");
-        assert_eq!(permits.len(), batch - 1);
-        assert_eq!(together(&names[..1]).0, 1);
-        // With every spare run taken elsewhere, a set goes one module at a time.
-        let held: Vec<_> = std::iter::from_fn(|| SPARE.try_acquire().ok()).collect();
-        assert_eq!(together(&names).0, 1);
-        drop((held, permits));
-    }
-
-    #[test]
-    fn dependencies_come_in_earlier_waves_and_cycles_are_found() {
-        let deps = |pairs: &[(&str, &[&str])]| -> BTreeMap<String, Vec<String>> {
-            pairs
-                .iter()
-                .map(|(n, d)| (n.to_string(), d.iter().map(|s| s.to_string()).collect()))
-                .collect()
-        };
-        let (order, cyclic) = waves(&deps(&[("a", &["c"]), ("b", &[]), ("c", &["b"])]));
-        assert_eq!(order, [vec!["b"], vec!["c"], vec!["a"]]);
-        assert!(cyclic.is_empty());
-        // Independent modules share a wave; a requirement outside the set does not hold
-        // one back (the gate refuses it).
-        let (order, _) = waves(&deps(&[
-            ("crds", &[]),
-            ("dashboard", &[]),
-            ("telemetry", &["crds"]),
-            ("agent", &["telemetry", "elsewhere"]),
-        ]));
-        assert_eq!(
-            order,
-            [vec!["crds", "dashboard"], vec!["telemetry"], vec!["agent"]]
-        );
-        let (order, cyclic) = waves(&deps(&[("a", &["b"]), ("b", &["a"]), ("c", &[])]));
-        assert_eq!(cyclic, HashSet::from(["a".to_string(), "b".to_string()]));
-        assert_eq!(order, [vec!["c"], vec!["a", "b"]]);
     }
 }

@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use super::{Catalog, SetRequest, State, dependencies, plan, waves};
-use crate::modules::engine::ModuleRun;
 use crate::modules::error::ModuleError;
 use crate::modules::inventory::{Inventory, ObjectKey};
+use crate::modules::run::ModuleRun;
 use crate::modules::source::ModuleSource;
 use crate::modules::target::Target;
 use crate::modules::types::Change;
