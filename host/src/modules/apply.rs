@@ -1,6 +1,6 @@
 //! Writing a module's objects: server-side apply in an order the API server accepts
 //! (namespaces, then CRDs, then what uses them), each object planned from whose it is and
-//! followed as it changes under the write. Letting go of objects is [`super::release`].
+//! followed as it changes under the write. Letting go of objects is `release.rs`.
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
-//! One module's pass on one target: converse with the plugin ([`super::conversation`]),
-//! check its answer against the write grant ([`super::check`]), plan and write it without
-//! taking over what others own ([`super::apply`]), let go of what it no longer wants
-//! ([`super::release`]), judge readiness. Deletion runs the plugin's `delete` the same way,
+//! One module's pass on one target: converse with the plugin (`conversation.rs`),
+//! check its answer against the write grant (`check.rs`), plan and write it without
+//! taking over what others own (`apply.rs`), let go of what it no longer wants
+//! (`release.rs`), judge readiness. Deletion runs the plugin's `delete` the same way,
 //! then removes what the module created.
 
 use std::collections::HashSet;

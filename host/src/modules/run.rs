@@ -1,7 +1,7 @@
 //! One module's run on one target: who asks (the set and module), where (the target),
 //! with which plugin version and configuration. The plugin conversation
-//! ([`super::conversation`]), the grant check ([`super::check`]) and the install and
-//! removal ([`super::engine`]) are its steps.
+//! (`conversation.rs`), the grant check (`check.rs`) and the install and
+//! removal (`engine.rs`) are its steps.
 
 use std::sync::Arc;
 
