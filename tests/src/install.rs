@@ -17,7 +17,7 @@ use crate::modules::{PIPELINE_CRD, crd_grant, kubectl_ok, plugin_file, requested
 use crate::node::PAUSE_IMAGE;
 use crate::registry::TestRegistry;
 
-pub type Result<T = ()> = std::result::Result<T, String>;
+use crate::Result;
 
 pub const NS: &str = "tessera-system";
 pub const IMAGE: &str = "tessera.test/tessera";

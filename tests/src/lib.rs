@@ -15,6 +15,9 @@ pub mod scaffold;
 pub mod scenarios;
 pub mod stop;
 
+/// What every test helper and scenario returns: `Err` says what went wrong, in words.
+pub type Result<T = (), E = String> = std::result::Result<T, E>;
+
 // The local pieces (API servers, nodes, their CAs) are the ones `tessera dev up` starts.
 pub use tessera::devenv::{certs, cluster, node};
 

@@ -17,7 +17,7 @@ use crate::env::{ControlPlane, Host, tessera_bin};
 use crate::probe::{client_for, eventually, tail};
 use crate::registry::TestRegistry;
 
-type Result<T = ()> = std::result::Result<T, String>;
+use crate::Result;
 
 /// How long module tests wait for a state.
 pub const LIMIT: Duration = Duration::from_secs(60);

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-type Result<T> = std::result::Result<T, String>;
+use crate::Result;
 
 /// A client from a kubeconfig file.
 pub async fn client_for(kubeconfig: &std::path::Path) -> Client {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-type Result<T> = std::result::Result<T, String>;
+use crate::Result;
 
 /// `$TESSERA_PROMETHEUS_DIR/<tool>` (set by `./x test`), else `<tool>` from the PATH.
 pub fn tool(name: &str) -> PathBuf {

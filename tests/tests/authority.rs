@@ -20,7 +20,7 @@ use tessera_tests::probe::{eventually, tail};
 use tessera_tests::runtimes::{runtime_doc, runtime_in};
 use tessera_tests::{scenario, scenarios};
 
-type Result<T = ()> = std::result::Result<T, String>;
+use tessera_tests::Result;
 
 /// A value that would add a ClusterRoleBinding if it were pasted into the YAML text.
 const INJECTED: &str = "x\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: pwned}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects: [{kind: User, name: 'system:anonymous', apiGroup: rbac.authorization.k8s.io}]";

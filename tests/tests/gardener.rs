@@ -18,7 +18,7 @@ use tessera_tests::gardener_sim::{Failure, Script, ShootScript};
 use tessera_tests::probe::{client_for, eventually};
 use tessera_tests::scenario;
 
-type Result<T = ()> = std::result::Result<T, String>;
+use tessera_tests::Result;
 
 const LIMIT: Duration = Duration::from_secs(60);
 const PROJECT: &str = "garden-kyma-dev";

@@ -11,12 +11,13 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use serde_json::{Value, json};
+use tessera_tests::Result;
 use tessera_tests::blackhole::Blackhole;
 use tessera_tests::env::{ControlPlane, NodeOn, PlaneOptions};
 use tessera_tests::gardener_sim::Script;
 use tessera_tests::install::{
-    IMAGE, NS, Result, apiserver_port, diagnose, helm, install, json_of, modules_available,
-    new_runtime, runtime_ready, wait_for,
+    IMAGE, NS, apiserver_port, diagnose, helm, install, json_of, modules_available, new_runtime,
+    runtime_ready, wait_for,
 };
 use tessera_tests::modules::kubectl_ok;
 use tessera_tests::node::PAUSE_IMAGE;

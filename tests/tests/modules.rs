@@ -25,7 +25,7 @@ use tessera_tests::scenarios;
 #[path = "modules/access.rs"]
 mod access;
 
-type Result<T = ()> = std::result::Result<T, String>;
+use tessera_tests::Result;
 
 /// A Pipeline someone else made, next to the telemetry module's own.
 const FOREIGN_PIPELINE: &str = "apiVersion: telemetry.tessera.dev/v1alpha1\nkind: Pipeline\nmetadata: {name: extra, namespace: default}\n";

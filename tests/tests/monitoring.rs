@@ -20,7 +20,7 @@ use tessera_tests::registry::stamp_variant;
 use tessera_tests::runtimes::{runtime_doc, runtime_in};
 use tessera_tests::scenarios;
 
-type Result<T = ()> = std::result::Result<T, String>;
+use tessera_tests::Result;
 
 /// `promtool check rules` on the chart's rule file, and its unit tests.
 async fn alert_rules() -> Result {

@@ -11,7 +11,6 @@ use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, ResourceExt};
-use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::{Value, json};
 use tessera::crd::{Runtime, RuntimeKubeconfig, RuntimeState};
 use tessera::gardener::shoot_resource;
@@ -35,7 +34,8 @@ use landscape::kim_landscape;
 mod takeover;
 use takeover::kim_takeover;
 
-type Result<T = ()> = std::result::Result<T, String>;
+use tessera_tests::Result;
+use tessera_tests::scenario;
 
 /// Both takeover scenarios in one trial, one after the other: their hosts take over KIM's
 /// OpenIDConnect objects, and the scenarios share one runtime cluster (a landscape has one
@@ -1598,54 +1598,35 @@ async fn gardener_rejects_shoot(cp: &ControlPlane) -> Result {
 }
 
 fn main() {
-    let args = Arguments::from_args();
     let sim = std::path::PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
-    let cp = match ControlPlane::start(&sim, &script()) {
-        Ok(cp) => std::sync::Arc::new(cp),
-        Err(e) => panic!("local control plane: {e}"),
-    };
-    let rt = std::sync::Arc::new(
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .unwrap(),
-    );
-    macro_rules! trial {
-        ($name:ident) => {{
-            let cp = cp.clone();
-            let rt = rt.clone();
-            Trial::test(stringify!($name), move || {
-                rt.block_on($name(&cp)).map_err(Failed::from)
-            })
-        }};
-    }
-    let trials = vec![
-        trial!(create_to_ready),
-        trial!(patch_then_noop),
-        trial!(retryable_error),
-        trial!(fatal_error),
-        trial!(delete),
-        trial!(deletion_failures),
-        trial!(watch_refused),
-        trial!(watch_recovers),
-        trial!(foreign_ca_refused),
-        trial!(deleted_while_host_down),
-        trial!(force_rotation),
-        trial!(scheduled_rotation),
-        trial!(killed_mid_provisioning),
-        trial!(invalid_runtimes),
-        trial!(two_hosts_one_leader),
-        trial!(admins_follow_spec),
-        trial!(force_patch_and_suspend),
-        trial!(oidc_objects),
-        trial!(gardener_outage),
-        trial!(gardener_rejects_shoot),
-        trial!(runtime_access),
-        trial!(structured_authentication),
-        trial!(gardener_budget),
-        trial!(kim),
-    ];
-    let conclusion = libtest_mimic::run(&args, trials);
-    drop(cp);
-    conclusion.exit();
+    tessera_tests::scenarios::run(
+        &sim,
+        &script(),
+        vec![
+            scenario!(create_to_ready),
+            scenario!(patch_then_noop),
+            scenario!(retryable_error),
+            scenario!(fatal_error),
+            scenario!(delete),
+            scenario!(deletion_failures),
+            scenario!(watch_refused),
+            scenario!(watch_recovers),
+            scenario!(foreign_ca_refused),
+            scenario!(deleted_while_host_down),
+            scenario!(force_rotation),
+            scenario!(scheduled_rotation),
+            scenario!(killed_mid_provisioning),
+            scenario!(invalid_runtimes),
+            scenario!(two_hosts_one_leader),
+            scenario!(admins_follow_spec),
+            scenario!(force_patch_and_suspend),
+            scenario!(oidc_objects),
+            scenario!(gardener_outage),
+            scenario!(gardener_rejects_shoot),
+            scenario!(runtime_access),
+            scenario!(structured_authentication),
+            scenario!(gardener_budget),
+            scenario!(kim),
+        ],
+    )
 }

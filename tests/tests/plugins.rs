@@ -12,7 +12,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Event, Namespace};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
-use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::{Value, json};
 use tessera::crd::{ConditionStatus, Plugin, Runtime, RuntimeState};
 use tessera::gardener::shoot_resource;
@@ -22,7 +21,8 @@ use tessera_tests::gardener_sim::Script;
 use tessera_tests::probe::{client_for, eventually, http_get, tail};
 use tessera_tests::registry::{TestRegistry, stamp_variant};
 
-type Result<T = ()> = std::result::Result<T, String>;
+use tessera_tests::Result;
+use tessera_tests::scenario;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -1366,44 +1366,29 @@ async fn failures_heal(cp: &ControlPlane) -> Result {
     Ok(())
 }
 
-fn main() {
-    let args = Arguments::from_args();
-    let sim = PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
-    let script = Script {
+/// Shoots become Ready in about a second: the scenarios wait on plugins, not Gardener.
+fn script() -> Script {
+    Script {
         create_ms: 1000,
         reconcile_ms: 500,
         delete_ms: 500,
         shoots: BTreeMap::new(),
-    };
-    let cp = match ControlPlane::start(&sim, &script) {
-        Ok(cp) => std::sync::Arc::new(cp),
-        Err(e) => panic!("local control plane: {e}"),
-    };
-    let rt = std::sync::Arc::new(
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .unwrap(),
-    );
-    macro_rules! trial {
-        ($name:ident) => {{
-            let cp = cp.clone();
-            let rt = rt.clone();
-            Trial::test(stringify!($name), move || {
-                rt.block_on($name(&cp)).map_err(Failed::from)
-            })
-        }};
     }
-    let trials = vec![
-        trial!(cli_round_trips),
-        trial!(channels_reload_shadow),
-        trial!(a_channel_move_wakes_only_its_runtimes),
-        trial!(signatures_and_tampering),
-        trial!(registry_down),
-        trial!(supply_chain_fails_closed),
-        trial!(failures_heal),
-    ];
-    let conclusion = libtest_mimic::run(&args, trials);
-    drop(cp);
-    conclusion.exit();
+}
+
+fn main() {
+    let sim = std::path::PathBuf::from(env!("CARGO_BIN_EXE_gardener-sim"));
+    tessera_tests::scenarios::run(
+        &sim,
+        &script(),
+        vec![
+            scenario!(cli_round_trips),
+            scenario!(channels_reload_shadow),
+            scenario!(a_channel_move_wakes_only_its_runtimes),
+            scenario!(signatures_and_tampering),
+            scenario!(registry_down),
+            scenario!(supply_chain_fails_closed),
+            scenario!(failures_heal),
+        ],
+    )
 }

@@ -15,7 +15,7 @@ use tessera_tests::modules::{Fixture, kubectl_ok, state_is};
 use tessera_tests::scaffold::{author_shell, new_plugin_built, run, tessera, walkthrough_script};
 use tessera_tests::{scenario, scenarios, workspace};
 
-type Result<T = ()> = std::result::Result<T, String>;
+use tessera_tests::Result;
 
 /// The crate passes its cases on the Wasm build too; `run` and `inspect` work on it.
 fn passes_everywhere(kind: &str, name: &str, mark: &str) -> Result {

@@ -22,7 +22,7 @@ use tessera_tests::probe::{eventually, tail};
 use tessera_tests::runtimes::{runtime_doc, runtime_in};
 use tessera_tests::{scenario, scenarios};
 
-type Result<T = ()> = std::result::Result<T, String>;
+use tessera_tests::Result;
 
 /// A kubeconfig for the runtime API server with `user` as its user entry.
 fn kubeconfig(cp: &ControlPlane, user: Value) -> String {
