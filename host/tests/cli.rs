@@ -512,6 +512,13 @@ fn plugin_logs_go_to_tracing_tagged_and_capped() {
         first["fields"]["runtime_id"],
         "6f7d2b8a-7a1c-4f6e-9f5b-2d1c0e4b9a10"
     );
+    // Inside the span of its call, which names plugin, version and call.
+    let span = &first["span"];
+    assert_eq!(
+        (&span["name"], &span["plugin"], &span["call"]),
+        (&"plugin_call".into(), &"hostile".into(), &"extend".into()),
+        "{first}"
+    );
     assert!(
         lines
             .iter()

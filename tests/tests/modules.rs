@@ -604,6 +604,30 @@ async fn config_and_drift_follow(cp: &ControlPlane, f: &Fixture<'_>, host: &Host
     })
     .await
     .map_err(|e| format!("{e}\n{}", tail(&host.logs(), 20)))?;
+    restored_in_spans(f, host)
+}
+
+/// The line about the restored field says which reconcile and which module pass wrote it
+/// (its spans: the ModuleSet, and set, module and version).
+fn restored_in_spans(f: &Fixture<'_>, host: &Host) -> Result {
+    let logs = host.logs();
+    let line = logs
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|l| l["fields"]["message"] == "restoring fields of a module object edited by hand")
+        .ok_or_else(|| format!("no line about the restored field\n{}", tail(&logs, 20)))?;
+    let spans = line["spans"].as_array().cloned().unwrap_or_default();
+    let named = |name: &str| spans.iter().find(|s| s["name"] == name).cloned();
+    let reconcile = named("reconcile").ok_or(format!("no reconcile span: {line}"))?;
+    let module = named("module").ok_or(format!("no module span: {line}"))?;
+    let set = format!("{}/main", f.ns);
+    if reconcile["object"] != format!("ModuleSet/{set}")
+        || module["set"] != set.as_str()
+        || module["module"] != "dashboard"
+        || module["version"].as_str().is_none_or(str::is_empty)
+    {
+        return Err(format!("the spans do not name set and module: {line}"));
+    }
     Ok(())
 }
 
