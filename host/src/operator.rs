@@ -181,6 +181,7 @@ pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
         gardener,
         gardener_url,
         fence: fence.clone(),
+        watchdog: client(options.kubeconfig.as_ref(), None).await?,
     };
     let ctx = Context::new(
         clients,

@@ -216,6 +216,9 @@ pub(crate) struct Clients {
     /// Closed when this host may no longer be the leader; clients built later (target and
     /// runtime clusters) pass it too.
     pub(crate) fence: Arc<Fence>,
+    /// The control plane again, for the liveness watchdog alone: its connections are not
+    /// the controllers', so connections of theirs gone silent do not silence it too.
+    pub(crate) watchdog: Client,
 }
 
 /// Shared by every reconcile.
@@ -241,6 +244,8 @@ pub(crate) struct Context {
     pub(crate) initial_sync: InitialSync,
     /// When each object's last reconcile ended, for the watchdog behind `/healthz`.
     pub(crate) progress: super::kit::Progress,
+    /// The watchdog's own client (see [`Clients::watchdog`]).
+    pub(crate) watchdog_client: Client,
     /// Why the watch of Shoots fails, in words (`None`: it works); Runtimes say so in
     /// `GardenerReachable`.
     pub(crate) shoot_watch: std::sync::Mutex<Option<String>>,
@@ -312,6 +317,7 @@ impl Context {
             fetcher,
             initial_sync: InitialSync::default(),
             progress: super::kit::Progress::default(),
+            watchdog_client: clients.watchdog,
             shoot_watch: std::sync::Mutex::new(None),
         })
     }

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::controllers::kit::SecretBuilder;
+use crate::controllers::kit::rotation::{self, Rotation};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Resource, ResourceExt};
@@ -341,16 +342,12 @@ pub(crate) fn token_due(
         return Ok(());
     };
     let forced = labels::is_true(access.metadata.annotations.as_ref(), labels::FORCE_ROTATION);
-    if !secret_present || forced || status.token_generation != access.metadata.generation {
-        return Ok(());
+    let stale = !secret_present || forced || status.token_generation != access.metadata.generation;
+    let life = Duration::try_from(expiry.duration_since(issued)).unwrap_or_default();
+    match rotation::rotation(Some(issued), life, stale, now, fraction) {
+        Rotation::Rotate => Ok(()),
+        Rotation::Wait(wait) => Err(wait),
     }
-    let life = expiry.duration_since(issued).as_secs_f64().max(0.0);
-    let renew_at = issued + Duration::from_secs_f64(life * fraction.clamp(0.1, 0.95));
-    let wait = renew_at.duration_since(now).as_secs_f64();
-    if wait <= 0.0 {
-        return Ok(());
-    }
-    Err(Duration::from_secs_f64(wait))
 }
 
 /// One status outcome: state, the Ready condition's reason and message.
@@ -398,8 +395,9 @@ pub(crate) fn status_after(
     status
 }
 
-/// When to renew a token expiring at `expiry` (as the API server granted it, which may be
-/// less than `lifetime`): after `fraction` of what is left, at least a minute.
+/// When to look again after issuing a token expiring at `expiry` (as the API server
+/// granted it, which may be less than `lifetime`): the one rotation decision's, on what is
+/// left of it.
 pub(crate) fn renew_after(
     expiry: &str,
     now: Timestamp,
@@ -407,9 +405,9 @@ pub(crate) fn renew_after(
     fraction: f64,
 ) -> Duration {
     let left = crate::time::parse_rfc3339(Some(expiry))
-        .map(|e| e.duration_since(now).as_secs_f64())
-        .unwrap_or(lifetime.as_secs_f64());
-    Duration::from_secs_f64((left * fraction.clamp(0.1, 0.95)).max(60.0))
+        .map(|e| Duration::try_from(e.duration_since(now)).unwrap_or_default())
+        .unwrap_or(lifetime);
+    rotation::after_issue(left, fraction)
 }
 
 /// The cluster entry of the admin kubeconfig a consumer's kubeconfig may copy: server and
@@ -747,9 +745,10 @@ mod tests {
             renew_after("garbage", now, hour, 0.5),
             Duration::from_secs(1800)
         );
+        // Already expired: soon, as the one rotation decision's floor says, not at once.
         assert_eq!(
             renew_after("2025-01-01T00:00:00Z", now, hour, 0.5),
-            Duration::from_secs(60)
+            Duration::from_secs(5)
         );
     }
 

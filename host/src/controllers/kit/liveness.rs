@@ -1,7 +1,8 @@
 //! The controllers' watchdog: a host whose controllers stopped is restarted by its liveness
 //! probe. Each controller's objects are listed every quarter of `--stall-timeout`, straight
 //! from the API server and not from the controller's own watch (which may be what stopped
-//! delivering). An object *waits* while its generation is not yet observed or a deletion
+//! delivering), through a client of its own (the controllers' connections may be what
+//! went silent; a listing that hangs is dropped with its connection, the next opens anew). An object *waits* while its generation is not yet observed or a deletion
 //! waits for our finalizer; a controller *stalls* when an object has waited a whole timeout
 //! and no reconcile of it ended within that time. Failing reconciles end too (they back off
 //! and retry), so an unreachable dependency is no stall: that is `/readyz`'s business. A
@@ -122,7 +123,7 @@ where
         return Watchdog(None);
     };
     let resource = ApiResource::erase::<K>(&());
-    let client = ctx.client.clone();
+    let client = ctx.watchdog_client.clone();
     let dynamic: Api<DynamicObject> = match api.namespace() {
         Some(ns) => Api::namespaced_with(client, ns, &resource),
         None => Api::all_with(client, &resource),

@@ -9,6 +9,7 @@ mod events;
 mod liveness;
 mod requeue;
 mod retries;
+pub(crate) mod rotation;
 mod secret;
 mod wakes;
 

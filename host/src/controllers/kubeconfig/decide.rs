@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use crate::controllers::kit::SecretBuilder;
+use crate::controllers::kit::rotation::{self, Rotation};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Resource, ResourceExt};
@@ -17,22 +18,6 @@ use crate::crd::{
     RuntimeKubeconfigStatus, set_condition,
 };
 use crate::time::parse_rfc3339;
-
-/// No requeue sooner than this, however small the rotation period.
-const MIN_REQUEUE: Duration = Duration::from_secs(1);
-
-/// No rotation sooner than this after the last: a lifetime Gardener granted that is gone
-/// already (a clock off by more than it) must not rotate every second.
-const MIN_ROTATION: Duration = Duration::from_secs(5);
-
-/// How long after a sync the kubeconfig is rotated: `fraction` of its lifetime, with the
-/// fraction kept within 1 %..100 % so a misconfiguration neither spins nor lets it expire,
-/// and never sooner than [`MIN_ROTATION`].
-pub(crate) fn rotate_after(expiration: Duration, fraction: f64) -> Duration {
-    expiration
-        .mul_f64(fraction.clamp(0.01, 1.0))
-        .max(MIN_ROTATION)
-}
 
 /// How long the kubeconfig held lives: from its sync to the expiry Gardener granted
 /// (Gardener lowers a request above its maximum without saying so), at most `configured`
@@ -74,29 +59,12 @@ pub(crate) fn held(rkc: &RuntimeKubeconfig, secret: Option<&Secret>) -> Held {
     }
 }
 
-/// Whether to fetch a new kubeconfig now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Rotation {
-    Rotate,
-    /// Fresh: come back when it is due.
-    Wait(Duration),
-}
-
-/// Rotate when the kubeconfig is due (never synced, or synced `rotate_after` ago or
-/// longer), forced, or missing from the Secret.
-pub(crate) fn rotation(held: &Held, now: Timestamp, rotate_after: Duration) -> Rotation {
-    let age = held.last_sync.map(|t| now.duration_since(t).unsigned_abs());
-    let due = age.is_none_or(|age| age >= rotate_after);
-    if due || held.forced || !held.has_key {
-        return Rotation::Rotate;
-    }
-    let wait = rotate_after.saturating_sub(age.unwrap_or_default());
-    Rotation::Wait(wait.max(MIN_REQUEUE))
-}
-
-/// When to look again after a rotation.
-pub(crate) fn after_rotation(rotate_after: Duration) -> Duration {
-    rotate_after.max(MIN_REQUEUE)
+/// Whether to fetch a new kubeconfig now: never synced, forced, missing from the Secret,
+/// or due after the rotation fraction of its lifetime (the one rotation decision,
+/// [`rotation`]).
+pub(crate) fn rotation(held: &Held, now: Timestamp, lifetime: Duration, fraction: f64) -> Rotation {
+    let stale = held.forced || !held.has_key;
+    rotation::rotation(held.last_sync, lifetime, stale, now, fraction)
 }
 
 /// Why a RuntimeKubeconfig does nothing: the `Ready` reason and message.
@@ -255,7 +223,9 @@ mod tests {
 
     #[test]
     fn rotation_comes_after_the_configured_fraction_of_the_lifetime() {
-        assert_eq!(rotate_after(24 * HOUR, 0.5), 12 * HOUR);
+        let held = synced_at("2026-01-01T00:00:00Z");
+        let early = at("2026-01-01T11:00:00Z");
+        assert_eq!(rotation(&held, early, 24 * HOUR, 0.5), Rotation::Wait(HOUR));
     }
 
     #[test]
@@ -266,20 +236,20 @@ mod tests {
         // Gardener lowered 24 h to its maximum of 2 h.
         held.expiry = Some(at("2026-01-01T02:00:00Z"));
         assert_eq!(lifetime(&held, 24 * HOUR), 2 * HOUR);
-        assert_eq!(rotate_after(lifetime(&held, 24 * HOUR), 0.5), HOUR);
+        assert_eq!(
+            rotation::rotate_after(lifetime(&held, 24 * HOUR), 0.5),
+            HOUR
+        );
         // Never longer than asked.
         assert_eq!(lifetime(&held, HOUR), HOUR);
         // An expiry before the sync (a status write lost, a clock off): rotate soon, but
         // not every second.
         held.expiry = Some(at("2025-12-31T00:00:00Z"));
         assert_eq!(lifetime(&held, 24 * HOUR), Duration::ZERO);
-        assert_eq!(rotate_after(Duration::ZERO, 0.57), MIN_ROTATION);
-    }
-
-    #[test]
-    fn the_rotation_fraction_is_kept_between_one_percent_and_all() {
-        assert_eq!(rotate_after(100 * HOUR, 0.0), HOUR);
-        assert_eq!(rotate_after(24 * HOUR, 2.0), 24 * HOUR);
+        assert_eq!(
+            rotation::rotate_after(Duration::ZERO, 0.57),
+            Duration::from_secs(5)
+        );
     }
 
     #[test]
@@ -308,14 +278,17 @@ mod tests {
     fn a_fresh_kubeconfig_waits_until_it_is_due() {
         let held = synced_at("2026-01-01T00:00:00Z");
         let now = at("2026-01-01T04:00:00Z");
-        assert_eq!(rotation(&held, now, 12 * HOUR), Rotation::Wait(8 * HOUR));
+        assert_eq!(
+            rotation(&held, now, 24 * HOUR, 0.5),
+            Rotation::Wait(8 * HOUR)
+        );
     }
 
     #[test]
     fn a_kubeconfig_is_rotated_once_due() {
         let held = synced_at("2026-01-01T00:00:00Z");
         let now = at("2026-01-01T12:00:00Z");
-        assert_eq!(rotation(&held, now, 12 * HOUR), Rotation::Rotate);
+        assert_eq!(rotation(&held, now, 24 * HOUR, 0.5), Rotation::Rotate);
     }
 
     #[test]
@@ -327,7 +300,7 @@ mod tests {
             has_key: true,
         };
         assert_eq!(
-            rotation(&held, at("2026-01-01T00:00:00Z"), HOUR),
+            rotation(&held, at("2026-01-01T00:00:00Z"), HOUR, 0.5),
             Rotation::Rotate
         );
     }
@@ -337,7 +310,7 @@ mod tests {
         let mut held = synced_at("2026-01-01T00:00:00Z");
         held.forced = true;
         assert_eq!(
-            rotation(&held, at("2026-01-01T00:00:01Z"), HOUR),
+            rotation(&held, at("2026-01-01T00:00:01Z"), HOUR, 0.5),
             Rotation::Rotate
         );
     }
@@ -347,19 +320,9 @@ mod tests {
         let mut held = synced_at("2026-01-01T00:00:00Z");
         held.has_key = false;
         assert_eq!(
-            rotation(&held, at("2026-01-01T00:00:01Z"), HOUR),
+            rotation(&held, at("2026-01-01T00:00:01Z"), HOUR, 0.5),
             Rotation::Rotate
         );
-    }
-
-    #[test]
-    fn waits_are_at_least_a_second() {
-        let held = synced_at("2026-01-01T00:00:00Z");
-        let now = at("2026-01-01T00:00:00Z");
-        let tiny = Duration::from_millis(300);
-        assert_eq!(rotation(&held, now, tiny), Rotation::Wait(MIN_REQUEUE));
-        assert_eq!(after_rotation(tiny), MIN_REQUEUE);
-        assert_eq!(after_rotation(HOUR), HOUR);
     }
 
     #[test]

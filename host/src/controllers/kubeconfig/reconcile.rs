@@ -7,8 +7,9 @@ use kube::runtime::controller::Action;
 use serde_json::json;
 
 use super::binding;
-use super::decide::{self, Refusal, Rotation};
+use super::decide::{self, Refusal};
 use crate::api;
+use crate::controllers::kit::rotation::{Rotation, after_issue};
 use crate::controllers::kit::{self, Controller, finalizer};
 use crate::controllers::{Context, ReconcileError, labels};
 use crate::crd::{Runtime, RuntimeKubeconfig, RuntimeKubeconfigStatus};
@@ -54,13 +55,16 @@ async fn reconcile_inner(rkc: &RuntimeKubeconfig, ctx: &Context) -> Result<Actio
     let expiration = ctx.config.kubeconfig_expiration;
     let fraction = ctx.config.rotation_fraction;
     let held = decide::held(rkc, secret.as_ref());
-    let rotate_after = decide::rotate_after(decide::lifetime(&held, expiration), fraction);
-    if let Rotation::Wait(wait) = decide::rotation(&held, jiff::Timestamp::now(), rotate_after) {
+    let lifetime = decide::lifetime(&held, expiration);
+    let now = jiff::Timestamp::now();
+    if let Rotation::Wait(wait) = decide::rotation(&held, now, lifetime, fraction) {
         return Ok(Action::requeue(wait));
     }
     let granted = rotate(rkc, ctx, &api, &secrets, held.forced).await?;
-    let rotate_after = decide::rotate_after(granted.min(expiration), fraction);
-    Ok(Action::requeue(decide::after_rotation(rotate_after)))
+    Ok(Action::requeue(after_issue(
+        granted.min(expiration),
+        fraction,
+    )))
 }
 
 /// The RuntimeKubeconfig is being deleted: its own Secret goes with it, then let it go.
