@@ -197,14 +197,7 @@ pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
     };
     metrics.set_leader(true);
     prepare(&ctx, &control).await;
-    let controllers = async {
-        tokio::select! {
-            _ = run_controllers(ctx.clone()) => {}
-            _ = after_signal(SHUTDOWN_GRACE) => {
-                tracing::warn!(grace_s = SHUTDOWN_GRACE.as_secs(), "reconciles still running after the grace that follows a stop signal; exiting without them (each resumes from what it wrote)");
-            }
-        }
-    };
+    let controllers = run_until_stopped(ctx.clone());
     match lost {
         None => {
             controllers.await;
@@ -225,6 +218,16 @@ pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
 /// must not hold the process until the kubelet's SIGKILL: every pass resumes from what it
 /// wrote, so ending it is safe.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Run the controllers until they stop after a signal, or [`SHUTDOWN_GRACE`] after it.
+async fn run_until_stopped(ctx: Arc<Context>) {
+    tokio::select! {
+        _ = run_controllers(ctx) => {}
+        _ = after_signal(SHUTDOWN_GRACE) => {
+            tracing::warn!(grace_s = SHUTDOWN_GRACE.as_secs(), "reconciles still running after the grace that follows a stop signal; exiting without them (each resumes from what it wrote)");
+        }
+    }
+}
 
 /// Resolves `grace` after the first SIGTERM or SIGINT.
 async fn after_signal(grace: std::time::Duration) {
