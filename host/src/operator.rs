@@ -107,7 +107,19 @@ async fn confirm_lease(
 ) -> Result<(), OperatorError> {
     let duration = std::time::Duration::from_secs(election.duration);
     let sent = std::time::Instant::now();
-    match leases.get(&election.lease_name).await {
+    // A read that hangs (its connection gone silent) is given up with its connection, so
+    // that the next one, on a new connection, can open the fence again.
+    let read = tokio::time::timeout(
+        crate::fence::confirm_every(duration),
+        leases.get(&election.lease_name),
+    )
+    .await
+    .unwrap_or_else(|_| {
+        Err(kube::Error::Service(
+            "no answer within a quarter of the lease".into(),
+        ))
+    });
+    match read {
         Ok(lease) => {
             let spec = lease.spec.unwrap_or_default();
             if spec.holder_identity.as_deref() != Some(election.identity.as_str()) {
@@ -196,6 +208,7 @@ pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
         None => None,
     };
     metrics.set_leader(true);
+    let _watchdogs = crate::controllers::watchdogs(&ctx);
     prepare(&ctx, &control).await;
     let controllers = run_until_stopped(ctx.clone());
     match lost {

@@ -16,6 +16,57 @@ pub use context::{Controllers, KimTakeover, OperatorConfig, Renderer, RequeueTim
 /// Replaying a recorded render (`tessera render --revision`).
 pub use runtime::replay;
 
+/// The liveness watchdogs of the controllers this host runs, each over the objects its
+/// controller's watch sees (kept while the result is held). Started by the leader before
+/// anything else, so that a host wedged before its controllers even start (a start-up
+/// request hanging) is caught too.
+pub(crate) fn watchdogs(ctx: &std::sync::Arc<Context>) -> Vec<kit::Watchdog> {
+    use crate::crd::{ModuleSet, Plugin, Runtime, RuntimeAccess, RuntimeKubeconfig};
+    use kit::{Controller, watch_progress};
+    use kube::Api;
+    fn scoped<K>(ctx: &Context) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        match &ctx.config.namespace {
+            Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+            None => Api::all(ctx.client.clone()),
+        }
+    }
+    let mut dogs = vec![watch_progress(
+        ctx,
+        Controller::ModuleSet,
+        &scoped::<ModuleSet>(ctx),
+        None,
+    )];
+    if ctx.fetcher.is_some() {
+        let plugins: Api<Plugin> = Api::all(ctx.client.clone());
+        let selector = ctx.config.plugin_selector.as_deref();
+        dogs.push(watch_progress(ctx, Controller::Plugin, &plugins, selector));
+    }
+    if ctx.config.controllers == Controllers::All {
+        dogs.push(watch_progress(
+            ctx,
+            Controller::Runtime,
+            &scoped::<Runtime>(ctx),
+            None,
+        ));
+        dogs.push(watch_progress(
+            ctx,
+            Controller::Kubeconfig,
+            &scoped::<RuntimeKubeconfig>(ctx),
+            None,
+        ));
+        dogs.push(watch_progress(
+            ctx,
+            Controller::Access,
+            &scoped::<RuntimeAccess>(ctx),
+            None,
+        ));
+    }
+    dogs
+}
+
 /// Why a reconcile stopped early. Conflicts are expected and retried quietly.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ReconcileError {

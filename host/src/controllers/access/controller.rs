@@ -22,7 +22,6 @@ pub(crate) async fn run(ctx: Arc<Context>) {
         ),
         None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
     };
-    let _watchdog = kit::watch_progress(&ctx, kit::Controller::Access, &accesses, None);
     Controller::new(accesses, watcher::Config::default().any_semantic())
         .owns(
             secrets,

@@ -21,7 +21,7 @@ use kube::runtime::controller::Action;
 use tracing::Instrument;
 
 pub(crate) use events::{EventSink, Note};
-pub(crate) use liveness::{Progress, watch_progress};
+pub(crate) use liveness::{Progress, Watchdog, watch_progress};
 pub(crate) use requeue::Requeue;
 pub(crate) use retries::{LogLine, Retries, Retry};
 pub(crate) use secret::SecretBuilder;

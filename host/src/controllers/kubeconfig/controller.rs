@@ -21,7 +21,6 @@ pub(crate) async fn run(ctx: Arc<Context>) {
         ),
         None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
     };
-    let _watchdog = kit::watch_progress(&ctx, kit::Controller::Kubeconfig, &kubeconfigs, None);
     Controller::new(kubeconfigs, watcher::Config::default().any_semantic())
         .owns(
             secrets,

@@ -22,7 +22,6 @@ pub(crate) async fn run(ctx: Arc<Context>) {
         Some(ns) => Api::namespaced(ctx.client.clone(), ns),
         None => Api::all(ctx.client.clone()),
     };
-    let _watchdog = kit::watch_progress(&ctx, kit::Controller::ModuleSet, &sets, None);
     let (drift, drifted) = Drift::new(ctx.metrics.clone());
     let drifted = futures::stream::unfold(drifted, |mut rx| async move {
         let next = rx.recv().await?;

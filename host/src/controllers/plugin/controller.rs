@@ -20,8 +20,6 @@ pub(crate) async fn run(ctx: Arc<Context>) {
     }
     // A render refused a Plugin's configuration: its status says so.
     let refusals = tokio_stream_of(ctx.renderer.resolver.catalog.subscribe_refusals());
-    let selector = ctx.config.plugin_selector.as_deref();
-    let _watchdog = kit::watch_progress(&ctx, kit::Controller::Plugin, &plugins, selector);
     Controller::new(plugins, config)
         .reconcile_all_on(refusals)
         .with_config(kube::runtime::controller::Config::default().concurrency(ctx.config.workers))

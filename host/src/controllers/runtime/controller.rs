@@ -22,7 +22,6 @@ pub(crate) async fn run(ctx: Arc<Context>) {
             ),
             None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
         };
-    let _watchdog = kit::watch_progress(&ctx, kit::Controller::Runtime, &runtimes, None);
     let controller = Controller::new(runtimes, watcher::Config::default().any_semantic());
     let catalog = catalog_changes(&ctx, controller.store());
     let shoots = super::shoot_watch::shoot_changes(ctx.clone(), controller.store());
