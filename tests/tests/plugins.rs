@@ -656,7 +656,8 @@ fn rustls_provider() -> bool {
     true
 }
 
-/// Channels, a moved tag, a channel switch, a refused downgrade, a shadow version.
+/// Channels, a moved tag, a channel switch, a refused downgrade, a shadow version: one
+/// Plugin's story, each step proving one behaviour on what the ones before left.
 async fn channels_reload_shadow(cp: &ControlPlane) -> Result {
     let s = Scenario::new(cp, "p-chan").await?;
     let v1 = stamp_component();
@@ -665,24 +666,75 @@ async fn channels_reload_shadow(cp: &ControlPlane) -> Result {
     let plugin = "p-chan-stamp";
     s.apply_plugin(
         plugin,
-        json!({
-            "kind": "shoot-extension",
-            "versions": [{ "version": "1.0.0", "ref": format!("{repo}:1.0.0") }],
-            "channels": [{ "name": "regular", "version": "1.0.0" }],
-        }),
+        channels(
+            &repo,
+            &["1.0.0"],
+            json!([{"name": "regular", "version": "1.0.0"}]),
+        ),
     )
     .await?;
     let host = s.host("a", plugin, &[]);
-    let p = s.plugin_ready(plugin, &host).await?;
+    let c = Chan {
+        s: &s,
+        host: &host,
+        plugin,
+        repo,
+        v1,
+    };
+    a_runtime_runs_the_channels_version(&c).await?;
+    a_moved_tag_waits_for_approval(&c).await?;
+    a_runtime_switches_channel_by_annotation(&c).await?;
+    a_downgrade_is_refused_and_the_version_kept(&c).await?;
+    a_shadow_version_is_compared_not_applied(&c).await?;
+    // The downgrade, allowed: fast goes back to 1.0.0 (v2).
+    s.apply_plugin(plugin, fast_down(&c.repo, true)).await?;
+    s.wait_stamp("chan-a", "v2", &host).await?;
+    Ok(())
+}
+
+/// What the channel steps share.
+struct Chan<'a> {
+    s: &'a Scenario<'a>,
+    host: &'a Host,
+    plugin: &'a str,
+    repo: String,
+    v1: Vec<u8>,
+}
+
+/// A Plugin spec with `versions` of the stamp plugin in `repo` and `channels`.
+fn channels(repo: &str, versions: &[&str], channels: Value) -> Value {
+    let versions: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({ "version": v, "ref": format!("{repo}:{v}") }))
+        .collect();
+    json!({ "kind": "shoot-extension", "versions": versions, "channels": channels })
+}
+
+/// fast back to 1.0.0 (`allow`: with allowDowngrade), regular shadowing 1.1.0.
+fn fast_down(repo: &str, allow: bool) -> Value {
+    channels(
+        repo,
+        &["1.0.0", "1.1.0"],
+        json!([
+            { "name": "regular", "version": "1.0.0", "shadow": "1.1.0" },
+            { "name": "fast", "version": "1.0.0", "allowDowngrade": allow },
+        ]),
+    )
+}
+
+/// The Plugin pins the version's digest; a Runtime runs it and names it in its status.
+async fn a_runtime_runs_the_channels_version(c: &Chan<'_>) -> Result {
+    let (s, host, plugin, v1) = (c.s, c.host, c.plugin, &c.v1);
+    let p = s.plugin_ready(plugin, host).await?;
     let st = p.status.clone().unwrap();
-    if st.versions[0].component_digest.as_deref() != Some(sha256(&v1).as_str())
+    if st.versions[0].component_digest.as_deref() != Some(sha256(v1).as_str())
         || st.summary.as_deref() != Some("regular=1.0.0")
     {
         return Err(format!("Plugin status: {st:?}"));
     }
     s.create_runtime("rt-a", "chan-a", json!({})).await?;
-    let rt = s.wait_ready("rt-a", &host).await?;
-    s.wait_stamp("chan-a", "v1", &host).await?;
+    let rt = s.wait_ready("rt-a", host).await?;
+    s.wait_stamp("chan-a", "v1", host).await?;
     let stamp = rt
         .status
         .unwrap()
@@ -692,14 +744,19 @@ async fn channels_reload_shadow(cp: &ControlPlane) -> Result {
     match &stamp {
         Some(p)
             if p.version == "1.0.0"
-                && p.digest == sha256(&v1)
+                && p.digest == sha256(v1)
                 && p.channel.as_deref() == Some("regular") => {}
         other => return Err(format!("status.plugins stamp: {other:?}")),
     }
+    Ok(())
+}
 
-    // The tag moves: the new digest waits, pending on the Plugin, while the fleet keeps
-    // running the pinned one.
-    let v2 = stamp_variant(&v1, "v2");
+/// The tag moves: the new digest waits, pending on the Plugin, while the fleet keeps
+/// running the pinned one, until an operator approves exactly that digest.
+async fn a_moved_tag_waits_for_approval(c: &Chan<'_>) -> Result {
+    let (s, host, plugin, repo) = (c.s, c.host, c.plugin, &c.repo);
+    let v1 = &c.v1;
+    let v2 = stamp_variant(v1, "v2");
     let moved = push(s.dir(), &v2, &format!("{repo}:1.0.0"), "1.0.0")?;
     eventually("the moved tag held as pending", LIMIT, || async {
         let p = s.plugins().get(plugin).await.ok()?;
@@ -707,24 +764,29 @@ async fn channels_reload_shadow(cp: &ControlPlane) -> Result {
         (pending == moved && !s.events(plugin, "DigestPending").await.is_empty()).then_some(())
     })
     .await
-    .map_err(|e| s.explain_plugin(e, plugin, &host))?;
+    .map_err(|e| s.explain_plugin(e, plugin, host))?;
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    s.wait_stamp("chan-a", "v1", &host).await?;
+    s.wait_stamp("chan-a", "v1", host).await?;
     // An operator approves exactly that digest: new bytes on regular without a restart.
     let approve = json!({ "metadata": { "annotations": { "approve.tessera.dev/1.0.0": moved } } });
     s.plugins()
         .patch(plugin, &PatchParams::default(), &Patch::Merge(&approve))
         .await
         .map_err(|e| e.to_string())?;
-    s.wait_stamp("chan-a", "v2", &host).await?;
+    s.wait_stamp("chan-a", "v2", host).await?;
     eventually("a DigestChanged Event", LIMIT, || async {
         (!s.events(plugin, "DigestChanged").await.is_empty()).then_some(())
     })
     .await
-    .map_err(|e| s.explain_plugin(e, plugin, &host))?;
+    .map_err(|e| s.explain_plugin(e, plugin, host))?;
+    Ok(())
+}
 
-    // A fast channel with 1.1.0; the Runtime switches to it by annotation.
-    let v3 = stamp_variant(&v1, "v3");
+/// A fast channel with 1.1.0; the Runtime switches to it by annotation.
+async fn a_runtime_switches_channel_by_annotation(c: &Chan<'_>) -> Result {
+    let (s, host, plugin, repo) = (c.s, c.host, c.plugin, &c.repo);
+    let v1 = &c.v1;
+    let v3 = stamp_variant(v1, "v3");
     push(s.dir(), &v3, &format!("{repo}:1.1.0"), "1.1.0")?;
     let versions = json!([
         { "version": "1.0.0", "ref": format!("{repo}:1.0.0") },
@@ -742,13 +804,13 @@ async fn channels_reload_shadow(cp: &ControlPlane) -> Result {
         }),
     )
     .await?;
-    s.plugin_ready(plugin, &host).await?;
+    s.plugin_ready(plugin, host).await?;
     let patch = json!({ "metadata": { "annotations": { "channel.tessera.dev/stamp": "fast" } } });
     s.runtimes()
         .patch("rt-a", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(|e| e.to_string())?;
-    s.wait_stamp("chan-a", "v3", &host).await?;
+    s.wait_stamp("chan-a", "v3", host).await?;
     eventually("status.plugins on fast 1.1.0", LIMIT, || async {
         let rt = s.runtimes().get("rt-a").await.ok()?;
         rt.status?.plugins.iter().find(|p| {
@@ -757,19 +819,13 @@ async fn channels_reload_shadow(cp: &ControlPlane) -> Result {
         Some(())
     })
     .await?;
+    Ok(())
+}
 
-    // fast goes back to 1.0.0: refused, 1.1.0 kept, Warning condition.
-    let fast_down = |allow: bool| {
-        json!({
-            "kind": "shoot-extension",
-            "versions": versions,
-            "channels": [
-                { "name": "regular", "version": "1.0.0", "shadow": "1.1.0" },
-                { "name": "fast", "version": "1.0.0", "allowDowngrade": allow },
-            ],
-        })
-    };
-    s.apply_plugin(plugin, fast_down(false)).await?;
+/// fast goes back to 1.0.0: refused, 1.1.0 kept, a Warning condition and Event.
+async fn a_downgrade_is_refused_and_the_version_kept(c: &Chan<'_>) -> Result {
+    let (s, host, plugin) = (c.s, c.host, c.plugin);
+    s.apply_plugin(plugin, fast_down(&c.repo, false)).await?;
     eventually("PluginVersions DowngradeRefused", LIMIT, || async {
         let rt = s.runtimes().get("rt-a").await.ok()?;
         let c = rt
@@ -783,22 +839,27 @@ async fn channels_reload_shadow(cp: &ControlPlane) -> Result {
         .then_some(())
     })
     .await
-    .map_err(|e| s.explain_runtime(e, "rt-a", &host))?;
+    .map_err(|e| s.explain_runtime(e, "rt-a", host))?;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    s.wait_stamp("chan-a", "v3", &host).await?;
+    s.wait_stamp("chan-a", "v3", host).await?;
     if s.events("rt-a", "DowngradeRefused").await.is_empty() {
         return Err("no DowngradeRefused Event".into());
     }
+    Ok(())
+}
 
-    // Shadow: a Runtime on regular (1.0.0 = v2) renders 1.1.0 (v3) for comparison only.
+/// A Runtime on regular (1.0.0 = v2) renders 1.1.0 (v3) for comparison only: status,
+/// Event, metric and `tessera shadow` show the difference; nothing of it is applied.
+async fn a_shadow_version_is_compared_not_applied(c: &Chan<'_>) -> Result {
+    let (s, host) = (c.s, c.host);
     s.create_runtime("rt-b", "chan-b", json!({})).await?;
-    s.wait_ready("rt-b", &host).await?;
+    s.wait_ready("rt-b", host).await?;
     let rt = eventually("a shadow result on rt-b", LIMIT, || async {
         let rt = s.runtimes().get("rt-b").await.ok()?;
         (!rt.status.as_ref()?.shadow.is_empty()).then_some(rt)
     })
     .await
-    .map_err(|e| s.explain_runtime(e, "rt-b", &host))?;
+    .map_err(|e| s.explain_runtime(e, "rt-b", host))?;
     let shadow = &rt.status.as_ref().unwrap().shadow[0];
     if shadow.result != tessera::crd::ShadowOutcome::Differs
         || shadow.version != "1.1.0"
@@ -810,7 +871,7 @@ async fn channels_reload_shadow(cp: &ControlPlane) -> Result {
     {
         return Err(format!("shadow result: {shadow:?}"));
     }
-    s.wait_stamp("chan-b", "v2", &host).await?;
+    s.wait_stamp("chan-b", "v2", host).await?;
     eventually("a ShadowDiff Event", LIMIT, || async {
         (!s.events("rt-b", "ShadowDiff").await.is_empty()).then_some(())
     })
@@ -837,10 +898,6 @@ async fn channels_reload_shadow(cp: &ControlPlane) -> Result {
     if !shown.contains("stamp 1.1.0") || !shown.contains("tessera.dev/stamp") {
         return Err(format!("tessera shadow:\n{shown}"));
     }
-
-    // The downgrade, allowed: fast goes back to 1.0.0 (v2).
-    s.apply_plugin(plugin, fast_down(true)).await?;
-    s.wait_stamp("chan-a", "v2", &host).await?;
     Ok(())
 }
 
