@@ -18,6 +18,9 @@ use crate::crd::Plugin;
 use crate::fence::Fence;
 use crate::metrics::{Health, Metrics, serve};
 
+mod stop;
+pub use stop::Stop;
+
 /// Leader election on a `coordination.k8s.io/v1` Lease.
 #[derive(Debug, Clone)]
 pub struct LeaderElection {
@@ -47,6 +50,8 @@ pub struct OperatorOptions {
     pub renderer: Renderer,
     /// Pulls plugins for `Plugin` resources (`None`: registry plugins are not used).
     pub fetcher: Option<Arc<crate::plugins::Fetcher>>,
+    /// The stop signal, listened for since the process started.
+    pub stop: Stop,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -169,8 +174,48 @@ async fn gardener_client(
     client_with_url(path, Some(fence), options.gardener_requests_per_second).await
 }
 
-/// Run until a shutdown signal (or the loss of the lease).
+/// Run until a shutdown signal (or the loss of the lease). Until it leads the host has
+/// nothing to finish, so a stop signal ends it at once (a standby, or a host still
+/// connecting, is stopped on every rollout).
 pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
+    let stop = options.stop.clone();
+    let (ctx, lost) = tokio::select! {
+        started = connect_and_lead(options) => started?,
+        _ = stop.requested() => {
+            tracing::info!("stopped before leading: nothing to finish");
+            return Ok(());
+        }
+    };
+    ctx.metrics.set_leader(true);
+    let _watchdogs = crate::controllers::watchdogs(&ctx);
+    prepare(&ctx).await;
+    let controllers = run_until_stopped(ctx.clone(), &stop);
+    match lost {
+        None => {
+            controllers.await;
+            Ok(())
+        }
+        Some(lost) => tokio::select! {
+            _ = controllers => Ok(()),
+            error = lost => {
+                ctx.metrics.set_leader(false);
+                Err(error)
+            }
+        },
+    }
+}
+
+/// Connect, serve health, and wait for the lease: the controllers' context, and (with
+/// leader election) the future that ends when leadership is lost.
+async fn connect_and_lead(
+    options: OperatorOptions,
+) -> Result<
+    (
+        Arc<Context>,
+        Option<impl std::future::Future<Output = OperatorError>>,
+    ),
+    OperatorError,
+> {
     // Every client the host writes with passes the fence; the lease's own does not.
     let fence = match options.leader_election {
         Some(_) => Fence::closed(),
@@ -189,7 +234,7 @@ pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
         .map(|l| l.identity.clone())
         .unwrap_or_else(default_identity);
     let clients = Clients {
-        control: control.clone(),
+        control,
         gardener,
         gardener_url,
         fence: fence.clone(),
@@ -199,7 +244,7 @@ pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
         clients,
         options.renderer,
         options.config,
-        metrics.clone(),
+        metrics,
         identity,
         options.fetcher,
     );
@@ -207,23 +252,7 @@ pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
         Some(election) => Some(lead(lease_client, election, fence).await?),
         None => None,
     };
-    metrics.set_leader(true);
-    let _watchdogs = crate::controllers::watchdogs(&ctx);
-    prepare(&ctx, &control).await;
-    let controllers = run_until_stopped(ctx.clone());
-    match lost {
-        None => {
-            controllers.await;
-            Ok(())
-        }
-        Some(lost) => tokio::select! {
-            _ = controllers => Ok(()),
-            error = lost => {
-                metrics.set_leader(false);
-                Err(error)
-            }
-        },
-    }
+    Ok((ctx, lost))
 }
 
 /// How long the controllers may finish the reconciles they run after SIGTERM or SIGINT. A
@@ -233,30 +262,13 @@ pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Run the controllers until they stop after a signal, or [`SHUTDOWN_GRACE`] after it.
-async fn run_until_stopped(ctx: Arc<Context>) {
+async fn run_until_stopped(ctx: Arc<Context>, stop: &Stop) {
     tokio::select! {
         _ = run_controllers(ctx) => {}
-        _ = after_signal(SHUTDOWN_GRACE) => {
+        _ = stop.after(SHUTDOWN_GRACE) => {
             tracing::warn!(grace_s = SHUTDOWN_GRACE.as_secs(), "reconciles still running after the grace that follows a stop signal; exiting without them (each resumes from what it wrote)");
         }
     }
-}
-
-/// Resolves `grace` after the first SIGTERM or SIGINT.
-async fn after_signal(grace: std::time::Duration) {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-    tokio::time::sleep(grace).await;
 }
 
 /// Serve `/metrics`, `/healthz` and `/readyz`.
@@ -325,15 +337,16 @@ async fn lead(
 
 /// Before the controllers start: sweep orphaned kubeconfig Secrets, and note which
 /// Plugins the first resolution waits for.
-async fn prepare(ctx: &Arc<Context>, control: &Client) {
+async fn prepare(ctx: &Arc<Context>) {
     if ctx.config.controllers == Controllers::All {
-        sweep_kubeconfig_secrets(ctx, control).await;
+        sweep_kubeconfig_secrets(ctx).await;
     }
-    list_plugins(ctx, control).await;
+    list_plugins(ctx).await;
 }
 
-async fn sweep_kubeconfig_secrets(ctx: &Arc<Context>, control: &Client) {
-    match kubeconfig::remove_orphaned_secrets(control, ctx.config.namespace.as_deref()).await {
+async fn sweep_kubeconfig_secrets(ctx: &Arc<Context>) {
+    let namespace = ctx.config.namespace.as_deref();
+    match kubeconfig::remove_orphaned_secrets(&ctx.client, namespace).await {
         Ok(0) => {}
         Ok(n) => tracing::info!(removed = n, "removed orphaned kubeconfig Secrets"),
         Err(e) => tracing::warn!(error = %e, "could not sweep orphaned kubeconfig Secrets"),
@@ -341,7 +354,7 @@ async fn sweep_kubeconfig_secrets(ctx: &Arc<Context>, control: &Client) {
 }
 
 /// The Plugins the first catalog waits for.
-async fn list_plugins(ctx: &Arc<Context>, control: &Client) {
+async fn list_plugins(ctx: &Arc<Context>) {
     if ctx.fetcher.is_none() {
         return;
     }
@@ -349,7 +362,7 @@ async fn list_plugins(ctx: &Arc<Context>, control: &Client) {
     if let Some(selector) = &ctx.config.plugin_selector {
         params = params.labels(selector);
     }
-    match Api::<Plugin>::all(control.clone())
+    match Api::<Plugin>::all(ctx.client.clone())
         .list_metadata(&params)
         .await
     {

@@ -460,6 +460,22 @@ impl Host {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// SIGTERM, as the kubelet stops a container; how the process ended, if it did within
+    /// `limit`.
+    pub fn terminate(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let pid = libc::pid_t::try_from(self.child.id()).ok()?;
+        // SAFETY: signalling our own child, which has not been reaped (we own it).
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        None
+    }
+
     /// SIGKILL, as a crash would.
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -52,6 +52,7 @@ pub fn json_of(cluster: &Cluster, args: &[&str]) -> Result<Value> {
 }
 
 pub fn helm(cp: &ControlPlane, args: &[&str]) -> Result<String> {
+    let started = Instant::now();
     let out = std::process::Command::new(helm_bin())
         .args(args)
         .arg("--kubeconfig")
@@ -66,6 +67,7 @@ pub fn helm(cp: &ControlPlane, args: &[&str]) -> Result<String> {
             String::from_utf8_lossy(&out.stderr)
         ));
     }
+    eprintln!("  helm {}: took {:.1?}", args[0], started.elapsed());
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
@@ -74,6 +76,7 @@ pub fn wait_for<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> Result<T
     let started = Instant::now();
     while started.elapsed() < LIMIT {
         if let Some(v) = probe() {
+            eprintln!("  {what}: after {:.1?}", started.elapsed());
             return Ok(v);
         }
         std::thread::sleep(Duration::from_millis(500));

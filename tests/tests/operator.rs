@@ -1301,6 +1301,45 @@ async fn two_hosts_one_leader(cp: &ControlPlane) -> Result {
     Ok(())
 }
 
+/// SIGTERM ends a host cleanly whether it leads or stands by. In a pod the host is PID 1,
+/// which ignores a signal it has no handler for: a standby without one sat out the
+/// kubelet's 30 s grace on every rollout and uninstall.
+async fn hosts_stop_on_sigterm(cp: &ControlPlane) -> Result {
+    let s = Scenario::new(cp, "t-stop").await;
+    let mut hosts = [s.host("a", &[]), s.host("b", &[])];
+    eventually("one host leading, the other waiting", LIMIT, || async {
+        let logs = hosts.each_ref().map(|h| h.logs());
+        let leading = logs.iter().filter(|l| l.contains("became leader")).count();
+        let waited = logs
+            .iter()
+            .all(|l| l.contains("waiting for the leader lease"));
+        (leading == 1 && waited).then_some(())
+    })
+    .await?;
+    let standby = hosts
+        .iter()
+        .position(|h| !h.logs().contains("became leader"))
+        .ok_or("no standby")?;
+    for host in &mut hosts {
+        match host.terminate(Duration::from_secs(30)) {
+            Some(status) if status.success() => {}
+            ended => {
+                return Err(format!(
+                    "SIGTERM ended a host with {ended:?} (None: still running):\n{}",
+                    tail(&host.logs(), 15)
+                ));
+            }
+        }
+    }
+    if !hosts[standby].logs().contains("stopped before leading") {
+        return Err(format!(
+            "the standby did not say it stopped before leading:\n{}",
+            tail(&hosts[standby].logs(), 15)
+        ));
+    }
+    Ok(())
+}
+
 async fn runtime_cluster_bindings(s: &Scenario<'_>, id: &str) -> Vec<String> {
     let crbs: Api<ClusterRoleBinding> = Api::all(s.runtime_client.clone());
     let mut users: Vec<String> = crbs
@@ -1618,6 +1657,7 @@ fn main() {
             scenario!(killed_mid_provisioning),
             scenario!(invalid_runtimes),
             scenario!(two_hosts_one_leader),
+            scenario!(hosts_stop_on_sigterm),
             scenario!(admins_follow_spec),
             scenario!(force_patch_and_suspend),
             scenario!(oidc_objects),

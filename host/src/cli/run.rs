@@ -10,7 +10,7 @@ use clap::Args;
 use tessera::controllers::{Controllers, KimTakeover, OperatorConfig, Renderer, RequeueTimes};
 use tessera::kubeconfig::KubeconfigPolicy;
 use tessera::oci::{ContentStore, TrustPolicy};
-use tessera::operator::{LeaderElection, OperatorOptions, default_identity};
+use tessera::operator::{LeaderElection, OperatorOptions, Stop, default_identity};
 use tessera::plugins::template::Resolver;
 use tessera::plugins::{
     Catalog, ChainConfig, ChainTemplate, DraftCache, Fetcher, ShootChain, default_plugin_dir,
@@ -254,6 +254,15 @@ fn check_stall_timeout(args: &RunArgs) -> anyhow::Result<()> {
 pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
     check_args(&args)?;
     tracing::info!(version = super::VERSION, "tessera run starting");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    // Heard from now on: compiling the plugins below takes a while.
+    let stop = {
+        let _in_runtime = runtime.enter();
+        Stop::listen().context("cannot listen for SIGTERM and SIGINT")?
+    };
     let config = match &args.config {
         Some(path) => ChainConfig::from_file(path)?,
         None => ChainConfig::default(),
@@ -290,11 +299,8 @@ pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
             memo: Arc::new(DraftCache::new(render_cache_mib << 20)),
         },
         fetcher: Some(fetcher),
+        stop,
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
     runtime.block_on(tessera::operator::run(options))?;
     Ok(ExitCode::SUCCESS)
 }
