@@ -123,28 +123,7 @@ fn stalled_leader_restarts(cp: &ControlPlane, relay: &Blackhole) -> Result {
         (restarts(cp, &leader)? > before).then_some(())
     })
     .map_err(|e| format!("{e}\n{}", diagnose(cp)))?;
-    // The kubelet's Event does not carry the body; the stopped container's log says why.
-    let events = kubectl_ok(&cp.garden, &["-n", NS, "get", "events"])?;
-    if !events
-        .lines()
-        .any(|l| l.contains(&leader) && l.contains("Liveness probe failed"))
-    {
-        return Err(format!("no failed liveness probe of {leader}:\n{events}"));
-    }
-    let previous = kubectl_ok(&cp.garden, &["-n", NS, "logs", &leader, "--previous"])?;
-    let stalled = previous
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .any(|line| {
-            line["fields"]["message"] == "controller stalled: /healthz fails until it moves"
-                && line["fields"]["controller"] == "moduleset"
-                && line["fields"]["object"] == format!("ModuleSet/{NS}/local")
-        });
-    if !stalled {
-        return Err(format!(
-            "the stopped container did not log the stalled ModuleSet:\n{previous}"
-        ));
-    }
+    stopped_after_stalling(cp, &leader)?;
     wait_for("the change carried out after the restart", || {
         let set = json_of(&cp.garden, &["-n", NS, "get", "moduleset", "local"]).ok()?;
         (set["status"]["observedGeneration"].as_i64() >= Some(generation)
@@ -152,6 +131,42 @@ fn stalled_leader_restarts(cp: &ControlPlane, relay: &Blackhole) -> Result {
             .then_some(())
     })
     .map_err(|e| format!("{e}\n{}", diagnose(cp)))
+}
+
+/// `pod`'s container was restarted by the kubelet, not crashed: the stopped container logged
+/// the stall, then the kubelet's SIGTERM (a pod that is not being deleted is stopped so
+/// only for a failed probe), and exited cleanly. The kubelet's "Liveness probe failed"
+/// Event is not relied on: it drops a pod's Events beyond a budget, which the start-up
+/// probes may have spent.
+fn stopped_after_stalling(cp: &ControlPlane, pod: &str) -> Result {
+    let status = json_of(&cp.garden, &["-n", NS, "get", "pod", pod])?;
+    let ended = &status["status"]["containerStatuses"][0]["lastState"]["terminated"];
+    if ended["exitCode"] != 0 {
+        return Err(format!("{pod}'s container did not stop cleanly: {ended}"));
+    }
+    let previous = kubectl_ok(&cp.garden, &["-n", NS, "logs", pod, "--previous"])?;
+    let said = |line: &Value| {
+        if line["fields"]["message"] == "stop signal received" {
+            Some("stop")
+        } else {
+            let stalled = line["fields"]["message"]
+                == "controller stalled: /healthz fails until it moves"
+                && line["fields"]["controller"] == "moduleset"
+                && line["fields"]["object"] == format!("ModuleSet/{NS}/local");
+            stalled.then_some("stalled")
+        }
+    };
+    let order: Vec<&str> = previous
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|line| said(&line))
+        .collect();
+    if order.first() != Some(&"stalled") || !order.contains(&"stop") {
+        return Err(format!(
+            "the stopped container did not log the stalled ModuleSet, then the stop signal ({order:?}):\n{previous}"
+        ));
+    }
+    Ok(())
 }
 
 /// Each running host pod's (name, image digest as the kubelet reports it, version its

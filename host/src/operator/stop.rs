@@ -19,10 +19,11 @@ impl Stop {
         let mut interrupt = signal(SignalKind::interrupt())?;
         let (tx, rx) = watch::channel(false);
         tokio::spawn(async move {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = interrupt.recv() => {}
-            }
+            let signal = tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = interrupt.recv() => "SIGINT",
+            };
+            tracing::info!(signal, "stop signal received");
             let _ = tx.send(true);
         });
         Ok(Self(rx))
