@@ -216,6 +216,18 @@ fn write_values(dir: &Path, values: &Value) -> String {
     path.display().to_string()
 }
 
+/// A directory on the node every host pod keeps its precompiled plugins in (the pods run
+/// as a non-root user): only the first pods compile; a failover's or an upgrade's new pod
+/// starts at once, as with a shared volume in production.
+fn shared_cache(dir: &Path) -> Result<Value> {
+    use std::os::unix::fs::PermissionsExt;
+    let cache = dir.join("wasm-cache");
+    std::fs::create_dir_all(&cache).map_err(|e| format!("{}: {e}", cache.display()))?;
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777))
+        .map_err(|e| format!("{}: {e}", cache.display()))?;
+    Ok(json!({"hostPath": {"path": cache, "type": "Directory"}}))
+}
+
 /// Both images on the node, the prerequisites, then `helm install --wait`; the host reaches
 /// its API server at `api_port` on the bridge.
 pub fn install(cp: &ControlPlane, registry: &TestRegistry, dir: &Path, api_port: u16) -> Result {
@@ -227,7 +239,9 @@ pub fn install(cp: &ControlPlane, registry: &TestRegistry, dir: &Path, api_port:
     gardener_secret(cp)?;
     module_plugins(cp, registry)?;
     let chart = crate::workspace().join("charts/tessera");
-    let values = write_values(dir, &values(cp, registry, "dev", api_port));
+    let mut values = values(cp, registry, "dev", api_port);
+    values["plugins"]["cacheVolume"] = shared_cache(dir)?;
+    let values = write_values(dir, &values);
     let chart = chart.display().to_string();
     helm(
         cp,

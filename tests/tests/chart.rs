@@ -160,6 +160,30 @@ fn chart_runs_least_privileged() {
     );
 }
 
+/// The precompiled plugins live on an emptyDir unless the operator names a volume the pods
+/// share.
+#[test]
+fn chart_keeps_precompiled_plugins_where_told() {
+    let cache = |sets: &[&str]| {
+        let docs = documents(&template(sets));
+        let deployment = find(&docs, "Deployment", "tessera-tessera").expect("Deployment");
+        let volumes = deployment["spec"]["template"]["spec"]["volumes"].clone();
+        let volumes = volumes.as_array().cloned().unwrap_or_default();
+        volumes
+            .into_iter()
+            .find(|v| v["name"] == "cache")
+            .expect("the cache volume")
+    };
+    assert_eq!(
+        cache(&[]),
+        serde_json::json!({"name": "cache", "emptyDir": {}})
+    );
+    assert_eq!(
+        cache(&["plugins.cacheVolume.persistentVolumeClaim.claimName=tessera-wasm"]),
+        serde_json::json!({"name": "cache", "persistentVolumeClaim": {"claimName": "tessera-wasm"}})
+    );
+}
+
 /// The image `./x image` names (repository:appVersion), another tag, or a pinned digest.
 #[test]
 fn chart_image_is_a_tag_or_a_digest() {

@@ -73,18 +73,15 @@ impl CacheKey {
         if let Some(dir) = path.parent() {
             fs::create_dir_all(dir).map_err(|e| fail(&e))?;
         }
-        // Written whole under a private name, then linked into place: a host starting at the
-        // same moment reads either no key or a complete one, never a half-written file.
-        let temp = path.with_extension(format!("tmp.{}", std::process::id()));
-        let mut options = fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let written = options
-            .open(&temp)
-            .and_then(|mut file| file.write_all(&bytes))
-            .and_then(|()| fs::hard_link(&temp, path));
-        let _ = fs::remove_file(&temp);
+        // Written whole under a private name (mode 0600), then linked into place: a host
+        // starting at the same moment reads either no key or a complete one, never a
+        // half-written file.
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let written = tempfile::Builder::new()
+            .prefix(".cache-key.")
+            .tempfile_in(dir)
+            .and_then(|mut file| file.write_all(&bytes).map(|()| file))
+            .and_then(|file| file.persist_noclobber(path).map(drop).map_err(|e| e.error));
         match written {
             Ok(()) => Self::from_bytes(&bytes),
             // Another process created it first: use theirs.
@@ -191,21 +188,23 @@ impl PrecompiledCache {
         }
     }
 
-    /// Store the precompiled form of the component with `digest`.
+    /// Store the precompiled form of the component with `digest`. Written to a file of its
+    /// own, then renamed: hosts sharing the directory (every pod's host is PID 1, so a name
+    /// made of the process id is not unique) never write into each other's file.
     pub fn put(&self, digest: &str, artifact: &[u8]) -> std::io::Result<()> {
-        let tmp = self
-            .dir
-            .join(format!(".{digest}.{}.tmp", std::process::id()));
-        {
-            let mut file = fs::File::create(&tmp)?;
-            let digest = hex_to_bytes(digest);
-            file.write_all(MAGIC)?;
-            file.write_all(&digest)?;
-            file.write_all(self.key.tag(&digest, artifact).as_ref())?;
-            file.write_all(artifact)?;
-            file.sync_all()?;
-        }
-        fs::rename(&tmp, self.path(digest))
+        let mut file = tempfile::Builder::new()
+            .prefix(&format!(".{digest}."))
+            .suffix(".tmp")
+            .tempfile_in(&self.dir)?;
+        let bytes = hex_to_bytes(digest);
+        file.write_all(MAGIC)?;
+        file.write_all(&bytes)?;
+        file.write_all(self.key.tag(&bytes, artifact).as_ref())?;
+        file.write_all(artifact)?;
+        file.as_file().sync_all()?;
+        file.persist(self.path(digest))
+            .map(drop)
+            .map_err(|e| e.error)
     }
 }
 
@@ -270,5 +269,30 @@ mod tests {
             let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o600);
         }
+    }
+
+    #[test]
+    fn writers_sharing_the_directory_do_not_spoil_each_others_artifact() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = CacheKey::from_bytes(&[7u8; 32]).unwrap();
+        let cache = PrecompiledCache {
+            dir: dir.path().to_path_buf(),
+            key: key.clone(),
+        };
+        let digest = hex::encode(Sha256::digest(b"component"));
+        let artifact = vec![42u8; 4 << 20];
+        // Threads share a process id, as the hosts of two pods (each PID 1) do.
+        std::thread::scope(|scope| {
+            let writers: Vec<_> = (0..4)
+                .map(|_| scope.spawn(|| cache.put(&digest, &artifact)))
+                .collect();
+            for writer in writers {
+                writer.join().unwrap().expect("every write succeeds");
+            }
+        });
+        let stored = fs::read(cache.path(&digest)).unwrap();
+        assert_eq!(verify(&key, &stored, &digest), Some(&artifact[..]));
+        let left: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "no temporary file is left: {left:?}");
     }
 }
