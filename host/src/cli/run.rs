@@ -113,7 +113,7 @@ pub struct RunArgs {
     /// within it, without a restart.
     #[arg(long, default_value = "60s", value_parser = duration)]
     plugin_resync: Duration,
-    /// Memory for drafts of earlier renders, MiB (their parsed size, roughly). A render whose inputs
+    /// Memory for drafts of earlier renders, MiB (their JSON text, charged exactly). A render whose inputs
     /// (Runtime, current Shoot, plugin digests, configurations, limits, grants) were seen
     /// before runs no plugin; a rollout of one plugin re-runs it and the steps after it.
     /// 0 turns the cache off.

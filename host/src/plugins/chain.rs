@@ -265,7 +265,7 @@ impl ShootChain {
             (Some(memo), Some(keys)) => resume(memo, keys),
             _ => None,
         }
-        .map(|(done, hit)| (done, hit.shoot.clone(), hit.warnings.clone()))
+        .and_then(|(done, hit)| Some((done, hit.shoot()?, hit.warnings.clone())))
         .unwrap_or_else(|| (0, identity.draft(), Vec::new()));
         let mut timings = Vec::with_capacity(self.steps.len() - start);
         for (index, step) in self.steps.iter().enumerate().skip(start) {
@@ -275,7 +275,7 @@ impl ShootChain {
             timings.push((name.to_string(), started.elapsed()));
             warnings.extend(output.warnings.into_iter().map(|w| (name.to_string(), w)));
             if let (Some(memo), Some(keys)) = (memo, &keys) {
-                memo.put(keys[index + 1], Memo::new(shoot.clone(), warnings.clone()));
+                memo.put(keys[index + 1], Memo::new(&shoot, warnings.clone()));
             }
         }
         Ok(ChainOutput {

@@ -19,28 +19,43 @@ use sha2::{Digest, Sha256};
 /// A content hash.
 pub type Key = [u8; 32];
 
-/// The draft after a step, with every warning of the steps up to it.
+/// The draft after a step, with every warning of the steps up to it. The draft is kept as
+/// its JSON text and parsed on a hit: a third of a parsed `Value`'s size, and charged
+/// exactly (charging a parsed draft by an estimate let a 64 MiB budget hold 156 MiB at
+/// 1,000 Runtimes, docs/performance.md).
 #[derive(Debug)]
 pub struct Memo {
-    pub shoot: Value,
+    draft: Box<[u8]>,
     /// (plugin, warning)
     pub warnings: Vec<(String, String)>,
-    /// What the entry is charged against the budget ([`weight`]).
+    /// What the entry is charged against the budget.
     bytes: usize,
 }
 
+/// What an entry costs besides its text: the key in its map slot, the `Arc`, the boxes.
+const ENTRY_OVERHEAD: usize = 128;
+
 impl Memo {
-    pub fn new(shoot: Value, warnings: Vec<(String, String)>) -> Self {
-        let bytes = weight(&shoot)
+    pub fn new(shoot: &Value, warnings: Vec<(String, String)>) -> Self {
+        let draft = serde_json::to_vec(shoot)
+            .unwrap_or_default()
+            .into_boxed_slice();
+        let bytes = ENTRY_OVERHEAD
+            + draft.len()
             + warnings
                 .iter()
-                .map(|(p, w)| p.len() + w.len())
+                .map(|(p, w)| p.len() + w.len() + 48)
                 .sum::<usize>();
         Self {
-            shoot,
+            draft,
             warnings,
             bytes,
         }
+    }
+
+    /// The draft, parsed again; `None` if it does not parse (then the render runs the steps).
+    pub fn shoot(&self) -> Option<Value> {
+        serde_json::from_slice(&self.draft).ok()
     }
 }
 
@@ -139,20 +154,6 @@ impl Generations {
     }
 }
 
-/// Memory a parsed document takes, roughly: its strings plus a fixed cost per value for the
-/// enum, the map entry and the allocator (charging the JSON length alone let a host with
-/// 1,000 Runtimes grow to 540 MiB under a 64 MiB budget).
-pub fn weight(value: &Value) -> usize {
-    const PER_VALUE: usize = 96;
-    PER_VALUE
-        + match value {
-            Value::String(s) => s.len(),
-            Value::Array(items) => items.iter().map(weight).sum(),
-            Value::Object(map) => map.iter().map(|(k, v)| k.len() + weight(v)).sum(),
-            _ => 0,
-        }
-}
-
 /// Hash `parts` in order, each length-prefixed so that no two lists of parts collide.
 pub fn key_of(parts: &[&[u8]]) -> Key {
     let mut hasher = Sha256::new();
@@ -168,8 +169,8 @@ mod tests {
     use super::*;
 
     fn memo(n: usize) -> Memo {
-        // 96 for the number, 4 for the warning: 100 bytes.
-        Memo::new(Value::from(n), vec![("p".into(), "w".repeat(3))])
+        // 128 + 2 digits, 4 + 48 for the warning: 182 bytes.
+        Memo::new(&Value::from(n + 10), vec![("p".into(), "w".repeat(3))])
     }
 
     #[test]
@@ -180,11 +181,11 @@ mod tests {
 
     #[test]
     fn stays_within_its_budget_and_keeps_what_is_used() {
-        let cache = DraftCache::new(1000);
+        let cache = DraftCache::new(1820);
         cache.put(key_of(&[b"kept"]), memo(0));
         for i in 0..100u32 {
             cache.put(key_of(&[&i.to_le_bytes()]), memo(i as usize));
-            assert!(cache.bytes() <= 1000, "{} bytes", cache.bytes());
+            assert!(cache.bytes() <= 1820, "{} bytes", cache.bytes());
             assert!(
                 cache.get(&key_of(&[b"kept"])).is_some(),
                 "a draft used in every generation is lost after {i} inserts"
@@ -192,14 +193,23 @@ mod tests {
         }
         assert!(cache.get(&key_of(&[&0u32.to_le_bytes()])).is_none());
         assert_eq!(
-            cache.get(&key_of(&[&99u32.to_le_bytes()])).unwrap().shoot,
-            99
+            cache.get(&key_of(&[&99u32.to_le_bytes()])).unwrap().shoot(),
+            Some(Value::from(109))
         );
     }
 
     #[test]
+    fn a_draft_is_charged_its_text() {
+        let shoot = serde_json::json!({"spec": {"region": "eu-central-1", "workers": [1, 2]}});
+        let text = serde_json::to_vec(&shoot).unwrap().len();
+        let memo = Memo::new(&shoot, Vec::new());
+        assert_eq!(memo.bytes, ENTRY_OVERHEAD + text);
+        assert_eq!(memo.shoot(), Some(shoot));
+    }
+
+    #[test]
     fn a_draft_larger_than_half_the_budget_is_not_kept() {
-        let cache = DraftCache::new(100);
+        let cache = DraftCache::new(300);
         cache.put(key_of(&[b"big"]), memo(1));
         assert!(cache.is_empty());
     }
