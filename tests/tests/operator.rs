@@ -17,6 +17,7 @@ use tessera::gardener::shoot_resource;
 use tessera_tests::env::{ControlPlane, Host};
 use tessera_tests::gardener_sim::{Failure, Script, ShootScript};
 use tessera_tests::probe::{client_for, eventually, http_get, tail};
+use tessera_tests::rollout::metric_sum;
 
 #[path = "operator/access.rs"]
 mod access;
@@ -419,26 +420,47 @@ async fn patch_then_noop(cp: &ControlPlane) -> Result {
             .then_some(rt)
     })
     .await?;
-    // No-op resync: a fresh host reconciles everything once and must write nothing. The
-    // same observation saw the patch (positive control).
     let before = versions(&s, "rt-patch", "patch").await;
     if before == ready {
         return Err(format!("the versions did not show the patch: {before:?}"));
     }
     host.kill();
-    let host2 = s.host("b", &[]);
-    eventually("the new host to lead", LIMIT, || async {
-        host2.logs().contains("became leader").then_some(())
-    })
-    .await?;
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let after = versions(&s, "rt-patch", "patch").await;
-    if before != after {
-        return Err(format!("a no-op resync wrote: {before:?} → {after:?}"));
-    }
+    let _host = noop_resync(&s, "patch", before).await?;
     s.no_refusals("patch")?;
     recorded_step_replays(&s, "rt-patch", "patch").await?;
     render_history(&s, "rt-patch", "patch").await
+}
+
+/// A no-op resync: a fresh host reconciles the settled Runtime of Shoot `shoot` once and
+/// writes nothing (`versions` as `before`, which saw a patch: the positive control), and it
+/// judges the Runtime from its watch of Shoots: not one read of the Shoot from Gardener
+/// (the first host's reads are the counter's positive control). The new host goes on.
+async fn noop_resync(s: &Scenario<'_>, shoot: &str, before: Vec<Option<String>>) -> Result<Host> {
+    let reads = |stats: &Value| stats["byObject"][format!("shoot/{shoot}")]["reads"].as_u64();
+    let earlier = reads(&s.cp.sim_stats()).ok_or("the first host never read the Shoot")?;
+    let host = s.host("b", &[]);
+    let addr = host
+        .metrics_addr(LIMIT)
+        .ok_or("the new host logged no metrics address")?;
+    eventually("the new host to reconcile the Runtime", LIMIT, || async {
+        let metrics = http_get(&addr, "/metrics").await.ok()?;
+        let runtime = [("controller", "runtime")];
+        (metric_sum(&metrics, "tessera_reconciles_total", &runtime) >= 1.0).then_some(())
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = versions(s, "rt-patch", shoot).await;
+    if before != after {
+        return Err(format!("a no-op resync wrote: {before:?} → {after:?}"));
+    }
+    let read = reads(&s.cp.sim_stats()).unwrap_or(0) - earlier;
+    if read > 0 {
+        return Err(format!(
+            "the restarted host read Shoot {shoot} {read} time(s) from Gardener; a settled Runtime is judged from the watch of Shoots\n{}",
+            tail(&host.logs(), 20)
+        ));
+    }
+    Ok(host)
 }
 
 /// Set the first worker's maximum of Runtime `id` and wait for its Shoot to have it.

@@ -5,6 +5,7 @@
 mod errors;
 mod kubeconfig;
 mod shoot;
+mod shoot_cache;
 
 pub(crate) use errors::{
     ErrorClass, FORCE_DELETION_CODES, GardenerFailure, classify_codes, gardener_failure,
@@ -15,6 +16,7 @@ pub(crate) use shoot::LastOperation;
 pub use shoot::shoot_resource;
 pub(crate) use shoot::{
     CONFIRM_DELETION, FORCE_DELETION, OPERATION_ANNOTATION, ShootClient, ShootError, ShootProgress,
+    Source as ShootSource,
 };
 
 pub(crate) use crate::crd::FIELD_MANAGER;

@@ -8,7 +8,10 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 
+use std::sync::Arc;
+
 use super::FIELD_MANAGER;
+use super::shoot_cache::ShootCache;
 use crate::api;
 use crate::plugins::ShootIdentity;
 
@@ -108,16 +111,37 @@ fn name_of(shoot: &DynamicObject) -> (&str, &str) {
     )
 }
 
+/// How long a read waits for the watch of Shoots to finish listing (at start-up, after a
+/// failure) before asking Gardener: the first list of 10,000 Shoots takes seconds.
+const CACHE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Where a Shoot read came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// The watch's cache: judge by it, but read afresh before writing.
+    Cache,
+    /// Gardener, just now.
+    Gardener,
+}
+
 /// Shoots in one Gardener project namespace or another, through one client.
 #[derive(Clone)]
 pub(crate) struct ShootClient {
     client: Client,
     url: String,
+    /// What the watch of Shoots saw, and what this host saw since.
+    cache: Arc<ShootCache>,
 }
 
 impl ShootClient {
     pub(crate) fn new(client: Client, url: String) -> Self {
-        Self { client, url }
+        let cache = Arc::default();
+        Self { client, url, cache }
+    }
+
+    /// The cache the watch of Shoots fills.
+    pub(crate) fn cache(&self) -> &ShootCache {
+        &self.cache
     }
 
     /// The Gardener API server, for messages.
@@ -139,7 +163,40 @@ impl ShootClient {
         namespace: &str,
         name: &str,
     ) -> Result<Option<DynamicObject>, ShootError> {
-        Ok(self.api(namespace).get_opt(name).await?)
+        let shoot = self.api(namespace).get_opt(name).await?;
+        match &shoot {
+            Some(s) => self.cache.saw(s),
+            None => self.cache.changed(namespace, name),
+        }
+        Ok(shoot)
+    }
+
+    /// The Shoot from the cache when it can answer for it, else from Gardener.
+    pub(crate) async fn read(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(Option<DynamicObject>, Source), ShootError> {
+        match self.cache.get(namespace, name, CACHE_PATIENCE).await {
+            Some(shoot) => Ok((Some(shoot), Source::Cache)),
+            None => Ok((self.get(namespace, name).await?, Source::Gardener)),
+        }
+    }
+
+    /// The outcome of a write of Shoot `namespace/name`. A failed write may have changed
+    /// it all the same (a timeout) or found it changed (a conflict): it is read from
+    /// Gardener again until the watch shows it anew.
+    fn wrote(
+        &self,
+        namespace: &str,
+        name: &str,
+        written: kube::Result<DynamicObject>,
+    ) -> Result<DynamicObject, ShootError> {
+        match &written {
+            Ok(shoot) => self.cache.saw(shoot),
+            Err(_) => self.cache.changed(namespace, name),
+        }
+        Ok(written?)
     }
 
     /// Create or update the Shoot with server-side apply as field manager `tessera`, after
@@ -154,10 +211,11 @@ impl ShootClient {
             return Err(ShootError::Identity(format!("{identity}: {why}")));
         }
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        Ok(self
+        let written = self
             .api(&identity.namespace)
             .patch(&identity.name, &params, &Patch::Apply(shoot))
-            .await?)
+            .await;
+        self.wrote(&identity.namespace, &identity.name, written)
     }
 
     /// Merge annotations into exactly `shoot` as read (its uid and resourceVersion are
@@ -178,10 +236,11 @@ impl ShootClient {
             "annotations": map,
         } });
         let (namespace, name) = name_of(shoot);
-        Ok(self
+        let written = self
             .api(namespace)
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?)
+            .await;
+        self.wrote(namespace, name, written)
     }
 
     fn seeds(&self) -> Api<DynamicObject> {
@@ -223,10 +282,11 @@ impl ShootClient {
             "managedFields": entries,
         } });
         let (namespace, name) = name_of(shoot);
-        Ok(self
+        let written = self
             .api(namespace)
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?)
+            .await;
+        self.wrote(namespace, name, written)
     }
 
     /// Ask Gardener to delete exactly `shoot` (its uid is a precondition: a Shoot recreated
@@ -241,6 +301,7 @@ impl ShootClient {
             }),
             ..DeleteParams::default()
         };
+        self.cache.changed(namespace, name);
         match self.api(namespace).delete(name, &params).await {
             Ok(_) => Ok(()),
             Err(e) if api::is_not_found(&e) => Ok(()),

@@ -62,6 +62,9 @@ pub(crate) struct Stats {
     pub writes: std::sync::atomic::AtomicU64,
     pub lease_requests: std::sync::atomic::AtomicU64,
     pub watches: std::sync::atomic::AtomicU64,
+    /// Requests Gardener would answer on a real landscape (its API groups, the project
+    /// namespaces), leases aside.
+    pub gardener_requests: std::sync::atomic::AtomicU64,
     /// Admin kubeconfigs requested (`POST …/shoots/<name>/adminkubeconfig`).
     pub admin_kubeconfigs: std::sync::atomic::AtomicU64,
     /// Writes per `namespace/<ns>` (`shoot/<name>` for Shoots, whose project namespace all

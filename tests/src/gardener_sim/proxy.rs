@@ -99,6 +99,7 @@ async fn handle(State(sim): State<Arc<Sim>>, request: Request) -> Response {
             "requests": s.requests.load(Ordering::Relaxed),
             "writes": s.writes.load(Ordering::Relaxed),
             "leaseRequests": s.lease_requests.load(Ordering::Relaxed),
+            "gardenerRequests": s.gardener_requests.load(Ordering::Relaxed),
             "watches": s.watches.load(Ordering::Relaxed),
             "adminKubeconfigs": s.admin_kubeconfigs.load(Ordering::Relaxed),
             "byObject": *s.by_object.lock().expect("stats lock"),
@@ -155,8 +156,19 @@ fn count(sim: &Sim, request: &Request) {
         return;
     }
     let query = request.uri().query().unwrap_or("");
-    if query.contains("watch=true") || query.contains("watch=1") {
+    let watch = query.contains("watch=true") || query.contains("watch=1");
+    if watch {
         s.watches.fetch_add(1, Ordering::Relaxed);
+    }
+    if gardener_side(request.uri().path()) {
+        s.gardener_requests.fetch_add(1, Ordering::Relaxed);
+    }
+    // A read of one Shoot (not a list, watch or subresource): what the Shoot cache saves.
+    if let Some((_, name, None)) = shoot_path(request.uri().path())
+        && *request.method() == Method::GET
+        && !watch
+    {
+        tally(s, &format!("shoot/{name}"), "reads");
     }
     if !matches!(
         *request.method(),
@@ -179,6 +191,13 @@ fn count(sim: &Sim, request: &Request) {
             tally(s, &format!("shoot/{name}"), "objectWrites");
         }
     }
+}
+
+/// Whether a request is Gardener's to answer on a real landscape (the local garden API
+/// server also serves the control plane): Gardener's API groups and the project
+/// namespaces (`garden-*`).
+fn gardener_side(path: &str) -> bool {
+    path.contains(".gardener.cloud/") || path.contains("/namespaces/garden-")
 }
 
 /// Note when a request about `key` arrived (`arrivals`, milliseconds since the epoch), so

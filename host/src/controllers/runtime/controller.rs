@@ -2,7 +2,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::api::Api;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
@@ -22,7 +22,7 @@ pub(crate) async fn run(ctx: Arc<Context>) {
             ),
             None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
         };
-    let controller = Controller::new(runtimes, watcher::Config::default().any_semantic());
+    let controller = kit::controller(runtimes, watcher::Config::default().any_semantic());
     let catalog = catalog_changes(&ctx, controller.store());
     let shoots = super::shoot_watch::shoot_changes(ctx.clone(), controller.store());
     controller

@@ -16,7 +16,7 @@ use crate::crd::EventReason;
 use crate::crd::{
     ConditionStatus, ConditionType, Reason, Runtime, RuntimeState, RuntimeStatus, set_condition,
 };
-use crate::gardener::{GardenerFailure, gardener_failure};
+use crate::gardener::{GardenerFailure, ShootSource, gardener_failure};
 use crate::metrics::{Dependency, GardenerCall};
 
 /// Every step of the machine, one file each in `states/` (the type `status.step` names).
@@ -49,6 +49,8 @@ pub(crate) struct Machine {
     pub(crate) status: RuntimeStatus,
     /// The Shoot as last read or written in this reconcile.
     pub(crate) shoot: Option<DynamicObject>,
+    /// Where `shoot` came from: one from the cache is read afresh before a write.
+    pub(crate) shoot_source: ShootSource,
     events: Vec<Note>,
     /// Set by `RemoveFinalizer`.
     pub(crate) finalizer_removed: bool,
@@ -71,6 +73,7 @@ impl Machine {
             ctx,
             status,
             shoot: None,
+            shoot_source: ShootSource::Gardener,
             events: Vec::new(),
             finalizer_removed: false,
             chain: None,
@@ -102,6 +105,30 @@ impl Machine {
 
     pub(crate) fn runtimes(&self) -> Api<Runtime> {
         Api::namespaced(self.ctx.client.clone(), &self.namespace())
+    }
+
+    /// Read the Shoot from Gardener if this reconcile judged it from the cache, so that a
+    /// write is decided on the Shoot as it is. `Some(step)`: judge again from `step` (the
+    /// Shoot changed, or is gone and `CreateShoot` takes over).
+    pub(crate) async fn fresh_shoot(&mut self, step: Step) -> Result<Option<Step>, ReconcileError> {
+        if self.shoot_source == ShootSource::Gardener {
+            return Ok(None);
+        }
+        let Some(cached) = self.shoot.take() else {
+            return Ok(None);
+        };
+        let meta = &cached.metadata;
+        let (namespace, name) = (
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default(),
+        );
+        self.shoot = self.ctx.shoots.get(namespace, name).await?;
+        self.shoot_source = ShootSource::Gardener;
+        Ok(match &self.shoot {
+            None => Some(Step::CreateShoot),
+            Some(s) if s.metadata.resource_version != meta.resource_version => Some(step),
+            Some(_) => None,
+        })
     }
 
     /// A failure when `shoot` is not this Runtime's to use: another Runtime's, or KIM's

@@ -1,4 +1,5 @@
-//! The watch of Shoots that wakes Runtimes. It runs on its own, with its own backoff: were
+//! The watch of Shoots that wakes Runtimes and fills the Shoot cache
+//! (`gardener::ShootCache`), from which settled Runtimes are judged. It runs on its own, with its own backoff: were
 //! it one of the controller's watches, each of its failures would pause every trigger of the
 //! controller (kube-runtime backs off the merged trigger stream), so new Runtimes would wait
 //! for Gardener's side to come back. It watches the project namespace only: a Gardener
@@ -83,7 +84,11 @@ impl Watch {
             if let Some(runtime) = self.pending.pop() {
                 return Some(runtime);
             }
-            match self.events.next().await? {
+            let event = self.events.next().await?;
+            if let Ok(event) = &event {
+                self.ctx.shoots.cache().apply(event);
+            }
+            match event {
                 Ok(
                     watcher::Event::Apply(s)
                     | watcher::Event::Delete(s)
@@ -102,6 +107,7 @@ impl Watch {
     }
 
     fn restart(&mut self) {
+        self.ctx.shoots.cache().lost();
         self.events = watcher::watcher(self.api.clone(), self.config.clone()).boxed();
     }
 

@@ -1,4 +1,5 @@
-//! Finalizer, deletion branch, and the Shoot snapshot every later step reads.
+//! Finalizer, deletion branch, and the Shoot snapshot every later step reads (from the
+//! watch's cache when it can answer for it; a step that writes reads it afresh).
 
 use kube::runtime::controller::Action;
 
@@ -6,6 +7,7 @@ use super::super::machine::{Ask, Machine, Step, Transition};
 use crate::controllers::kit::finalizer;
 use crate::controllers::{ReconcileError, labels};
 use crate::crd::{Reason, RuntimeState};
+use crate::gardener::ShootSource;
 
 pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let has_finalizer = finalizer::has(m.runtime.as_ref(), labels::RUNTIME_FINALIZER);
@@ -29,9 +31,17 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     if m.status.state.is_none() {
         m.set_state(RuntimeState::Pending);
     }
-    m.shoot = match &m.status.shoot {
-        Some(r) => m.ctx.shoots.get(&r.namespace, &r.name).await?,
-        None => None,
+    // A settled Runtime is judged from the watch's cache: no request to Gardener. One in
+    // progress reads its Shoot, so that its poll sees Gardener's progress even while the
+    // watch lags or stalls.
+    let settled = m.is_settled();
+    (m.shoot, m.shoot_source) = match &m.status.shoot {
+        Some(r) if settled => m.ctx.shoots.read(&r.namespace, &r.name).await?,
+        Some(r) => (
+            m.ctx.shoots.get(&r.namespace, &r.name).await?,
+            ShootSource::Gardener,
+        ),
+        None => (None, ShootSource::Gardener),
     };
     m.gardener_answered |= m.status.shoot.is_some();
     // No Shoot recorded: create_shoot renders the name and adopts a Shoot of that name if

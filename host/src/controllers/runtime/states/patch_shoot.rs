@@ -16,6 +16,9 @@ use crate::render::diff as shoot_diff;
 use kube::runtime::events::EventType;
 
 pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+    if let Some(again) = m.fresh_shoot(Step::SelectProcessing).await? {
+        return Ok(Transition::Next(again));
+    }
     let current = m.shoot.clone();
     let (desired, output) = match render(m, current.as_ref()).await? {
         Ok(rendered) => rendered,

@@ -5,6 +5,9 @@ use super::render::render;
 use crate::controllers::ReconcileError;
 
 pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
+    if let Some(again) = m.fresh_shoot(Step::SelectProcessing).await? {
+        return Ok(Transition::Next(again));
+    }
     let current = m.shoot.clone();
     match render(m, current.as_ref()).await? {
         Ok(_) => Ok(Transition::Next(Step::WaitForShoot)),

@@ -125,6 +125,9 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         Verdict::Done => Ok(Transition::Next(Step::HandleKubeconfig)),
         Verdict::Fatal(message) => Ok(m.fail(Reason::GardenerErrorFatal, message)),
         Verdict::Retry { message, ask, wait } => {
+            if ask && let Some(again) = m.fresh_shoot(Step::WaitForShoot).await? {
+                return Ok(Transition::Next(again));
+            }
             if ask {
                 tracing::info!(runtime = %m.id(), shoot = %name, "asking Gardener to retry");
                 let retry = [(OPERATION_ANNOTATION, Some("retry"))];

@@ -1,0 +1,292 @@
+//! The Shoots of the project as the watch of Shoots last saw them, so that a settled
+//! Runtime is judged without a request to Gardener: a restarted host (or one that took the
+//! lease over) would otherwise read every Shoot once, about N/5 seconds under Gardener's
+//! default budget of 5 requests/s (over half an hour for 10,000 Runtimes).
+//!
+//! The cache answers only for what it has caught up with. A Shoot this host read or wrote
+//! itself at a version the watch has not delivered yet is read from Gardener again (a
+//! reconcile right after a patch must not judge the Shoot from before it); so is every Shoot
+//! while the watch is down or relisting. Decisions that write to Gardener read the Shoot
+//! afresh anyway (`Machine::fresh_shoot`): the cache only saves the reads of reconciles
+//! that end with nothing to do.
+//!
+//! Shoots are kept slimmed (`api::slim`): who wrote a Shoot is what a settled Runtime's
+//! judgement needs (KIM's field manager); which fields each manager owns only a write
+//! does, and that reads the Shoot afresh.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use kube::api::DynamicObject;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+
+use super::shoot::shoot_resource;
+
+/// Shoots as the watch delivered them, and what this host knows to be newer.
+pub(crate) struct ShootCache {
+    reader: Store<DynamicObject>,
+    inner: Mutex<Inner>,
+    /// How far the watch is.
+    state: tokio::sync::watch::Sender<State>,
+}
+
+/// How far the watch of Shoots is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Listing (at start, or again after a failure): worth waiting for.
+    Listing,
+    /// A complete list went through and the watch has not failed since.
+    Synced,
+    /// The watch failed: the cache answers for nothing until the next complete list.
+    Down,
+}
+
+struct Inner {
+    writer: Writer<DynamicObject>,
+    /// Shoots this host has seen at a version the cache has not (`None`: unknown, as after
+    /// a delete): read from Gardener until the watch delivers that version (or any event
+    /// of the Shoot, for `None`).
+    ahead: HashMap<ObjectRef<DynamicObject>, Option<String>>,
+}
+
+impl Default for ShootCache {
+    fn default() -> Self {
+        let writer = Writer::new(shoot_resource());
+        Self {
+            reader: writer.as_reader(),
+            inner: Mutex::new(Inner {
+                writer,
+                ahead: HashMap::new(),
+            }),
+            state: tokio::sync::watch::Sender::new(State::Listing),
+        }
+    }
+}
+
+fn key(namespace: &str, name: &str) -> ObjectRef<DynamicObject> {
+    ObjectRef::new_with(name, shoot_resource()).within(namespace)
+}
+
+fn key_of(shoot: &DynamicObject) -> ObjectRef<DynamicObject> {
+    let meta = &shoot.metadata;
+    key(
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default(),
+    )
+}
+
+impl ShootCache {
+    /// Take one event of the watch of Shoots.
+    pub(crate) fn apply(&self, event: &watcher::Event<DynamicObject>) {
+        let event = match event {
+            watcher::Event::Apply(s) => watcher::Event::Apply(slimmed(s)),
+            watcher::Event::InitApply(s) => watcher::Event::InitApply(slimmed(s)),
+            watcher::Event::Delete(s) => watcher::Event::Delete(slimmed(s)),
+            watcher::Event::Init => watcher::Event::Init,
+            watcher::Event::InitDone => watcher::Event::InitDone,
+        };
+        let mut inner = self.inner.lock().expect("shoot cache lock");
+        inner.writer.apply_watcher_event(&event);
+        match &event {
+            watcher::Event::Apply(s) | watcher::Event::Delete(s) => caught_up(&mut inner, s),
+            // A fresh list is newer than anything this host saw before it started.
+            watcher::Event::InitDone => {
+                inner.ahead.clear();
+                self.state.send_replace(State::Synced);
+            }
+            watcher::Event::Init => {
+                self.state.send_replace(State::Listing);
+            }
+            watcher::Event::InitApply(_) => {}
+        }
+    }
+
+    /// The watch failed: the cache answers for nothing until the next complete list.
+    pub(crate) fn lost(&self) {
+        self.state.send_replace(State::Down);
+    }
+
+    /// The Shoot as cached, when the cache may answer for it; `None` means: ask Gardener
+    /// (the Shoot may still exist, or exist at a newer version). While the watch lists,
+    /// wait for the list up to `patience`: a host just started (or just leading) would
+    /// otherwise read every Shoot its first reconciles meet.
+    pub(crate) async fn get(
+        &self,
+        namespace: &str,
+        name: &str,
+        patience: std::time::Duration,
+    ) -> Option<DynamicObject> {
+        let mut state = self.state.subscribe();
+        let listed = state.wait_for(|s| *s != State::Listing);
+        let _ = tokio::time::timeout(patience, listed).await;
+        self.cached(namespace, name)
+    }
+
+    fn cached(&self, namespace: &str, name: &str) -> Option<DynamicObject> {
+        let key = key(namespace, name);
+        let inner = self.inner.lock().expect("shoot cache lock");
+        if *self.state.borrow() != State::Synced || inner.ahead.contains_key(&key) {
+            return None;
+        }
+        self.reader.get(&key).map(|s| s.as_ref().clone())
+    }
+
+    /// This host read or wrote `shoot` at its resourceVersion.
+    pub(crate) fn saw(&self, shoot: &DynamicObject) {
+        let key = key_of(shoot);
+        let version = shoot.metadata.resource_version.clone();
+        let mut inner = self.inner.lock().expect("shoot cache lock");
+        let cached = self.reader.get(&key);
+        let cached = cached
+            .as_ref()
+            .and_then(|s| s.metadata.resource_version.as_ref());
+        match version.is_some() && cached == version.as_ref() {
+            true => inner.ahead.remove(&key),
+            false => inner.ahead.insert(key, version),
+        };
+    }
+
+    /// This host changed the Shoot at a version it does not know (a delete).
+    pub(crate) fn changed(&self, namespace: &str, name: &str) {
+        let mut inner = self.inner.lock().expect("shoot cache lock");
+        inner.ahead.insert(key(namespace, name), None);
+    }
+
+    /// Shoots held (a figure for tests and benchmarks).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.reader.len()
+    }
+}
+
+fn slimmed(shoot: &DynamicObject) -> DynamicObject {
+    let mut shoot = shoot.clone();
+    crate::api::slim(&mut shoot);
+    shoot
+}
+
+/// The watch delivered `shoot`: a version this host was ahead with is caught up with.
+fn caught_up(inner: &mut Inner, shoot: &DynamicObject) {
+    let key = key_of(shoot);
+    let done = match inner.ahead.get(&key) {
+        Some(None) => true,
+        Some(Some(version)) => shoot.metadata.resource_version.as_ref() == Some(version),
+        None => false,
+    };
+    if done {
+        inner.ahead.remove(&key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+
+    fn shoot(name: &str, version: &str) -> DynamicObject {
+        let mut s = DynamicObject::new(name, &shoot_resource()).within("garden-p");
+        s.metadata.resource_version = Some(version.into());
+        s.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("tessera".into()),
+            fields_v1: Some(FieldsV1(serde_json::json!({"f:spec": {}}))),
+            ..ManagedFieldsEntry::default()
+        }]);
+        s
+    }
+
+    fn listed(cache: &ShootCache, shoots: &[DynamicObject]) {
+        cache.apply(&watcher::Event::Init);
+        for s in shoots {
+            cache.apply(&watcher::Event::InitApply(s.clone()));
+        }
+        cache.apply(&watcher::Event::InitDone);
+    }
+
+    fn version(cache: &ShootCache, name: &str) -> Option<String> {
+        cache
+            .cached("garden-p", name)
+            .and_then(|s| s.metadata.resource_version)
+    }
+
+    #[test]
+    fn answers_only_after_a_complete_list_and_not_while_the_watch_is_down() {
+        let cache = ShootCache::default();
+        cache.apply(&watcher::Event::Init);
+        cache.apply(&watcher::Event::InitApply(shoot("a", "1")));
+        assert_eq!(version(&cache, "a"), None, "half a list answers nothing");
+        cache.apply(&watcher::Event::InitDone);
+        assert_eq!(version(&cache, "a").as_deref(), Some("1"));
+        cache.lost();
+        assert_eq!(version(&cache, "a"), None, "a failed watch answers nothing");
+        listed(&cache, &[shoot("a", "2")]);
+        assert_eq!(version(&cache, "a").as_deref(), Some("2"));
+        assert_eq!(version(&cache, "b"), None);
+    }
+
+    #[test]
+    fn a_version_this_host_saw_first_is_read_from_gardener_until_the_watch_delivers_it() {
+        let cache = ShootCache::default();
+        listed(&cache, &[shoot("a", "1")]);
+        cache.saw(&shoot("a", "1"));
+        assert_eq!(version(&cache, "a").as_deref(), Some("1"), "already cached");
+        cache.saw(&shoot("a", "5"));
+        assert_eq!(version(&cache, "a"), None, "the cache is behind this host");
+        cache.apply(&watcher::Event::Apply(shoot("a", "3")));
+        assert_eq!(version(&cache, "a"), None, "still behind");
+        cache.apply(&watcher::Event::Apply(shoot("a", "5")));
+        assert_eq!(version(&cache, "a").as_deref(), Some("5"));
+    }
+
+    #[test]
+    fn a_delete_waits_for_any_event_of_the_shoot_and_a_relist_forgets_what_was_ahead() {
+        let cache = ShootCache::default();
+        listed(&cache, &[shoot("a", "1"), shoot("b", "1")]);
+        cache.changed("garden-p", "a");
+        cache.saw(&shoot("b", "9"));
+        assert_eq!(version(&cache, "a"), None);
+        cache.apply(&watcher::Event::Apply(shoot("a", "2")));
+        assert_eq!(version(&cache, "a").as_deref(), Some("2"));
+        cache.apply(&watcher::Event::Delete(shoot("a", "3")));
+        assert_eq!(version(&cache, "a"), None, "deleted");
+        assert_eq!(version(&cache, "b"), None);
+        listed(&cache, &[shoot("b", "10")]);
+        assert_eq!(version(&cache, "b").as_deref(), Some("10"));
+        assert_eq!(cache.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_read_waits_for_the_first_list_but_not_for_a_watch_that_is_down() {
+        let cache = std::sync::Arc::new(ShootCache::default());
+        let patience = std::time::Duration::from_secs(30);
+        let listing = cache.clone();
+        let lister = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            listed(&listing, &[shoot("a", "1")]);
+        });
+        let read = cache.get("garden-p", "a", patience).await;
+        assert_eq!(
+            read.and_then(|s| s.metadata.resource_version).as_deref(),
+            Some("1")
+        );
+        lister.await.expect("listed");
+        cache.lost();
+        let started = std::time::Instant::now();
+        assert!(cache.get("garden-p", "a", patience).await.is_none());
+        assert!(
+            started.elapsed() < patience,
+            "a watch that is down is not waited for"
+        );
+    }
+
+    #[test]
+    fn keeps_shoots_slimmed() {
+        let cache = ShootCache::default();
+        listed(&cache, &[shoot("a", "1")]);
+        let cached = cache.cached("garden-p", "a").expect("cached");
+        let entries = cached.metadata.managed_fields.expect("managers kept");
+        assert_eq!(entries[0].manager.as_deref(), Some("tessera"));
+        assert_eq!(entries[0].fields_v1, None);
+    }
+}
