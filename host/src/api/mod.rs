@@ -37,6 +37,24 @@ pub(crate) fn answered(code: u16) -> kube::Error {
     ))
 }
 
+/// The annotation `kubectl apply` keeps a whole copy of the object in.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// `object` as the host's caches keep it: each managed-fields entry without its field set
+/// (the bulk of it: a map of every field its manager set, often as large as the spec) and
+/// without the whole copy `kubectl apply` keeps in an annotation. Who wrote the object
+/// stays (KIM's field manager marks KIM's Shoots); which fields each manager owns only a
+/// write needs, and a write reads the object afresh.
+pub(crate) fn slim<K: kube::Resource>(object: &mut K) {
+    let meta = object.meta_mut();
+    for entry in meta.managed_fields.iter_mut().flatten() {
+        entry.fields_v1 = None;
+    }
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,5 +69,31 @@ mod tests {
         assert!(is_conflict(&api(409)) && !is_conflict(&api(404)));
         assert!(is_forbidden(&api(403)) && !is_forbidden(&api(401)));
         assert_eq!(status(&kube::Error::Service("down".into())), None);
+    }
+
+    #[test]
+    fn slim_drops_field_sets_and_kubectls_copy_and_keeps_the_rest() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+        let mut object = ConfigMap::default();
+        object.metadata.annotations = Some(
+            [(LAST_APPLIED, "{}"), ("keep", "me")]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .into(),
+        );
+        object.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("kim".into()),
+            fields_v1: Some(FieldsV1(serde_json::json!({"f:data": {}}))),
+            ..ManagedFieldsEntry::default()
+        }]);
+        object.data = Some([("k".to_string(), "v".to_string())].into());
+        super::slim(&mut object);
+        let entries = object.metadata.managed_fields.expect("who wrote it stays");
+        assert_eq!(entries[0].manager.as_deref(), Some("kim"));
+        assert_eq!(entries[0].fields_v1, None);
+        let annotations = object.metadata.annotations.expect("annotations");
+        assert_eq!(annotations.len(), 1);
+        assert_eq!(annotations["keep"], "me");
+        assert_eq!(object.data.expect("data")["k"], "v");
     }
 }

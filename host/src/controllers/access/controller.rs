@@ -3,7 +3,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::watcher;
 
 use super::decide::ACCESS_UID;
@@ -22,7 +22,7 @@ pub(crate) async fn run(ctx: Arc<Context>) {
         ),
         None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
     };
-    Controller::new(accesses, watcher::Config::default().any_semantic())
+    kit::controller(accesses, watcher::Config::default().any_semantic())
         .owns(
             secrets,
             watcher::Config::default().labels(ACCESS_UID).any_semantic(),

@@ -12,6 +12,7 @@ mod retries;
 pub(crate) mod rotation;
 mod secret;
 mod wakes;
+mod watch;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -26,6 +27,7 @@ pub(crate) use requeue::Requeue;
 pub(crate) use retries::{LogLine, Retries, Retry};
 pub(crate) use secret::SecretBuilder;
 pub(crate) use wakes::catalog_wakes;
+pub(crate) use watch::controller;
 
 use crate::controllers::{Context, ReconcileError};
 use crate::metrics::ReconcileResult;

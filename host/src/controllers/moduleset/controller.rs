@@ -2,7 +2,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::api::Api;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
@@ -43,7 +43,7 @@ pub(crate) async fn run(ctx: Arc<Context>) {
         ctx,
     });
     let watch_ctx = mctx.ctx.clone();
-    let controller = Controller::new(sets, watcher::Config::default().any_semantic());
+    let controller = kit::controller(sets, watcher::Config::default().any_semantic());
     let catalog = catalog_changes(&mctx.ctx, controller.store());
     controller
         .with_config(

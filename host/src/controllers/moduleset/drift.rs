@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::{self, Event};
@@ -19,6 +19,9 @@ use crate::metrics::Metrics;
 use crate::modules::Target;
 use crate::modules::apply::Applied;
 use crate::modules::labels;
+
+/// A module object as its drift watch sees it: metadata only.
+type Meta = PartialObjectMeta<DynamicObject>;
 
 /// A drift watch and the target (credentials) it was started with.
 struct Watch {
@@ -73,7 +76,8 @@ impl Drift {
             let Ok(Some(resolved)) = target.kind(&api_version, &kind).await else {
                 continue;
             };
-            let api: Api<DynamicObject> = Api::all_with(target.client.clone(), &resolved.resource);
+            // Metadata alone: uid, version and annotations are all a change is told by.
+            let api: Api<Meta> = Api::all_with(target.client.clone(), &resolved.resource);
             let task = tokio::spawn(self.clone().watch(api, Arc::downgrade(target), kind));
             let watch = Watch {
                 target: Arc::downgrade(target),
@@ -118,7 +122,7 @@ impl Drift {
 
     /// Watch one kind until the target is no longer used or its credentials are refused.
     /// Failures back off (kube-runtime's default backoff) and are logged at debug level.
-    async fn watch(self: Arc<Self>, api: Api<DynamicObject>, target: Weak<Target>, kind: String) {
+    async fn watch(self: Arc<Self>, api: Api<Meta>, target: Weak<Target>, kind: String) {
         let Some(server) = target.upgrade().map(|t| t.server.clone()) else {
             return;
         };
@@ -138,8 +142,8 @@ impl Drift {
                 }
             };
             match event {
-                Some(Ok(Event::Apply(o))) => self.changed(&server, &o, false),
-                Some(Ok(Event::Delete(o))) => self.changed(&server, &o, true),
+                Some(Ok(Event::Apply(o))) => self.changed(&server, &kind, &o, false),
+                Some(Ok(Event::Delete(o))) => self.changed(&server, &kind, &o, true),
                 Some(Ok(_)) => {}
                 Some(Err(e)) if refused_credentials(&e) => {
                     tracing::info!(%server, %kind, error = %crate::report::watch_error(&e), "credentials refused; the drift watch restarts with the target Secret's current ones");
@@ -164,7 +168,7 @@ impl Drift {
         }
     }
 
-    fn changed(&self, server: &str, object: &DynamicObject, deleted: bool) {
+    fn changed(&self, server: &str, kind: &str, object: &Meta, deleted: bool) {
         let uid = object.metadata.uid.clone().unwrap_or_default();
         let rv = object.metadata.resource_version.clone().unwrap_or_default();
         if !deleted {
@@ -193,11 +197,6 @@ impl Drift {
         let Some((namespace, name)) = set.split_once('/') else {
             return;
         };
-        let kind = object
-            .types
-            .as_ref()
-            .map(|t| t.kind.as_str())
-            .unwrap_or("unknown");
         self.metrics.module_drifted(kind);
         tracing::debug!(
             %server,

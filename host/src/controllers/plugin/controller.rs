@@ -2,7 +2,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::api::Api;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::watcher;
 
 use super::reconcile::reconcile_plugin;
@@ -20,7 +20,7 @@ pub(crate) async fn run(ctx: Arc<Context>) {
     }
     // A render refused a Plugin's configuration: its status says so.
     let refusals = tokio_stream_of(ctx.renderer.resolver.catalog.subscribe_refusals());
-    Controller::new(plugins, config)
+    kit::controller(plugins, config)
         .reconcile_all_on(refusals)
         .with_config(kube::runtime::controller::Config::default().concurrency(ctx.config.workers))
         .shutdown_on_signal()
