@@ -62,6 +62,12 @@ fn usage(pid: u32) -> (f64, f64) {
     (hwm_kib / 1024.0, cpu_seconds(pid))
 }
 
+/// Reads of single Shoots the simulator counted.
+fn shoot_reads(stats: &Value) -> u64 {
+    let objects = stats["byObject"].as_object().into_iter().flatten();
+    objects.filter_map(|(_, o)| o["reads"].as_u64()).sum()
+}
+
 fn delta(after: &Value, before: &Value, key: &str) -> u64 {
     after[key].as_u64().unwrap_or(0) - before[key].as_u64().unwrap_or(0)
 }
@@ -268,9 +274,22 @@ fn print_provisioned(args: &Args, p: &Provisioned) {
         delta(after, before, "watches"),
         delta(after, before, "leaseRequests"),
     );
+    println!(
+        "of them to Gardener:           {} ({} Shoot reads)",
+        delta(after, before, "gardenerRequests"),
+        shoot_reads(after) - shoot_reads(before),
+    );
+    let per = |key: &str| delta(after, before, key) as f64 / args.runtimes.max(1) as f64;
+    println!(
+        "per Runtime:                   {:.1} requests, {:.1} to Gardener, {:.0} KiB of peak RSS",
+        per("requests"),
+        per("gardenerRequests"),
+        p.rss * 1024.0 / args.runtimes.max(1) as f64,
+    );
 }
 
-/// A no-op resync: a fresh host lists and reconciles every Runtime once.
+/// A no-op resync: a fresh host lists and reconciles every Runtime once (under Gardener's
+/// default request budget unless `--host-arg` sets one).
 fn resync(bench: &Bench, mut host: Host, host_args: &[&str]) {
     host.kill();
     let before = bench.cp.sim_stats();
@@ -286,9 +305,11 @@ fn resync(bench: &Bench, mut host: Host, host_args: &[&str]) {
     let (rss2, cpu2) = usage(host2.pid());
     let leader_line = host2.logs().contains("became leader");
     println!(
-        "no-op resync (restarted host): {} requests, {} writes, busy {:.1} s, CPU {cpu2:.1} s, peak RSS {rss2:.0} MiB, leader: {leader_line}",
+        "no-op resync (restarted host): {} requests, {} writes, {} to Gardener ({} Shoot reads), busy {:.1} s, CPU {cpu2:.1} s, peak RSS {rss2:.0} MiB, leader: {leader_line}",
         delta(&after, &before, "requests") - delta(&after, &before, "leaseRequests"),
         delta(&after, &before, "writes"),
+        delta(&after, &before, "gardenerRequests"),
+        shoot_reads(&after) - shoot_reads(&before),
         settle.as_secs_f64(),
     );
 }
@@ -318,9 +339,17 @@ fn main() -> anyhow::Result<()> {
     let host: Host = bench.cp.host("load-host", &host_args);
     let provisioned = provision(&bench, &host, step.as_ref().map(|s| s.fast_annotation()))?;
     print_provisioned(&bench.args, &provisioned);
+    // The restart runs under Gardener's default budget (unless `--host-arg` set one): a
+    // restarted host must not need a Gardener request per settled Runtime.
+    let unlimited = format!("{budget}=0");
+    let restart_args: Vec<&str> = host_args
+        .iter()
+        .copied()
+        .filter(|a| *a != unlimited)
+        .collect();
     match step {
         Some(mut step) => rollout(&bench, &host, &mut step)?,
-        None => resync(&bench, host, &host_args),
+        None => resync(&bench, host, &restart_args),
     }
     println!("processes (CPU seconds): {}", bench.cp.process_cpu());
     Ok(())
