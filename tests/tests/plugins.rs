@@ -1034,20 +1034,8 @@ async fn replays_from_the_registry(s: &Scenario<'_>, id: &str) -> Result {
 async fn signatures_and_tampering(cp: &ControlPlane) -> Result {
     let s = Scenario::new(cp, "p-sig").await?;
     let v1 = stamp_component();
-    let (key, public) = keygen(s.dir(), "cosign")?;
-    let (other_key, _) = keygen(s.dir(), "other")?;
-    let policy = s.dir().join("trust.yaml");
-    std::fs::write(
-        &policy,
-        format!(
-            "keys:\n  - prefix: {}/\n    publicKeyFile: {}\n",
-            s.registry.host(),
-            public.display()
-        ),
-    )
-    .unwrap();
-    let repo = s.repo("stamp");
-    let spec = |version: &str, reference: String| {
+    let (trust, refs) = signed_variants(&s, &v1)?;
+    let spec = |version: &str, reference: &str| {
         json!({
             "kind": "shoot-extension",
             "versions": [{ "version": version, "ref": reference }],
@@ -1055,33 +1043,13 @@ async fn signatures_and_tampering(cp: &ControlPlane) -> Result {
             "verification": { "required": true },
         })
     };
-    let signed_ref = format!("{repo}:signed");
-    push(s.dir(), &v1, &signed_ref, "1.0.0")?;
-    sign(&signed_ref, &key)?;
-    let unsigned_ref = format!("{repo}:unsigned");
-    push(s.dir(), &stamp_variant(&v1, "u"), &unsigned_ref, "1.0.0")?;
-    let wrong_ref = format!("{repo}:wrong");
-    push(s.dir(), &stamp_variant(&v1, "w"), &wrong_ref, "1.0.0")?;
-    sign(&wrong_ref, &other_key)?;
-    let tampered_ref = format!("{repo}:tampered");
-    let tampered = stamp_variant(&v1, "t");
-    push(s.dir(), &tampered, &tampered_ref, "1.0.0")?;
-    sign(&tampered_ref, &key)?;
-    std::fs::write(
-        s.registry.blob_path(&sha256(&tampered)),
-        stamp_variant(&v1, "evil"),
-    )
-    .map_err(|e| e.to_string())?;
-
-    s.apply_plugin("p-sig-signed", spec("1.0.0", signed_ref))
-        .await?;
-    s.apply_plugin("p-sig-unsigned", spec("1.0.0", unsigned_ref))
-        .await?;
-    s.apply_plugin("p-sig-wrong", spec("1.0.0", wrong_ref))
-        .await?;
-    s.apply_plugin("p-sig-tampered", spec("1.0.0", tampered_ref))
-        .await?;
-    let trust = policy.display().to_string();
+    for (variant, reference) in ["signed", "unsigned", "wrong", "tampered"]
+        .iter()
+        .zip(&refs)
+    {
+        s.apply_plugin(&format!("p-sig-{variant}"), spec("1.0.0", reference))
+            .await?;
+    }
     let host = s.host("a", "p-sig-signed", &["--trust-policy", &trust]);
     let p = s.plugin_ready("p-sig-signed", &host).await?;
     if p.status.unwrap().versions[0].verified_by.is_none() {
@@ -1109,11 +1077,49 @@ async fn signatures_and_tampering(cp: &ControlPlane) -> Result {
     s.create_runtime("rt-signed", "sig-ok", json!({})).await?;
     s.wait_ready("rt-signed", &host).await?;
     s.wait_stamp("sig-ok", "v1", &host).await?;
+    unsigned_chain_renders_nothing(cp, &s, &trust).await
+}
 
-    // A host whose chain uses the unsigned plugin renders nothing, and says why.
+/// Publish the stamp plugin four ways (signed; unsigned; signed with another key; signed,
+/// then its blob replaced in the registry) and write a trust policy with the right key.
+/// Returns the policy's path and the four references, in that order.
+fn signed_variants(s: &Scenario<'_>, v1: &[u8]) -> Result<(String, [String; 4])> {
+    let (key, public) = keygen(s.dir(), "cosign")?;
+    let (other_key, _) = keygen(s.dir(), "other")?;
+    let policy = s.dir().join("trust.yaml");
+    let trust = format!(
+        "keys:\n  - prefix: {}/\n    publicKeyFile: {}\n",
+        s.registry.host(),
+        public.display()
+    );
+    std::fs::write(&policy, trust).map_err(|e| e.to_string())?;
+    let repo = s.repo("stamp");
+    let refs = ["signed", "unsigned", "wrong", "tampered"].map(|tag| format!("{repo}:{tag}"));
+    push(s.dir(), v1, &refs[0], "1.0.0")?;
+    sign(&refs[0], &key)?;
+    push(s.dir(), &stamp_variant(v1, "u"), &refs[1], "1.0.0")?;
+    push(s.dir(), &stamp_variant(v1, "w"), &refs[2], "1.0.0")?;
+    sign(&refs[2], &other_key)?;
+    let tampered = stamp_variant(v1, "t");
+    push(s.dir(), &tampered, &refs[3], "1.0.0")?;
+    sign(&refs[3], &key)?;
+    std::fs::write(
+        s.registry.blob_path(&sha256(&tampered)),
+        stamp_variant(v1, "evil"),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok((policy.display().to_string(), refs))
+}
+
+/// A host whose chain uses the unsigned plugin renders nothing, and says why.
+async fn unsigned_chain_renders_nothing(
+    cp: &ControlPlane,
+    s: &Scenario<'_>,
+    trust: &str,
+) -> Result {
     let mut s2 = Scenario::new(cp, "p-sig-b").await?;
     s2.selector = s.selector.clone();
-    let host2 = s2.host("b", "p-sig-unsigned", &["--trust-policy", &trust]);
+    let host2 = s2.host("b", "p-sig-unsigned", &["--trust-policy", trust]);
     s2.create_runtime("rt-unsigned", "sig-bad", json!({}))
         .await?;
     eventually("PluginsAvailable False", LIMIT, || async {
