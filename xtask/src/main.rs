@@ -11,6 +11,9 @@
 //!   plane; `--rollout` takes one step from a registry Plugin with two channels and
 //!   measures a new digest released on one of them (`--host-arg=--render-cache-mib=0`:
 //!   the same without the render cache).
+//! - `chaos [--seed S] [--kills K] [--hosts H] [--runtimes N]`: hosts killed with SIGKILL
+//!   at random moments while Runtimes and RuntimeAccesses come and go and Gardener fails
+//!   for a while, then every convergence check (`tests/src/bin/chaos.rs`); release build.
 //! - `test [--jobs N] [-- ARGS]`: build the plugins, (once per machine, in the background)
 //!   Kubernetes, and every test binary once, then run them side by side (`suites`) with
 //!   `ARGS` each; closes with every suite's duration and one line over all.
@@ -53,12 +56,13 @@ fn main() -> ExitCode {
         Some("lint") => lint(),
         Some("bench") => bench(&rest),
         Some("load") => load(&rest),
+        Some("chaos") => chaos(&rest),
         Some("bench-plugins") => bench_plugins(&rest),
         Some("bench-modules") => bench_modules(&rest),
         Some("image") => image::image(&rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <build-plugins|demo|test|lint|bench|bench-plugins|bench-modules|load|image> [args]"
+                "usage: cargo xtask <build-plugins|demo|test|lint|bench|bench-plugins|bench-modules|load|chaos|image> [args]"
             );
             eprintln!("  test [--jobs N] [-- ARGS for every test binary]");
             eprintln!(
@@ -344,6 +348,13 @@ fn host_version() -> Result<String> {
         .find(|p| p["name"] == "tessera")
         .context("no package tessera")?;
     Ok(package["version"].as_str().context("version")?.to_string())
+}
+
+fn chaos(args: &[&str]) -> Result<()> {
+    let (built, apiserver) = release_tools()?;
+    let mut cmd = tool(&built, &apiserver, "chaos");
+    cmd.args(args);
+    run(cmd)
 }
 
 fn load(args: &[&str]) -> Result<()> {

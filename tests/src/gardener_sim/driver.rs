@@ -126,6 +126,7 @@ fn operation(type_: &str, state: &str, progress: i64, description: &str) -> Valu
 }
 
 async fn reconcile(obj: Arc<DynamicObject>, sim: Arc<Sim>) -> Result<Action, Error> {
+    record_uid(&sim, &obj);
     let shoot = Shoot::new(&sim, obj);
     if shoot.obj.metadata.deletion_timestamp.is_some() {
         return delete(&sim, &shoot).await;
@@ -160,6 +161,23 @@ async fn reconcile(obj: Arc<DynamicObject>, sim: Arc<Sim>) -> Result<Action, Err
         _ => return Ok(Action::await_change()),
     }
     Ok(Action::requeue(delay))
+}
+
+/// Note each uid a Shoot name had (`byObject["shoot/<name>"]["uids"]`): a Shoot created
+/// twice (made again after a delete, or by two hosts) has two.
+fn record_uid(sim: &Sim, obj: &DynamicObject) {
+    let (Some(name), Some(uid)) = (&obj.metadata.name, &obj.metadata.uid) else {
+        return;
+    };
+    let mut by = sim.stats.by_object.lock().expect("stats lock");
+    let entry = by
+        .entry(format!("shoot/{name}"))
+        .or_insert_with(|| json!({}));
+    match entry["uids"].as_array_mut() {
+        Some(uids) if uids.iter().any(|u| u == uid) => {}
+        Some(uids) => uids.push(json!(uid)),
+        None => entry["uids"] = json!([uid]),
+    }
 }
 
 /// End a Create or Reconcile attempt: what the gardenlet finds wrong with referenced
