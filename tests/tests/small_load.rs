@@ -6,6 +6,7 @@
 //! hold at any speed: every Runtime Ready, and a restarted host that writes nothing and
 //! reads no Shoot from Gardener for a settled Runtime.
 
+use std::io::Write;
 use std::process::Command;
 
 use tessera_tests::probe::tail;
@@ -20,7 +21,9 @@ fn small_load_prints_its_figures_and_a_restart_costs_gardener_nothing() {
         .output()
         .expect("the load benchmark starts");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    println!("{stdout}");
+    // Straight to the process's stderr: the test harness keeps what `println!` says of a
+    // passing test to itself, and these figures are for every CI log.
+    let _ = writeln!(std::io::stderr(), "{stdout}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
