@@ -78,6 +78,29 @@ pub fn busiest_second(times: &mut [i64]) -> usize {
         .unwrap_or(0)
 }
 
+/// Run a benchmark binary of this crate (`exe`, from `env!("CARGO_BIN_EXE_…")`) with
+/// `args`, write what it printed to stderr straight (the test harness keeps a passing
+/// test's `println!` to itself, and these figures are for every CI log) and return it;
+/// `Err` with the tail of its log when it failed.
+pub fn run_bench(exe: &str, args: &[&str]) -> Result<String> {
+    use std::io::Write;
+    let out = std::process::Command::new(exe)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{exe} does not start: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let _ = writeln!(std::io::stderr(), "{stdout}");
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return Err(format!(
+            "{exe} failed ({}):\n{stdout}\n{}",
+            out.status,
+            tail(&stderr, 40)
+        ));
+    }
+    Ok(stdout)
+}
+
 #[cfg(test)]
 mod tests {
     use super::busiest_second;

@@ -4,35 +4,21 @@
 //! stuck finalizer, or on anything not Ready once the kills stop. `./x chaos --kills 50`
 //! is the large run.
 
-use std::io::Write;
-use std::process::Command;
-
-use tessera_tests::probe::tail;
+use tessera_tests::probe::run_bench;
 
 #[test]
 fn hosts_killed_at_random_lose_nothing_and_do_nothing_twice() {
-    let out = Command::new(env!("CARGO_BIN_EXE_chaos"))
-        .args([
-            "--seed",
-            "2",
-            "--kills",
-            "6",
-            "--hosts",
-            "2",
-            "--runtimes",
-            "5",
-        ])
-        .output()
-        .expect("the chaos run starts");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    // Straight to the process's stderr: the test harness keeps what `println!` says of a
-    // passing test to itself, and these figures are for every CI log.
-    let _ = writeln!(std::io::stderr(), "{stdout}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "the chaos run found violations ({}):\n{stdout}\n{}",
-        out.status,
-        tail(&stderr, 40)
-    );
+    let args = [
+        "--seed",
+        "2",
+        "--kills",
+        "6",
+        "--hosts",
+        "2",
+        "--runtimes",
+        "5",
+    ];
+    if let Err(e) = run_bench(env!("CARGO_BIN_EXE_chaos"), &args) {
+        panic!("the chaos run found violations: {e}");
+    }
 }

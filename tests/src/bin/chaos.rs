@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 use tessera::crd::{KubeconfigState, Runtime, RuntimeAccess, RuntimeKubeconfig, RuntimeState};
 use tessera::gardener::shoot_resource;
 use tessera_tests::env::{ControlPlane, Host};
 use tessera_tests::gardener_sim::Script;
+use tessera_tests::probe::client_for;
 
 const NS: &str = "chaos";
 const PROJECT: &str = "garden-kyma-dev";
@@ -85,12 +85,6 @@ fn access_name(a: usize) -> String {
     format!("chaos-a{a}")
 }
 
-async fn client_of(path: &std::path::Path) -> anyhow::Result<kube::Client> {
-    let kc = Kubeconfig::read_from(path)?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
-    Ok(kube::Client::try_from(config)?)
-}
-
 impl Chaos {
     fn start(args: Args) -> anyhow::Result<Self> {
         let sim = std::env::current_exe()?.with_file_name("gardener-sim");
@@ -103,8 +97,8 @@ impl Chaos {
         eprintln!("starting the local control plane…");
         let cp = ControlPlane::start(&sim, &script).map_err(anyhow::Error::msg)?;
         let rt = tokio::runtime::Runtime::new()?;
-        let client = rt.block_on(client_of(&cp.garden.kubeconfig))?;
-        let runtime_client = rt.block_on(client_of(&cp.runtime.kubeconfig))?;
+        let client = rt.block_on(client_for(&cp.garden.kubeconfig));
+        let runtime_client = rt.block_on(client_for(&cp.runtime.kubeconfig));
         let _ = cp.garden.kubectl(&["create", "namespace", NS]);
         let rng = fastrand::Rng::with_seed(args.seed);
         Ok(Self {

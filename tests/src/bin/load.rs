@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use futures::StreamExt;
 use kube::api::{Api, ListParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tessera::crd::{Plugin, Runtime, RuntimeState};
 use tessera_tests::env::{ControlPlane, Host, cpu_seconds};
 use tessera_tests::gardener_sim::Script;
+use tessera_tests::probe::client_for;
 use tessera_tests::rollout::{
     FAST, RolloutStep, component_digest, metric_sum, scrape, with_custom_section,
 };
@@ -134,12 +134,7 @@ impl Bench {
         eprintln!("starting the local control plane…");
         let cp = ControlPlane::start(&sim, &script).map_err(anyhow::Error::msg)?;
         let rt = tokio::runtime::Runtime::new()?;
-        let client = rt.block_on(async {
-            let kc = Kubeconfig::read_from(&cp.garden.kubeconfig)?;
-            let config =
-                kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
-            anyhow::Ok(kube::Client::try_from(config)?)
-        })?;
+        let client = rt.block_on(client_for(&cp.garden.kubeconfig));
         let _ = cp.garden.kubectl(&["create", "namespace", "load"]);
         let api: Api<Runtime> = Api::namespaced(client.clone(), "load");
         Ok(Self {
