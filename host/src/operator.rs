@@ -18,6 +18,9 @@ use crate::crd::Plugin;
 use crate::fence::Fence;
 use crate::metrics::{Health, Metrics, serve};
 
+mod sharder;
+mod sharding;
+mod shards;
 mod stop;
 pub use stop::Stop;
 
@@ -52,6 +55,9 @@ pub struct OperatorOptions {
     pub fetcher: Option<Arc<crate::plugins::Fetcher>>,
     /// The stop signal, listened for since the process started.
     pub stop: Stop,
+    /// Shard the objects across every replica (needs `leader_election`): each holds a shard
+    /// Lease and reconciles the objects labelled for it; the leader assigns them.
+    pub sharding: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -138,6 +144,9 @@ async fn confirm_lease(
                 fence.hold_until(sent + left);
             }
         }
+        // Deleted (an uninstall, or the leader removed a shard Lease it judged dead): the
+        // lease manager would wait for it for ever.
+        Err(e) if crate::api::is_not_found(&e) => return Err(OperatorError::LostLease),
         Err(e) => {
             tracing::warn!(error = %e, lease = %election.lease_name, "cannot read the leader lease; writes stop when the fence closes")
         }
@@ -176,9 +185,12 @@ async fn gardener_client(
 
 /// Run until a shutdown signal (or the loss of the lease). Until it leads the host has
 /// nothing to finish, so a stop signal ends it at once (a standby, or a host still
-/// connecting, is stopped on every rollout).
-pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
+/// connecting, is stopped on every rollout). With sharding, "leading" is holding its shard
+/// Lease, and the leader Lease is contended for beside the controllers.
+pub async fn run(mut options: OperatorOptions) -> Result<(), OperatorError> {
+    let sharding = sharding::shard_mode(&mut options)?;
     let stop = options.stop.clone();
+    let kubeconfig = options.kubeconfig.clone();
     let (ctx, lost) = tokio::select! {
         started = connect_and_lead(options) => started?,
         _ = stop.requested() => {
@@ -186,23 +198,33 @@ pub async fn run(options: OperatorOptions) -> Result<(), OperatorError> {
             return Ok(());
         }
     };
-    ctx.metrics.set_leader(true);
-    let _watchdogs = crate::controllers::watchdogs(&ctx);
-    prepare(&ctx).await;
-    let controllers = run_until_stopped(ctx.clone(), &stop);
-    match lost {
-        None => {
-            controllers.await;
-            Ok(())
-        }
-        Some(lost) => tokio::select! {
-            _ = controllers => Ok(()),
-            error = lost => {
-                ctx.metrics.set_leader(false);
-                Err(error)
-            }
-        },
+    ctx.metrics.set_leader(sharding.is_none());
+    if let Some(shard) = &sharding {
+        shard.adopt(kubeconfig.as_ref()).await;
     }
+    let _watchdogs = crate::controllers::watchdogs(&ctx);
+    prepare(&ctx, sharding.is_none()).await;
+    let controllers = run_until_stopped(ctx.clone(), &stop);
+    let Some(lost) = lost else {
+        controllers.await;
+        return Ok(());
+    };
+    let leading = async {
+        match &sharding {
+            Some(shard) => shard.lead(&ctx, kubeconfig.as_ref()).await,
+            None => std::future::pending().await,
+        }
+    };
+    let result = tokio::select! {
+        _ = controllers => Ok(()),
+        error = lost => Err(error),
+        error = leading => Err(error),
+    };
+    ctx.metrics.set_leader(false);
+    if let (Ok(()), Some(shard)) = (&result, &sharding) {
+        shard.release(kubeconfig.as_ref()).await;
+    }
+    result
 }
 
 /// Connect, serve health, and wait for the lease: the controllers' context, and (with
@@ -249,7 +271,13 @@ async fn connect_and_lead(
         options.fetcher,
     );
     let lost = match options.leader_election {
-        Some(election) => Some(lead(lease_client, election, fence).await?),
+        Some(election) => {
+            let role = match options.sharding {
+                true => Role::Shard,
+                false => Role::Leader,
+            };
+            Some(lead(lease_client, election, fence, role).await?)
+        }
         None => None,
     };
     Ok((ctx, lost))
@@ -283,12 +311,68 @@ async fn serve_health(addr: SocketAddr, metrics: &Metrics) -> Result<(), Operato
     Ok(())
 }
 
+/// Wait until the lease manager says the Lease is held, at most `patience`.
+async fn held(
+    rx: &mut tokio::sync::watch::Receiver<bool>,
+    patience: std::time::Duration,
+    lease: &str,
+) -> Result<(), OperatorError> {
+    let wait = async {
+        while !*rx.borrow_and_update() {
+            if rx.changed().await.is_err() {
+                return Err(OperatorError::Lease("lease task ended".into()));
+            }
+        }
+        Ok(())
+    };
+    tokio::time::timeout(patience, wait)
+        .await
+        .unwrap_or_else(|_| {
+            Err(OperatorError::Lease(format!(
+                "{lease} not taken within {}s",
+                patience.as_secs()
+            )))
+        })
+}
+
+/// Which Lease [`lead`] takes.
+#[derive(Debug, Clone, Copy)]
+enum Role {
+    /// The one Lease hosts compete for: its holder runs the controllers (or, with
+    /// sharding, the sharder).
+    Leader,
+    /// A sharding replica's own Lease.
+    Shard,
+}
+
+impl Role {
+    /// What the log says while waiting, and once held.
+    fn words(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Leader => ("waiting for the leader lease", "became leader"),
+            Self::Shard => ("taking the shard lease", "holding the shard lease"),
+        }
+    }
+
+    /// How long to wait for the Lease. A standby waits for the leader Lease as long as it
+    /// takes. Nobody contends for a shard Lease, but the leader holds it for up to a lease
+    /// duration after it expired (a replica restarted under the same identity); longer, and
+    /// the Lease is gone or stuck: exit, and a fresh start makes it.
+    fn patience(self, duration: std::time::Duration) -> std::time::Duration {
+        match self {
+            Self::Leader => std::time::Duration::MAX,
+            Self::Shard => 3 * duration,
+        }
+    }
+}
+
 /// Wait for the leader lease; then the future that ends (with why) when leadership is lost,
 /// holding the fence open meanwhile.
 async fn lead(
     client: Client,
     election: LeaderElection,
     fence: Arc<Fence>,
+    role: Role,
 ) -> Result<impl std::future::Future<Output = OperatorError>, OperatorError> {
     let manager = LeaseManagerBuilder::new(client.clone(), &election.lease_name)
         .with_namespace(&election.namespace)
@@ -315,13 +399,11 @@ async fn lead(
             ))
         })?;
     let (mut rx, _task) = manager.watch().await;
-    tracing::info!(identity = %election.identity, lease = %election.lease_name, "waiting for the leader lease");
-    while !*rx.borrow_and_update() {
-        if rx.changed().await.is_err() {
-            return Err(OperatorError::Lease("lease task ended".into()));
-        }
-    }
-    tracing::info!(identity = %election.identity, "became leader");
+    let (waiting, holding) = role.words();
+    tracing::info!(identity = %election.identity, lease = %election.lease_name, "{waiting}");
+    let patience = role.patience(std::time::Duration::from_secs(election.duration));
+    held(&mut rx, patience, &election.lease_name).await?;
+    tracing::info!(identity = %election.identity, "{holding}");
     let leases: Api<Lease> = Api::namespaced(client, &election.namespace);
     // Open the fence before anything else runs: start-up work writes too.
     confirm_lease(&leases, &election, &fence).await?;
@@ -335,16 +417,17 @@ async fn lead(
     })
 }
 
-/// Before the controllers start: sweep orphaned kubeconfig Secrets, and note which
-/// Plugins the first resolution waits for.
-async fn prepare(ctx: &Arc<Context>) {
-    if ctx.config.controllers == Controllers::All {
+/// Before the controllers start: sweep orphaned kubeconfig Secrets (when this host leads;
+/// with sharding the leader does it once it leads), and note which Plugins the first
+/// resolution waits for.
+async fn prepare(ctx: &Arc<Context>, leading: bool) {
+    if leading && ctx.config.controllers == Controllers::All {
         sweep_kubeconfig_secrets(ctx).await;
     }
     list_plugins(ctx).await;
 }
 
-async fn sweep_kubeconfig_secrets(ctx: &Arc<Context>) {
+pub(crate) async fn sweep_kubeconfig_secrets(ctx: &Arc<Context>) {
     let namespace = ctx.config.namespace.as_deref();
     match kubeconfig::remove_orphaned_secrets(&ctx.client, namespace).await {
         Ok(0) => {}

@@ -143,6 +143,10 @@ fn host(f: &Fixture<'_>) -> Host {
         "1s",
         "--requeue-error-max",
         "2s",
+        // One shard, so that the sharding panels have series too.
+        "--sharding",
+        "--identity",
+        "mon-a",
     ];
     f.host_with("a", &args)
 }

@@ -25,6 +25,9 @@ use access::runtime_access;
 #[path = "operator/budget.rs"]
 mod budget;
 use budget::gardener_budget;
+#[path = "operator/sharding.rs"]
+mod sharding;
+use sharding::shards_split_and_hand_over;
 #[path = "operator/structured_auth.rs"]
 mod structured_auth;
 use structured_auth::structured_authentication;
@@ -1704,6 +1707,7 @@ fn main() {
             scenario!(invalid_runtimes),
             scenario!(two_hosts_one_leader),
             scenario!(hosts_stop_on_sigterm),
+            scenario!(shards_split_and_hand_over),
             scenario!(admins_follow_spec),
             scenario!(force_patch_and_suspend),
             scenario!(oidc_objects),

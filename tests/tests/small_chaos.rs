@@ -1,5 +1,6 @@
-//! A small fixed-seed chaos run (`tests/src/bin/chaos.rs`) in every `./x test`: two hosts,
-//! six SIGKILLs at random moments while Runtimes and RuntimeAccesses are created, patched
+//! A small fixed-seed chaos run (`tests/src/bin/chaos.rs`) in every `./x test`: three
+//! hosts sharding the objects (the chart's default with more than one replica), six
+//! SIGKILLs at random moments while Runtimes and RuntimeAccesses are created, patched
 //! and deleted and Gardener fails for a while; it fails on any duplicate Shoot, orphan or
 //! stuck finalizer, or on anything not Ready once the kills stop. `./x chaos --kills 50`
 //! is the large run.
@@ -14,9 +15,10 @@ fn hosts_killed_at_random_lose_nothing_and_do_nothing_twice() {
         "--kills",
         "6",
         "--hosts",
-        "2",
+        "3",
         "--runtimes",
         "5",
+        "--sharding",
     ];
     if let Err(e) = run_bench(env!("CARGO_BIN_EXE_chaos"), &args) {
         panic!("the chaos run found violations: {e}");

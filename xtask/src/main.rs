@@ -7,11 +7,12 @@
 //!   Gardener simulator), run the host and follow the Runtime to Ready (`--kubeconfig
 //!   FILE`: a real cluster). A stop signal to `./x demo` is passed on to the demo, which
 //!   stops everything it started.
-//! - `load --runtimes N [--rollout]`: the operator load benchmark on the local control
-//!   plane; `--rollout` takes one step from a registry Plugin with two channels and
-//!   measures a new digest released on one of them (`--host-arg=--render-cache-mib=0`:
-//!   the same without the render cache).
-//! - `chaos [--seed S] [--kills K] [--hosts H] [--runtimes N]`: hosts killed with SIGKILL
+//! - `load --runtimes N [--rollout] [--replicas R]`: the operator load benchmark on the
+//!   local control plane; `--rollout` takes one step from a registry Plugin with two
+//!   channels and measures a new digest released on one of them
+//!   (`--host-arg=--render-cache-mib=0`: the same without the render cache); `--replicas R`
+//!   shards the Runtimes over R hosts and measures one of them killed.
+//! - `chaos [--seed S] [--kills K] [--hosts H] [--runtimes N] [--sharding]`: hosts killed with SIGKILL
 //!   at random moments while Runtimes and RuntimeAccesses come and go and Gardener fails
 //!   for a while, then every convergence check (`tests/src/bin/chaos.rs`); release build.
 //! - `test [--jobs N] [-- ARGS]`: build the plugins, (once per machine, in the background)

@@ -19,3 +19,13 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 {{- end -}}
+
+{{/* "true" when the replicas shard the objects (sharding: auto means more than one replica), else "". */}}
+{{- define "tessera.sharding" -}}
+{{- $s := toString .Values.sharding -}}
+{{- if or (eq $s "true") (and (eq $s "auto") (gt (int .Values.replicaCount) 1)) -}}
+true
+{{- else if not (or (eq $s "false") (eq $s "auto")) -}}
+{{- fail (printf "sharding must be auto, true or false, got %q" $s) -}}
+{{- end -}}
+{{- end }}

@@ -70,6 +70,15 @@ pub struct RunArgs {
     /// Identity in the Lease [default: <hostname>-<pid>].
     #[arg(long)]
     identity: Option<String>,
+    /// Shard Runtimes, RuntimeKubeconfigs, RuntimeAccesses and ModuleSets across every
+    /// replica instead of one leader reconciling them all: each replica holds a Lease
+    /// `<lease-name>-shard-<identity>` (made by the host, in the lease namespace) and
+    /// reconciles the objects labelled `tessera.dev/shard=<identity>`; the leader assigns
+    /// objects to the live shards by a consistent hash (a Runtime's kubeconfig, accesses
+    /// and the ModuleSets on its cluster go with it) and moves them when replicas come and
+    /// go. Needs leader election.
+    #[arg(long, conflicts_with = "no_leader_election")]
+    sharding: bool,
     /// Re-check interval while Gardener works on a Shoot (watches usually come first).
     #[arg(long, default_value = "60s", value_parser = duration)]
     requeue_pending: Duration,
@@ -283,6 +292,7 @@ pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
     });
     let leader_election = leader_election(&args);
     let render_cache_mib = args.render_cache_mib;
+    let sharding = args.sharding;
     let options = OperatorOptions {
         kubeconfig: args.kubeconfig.clone(),
         gardener_kubeconfig: args.gardener_kubeconfig.clone(),
@@ -300,6 +310,7 @@ pub fn run(rt: WasmRuntime, args: RunArgs) -> anyhow::Result<ExitCode> {
         },
         fetcher: Some(fetcher),
         stop,
+        sharding,
     };
     runtime.block_on(tessera::operator::run(options))?;
     Ok(ExitCode::SUCCESS)
@@ -359,6 +370,8 @@ fn operator_config(args: RunArgs) -> anyhow::Result<OperatorConfig> {
         namespace: args.namespace,
         workers: args.workers,
         plugin_resync: args.plugin_resync,
+        // Set by the operator from the identity when sharding.
+        shard: None,
         plugin_selector: args.plugin_selector,
         kubeconfigs: KubeconfigPolicy {
             allow_external: args.allow_external_kubeconfigs,

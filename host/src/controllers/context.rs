@@ -73,6 +73,9 @@ pub struct OperatorConfig {
     pub workers: u16,
     /// Re-resolve Plugin tags this often (a moved tag is picked up within it).
     pub plugin_resync: Duration,
+    /// Only reconcile the Runtimes, RuntimeKubeconfigs, RuntimeAccesses and ModuleSets
+    /// labelled for this shard (set by `tessera run --sharding` to the replica's identity).
+    pub shard: Option<String>,
     /// Only resolve Plugins matching this label selector (several installations, tests).
     pub plugin_selector: Option<String>,
     /// What kubeconfigs from Secrets may use.
@@ -146,6 +149,7 @@ impl Default for OperatorConfig {
             namespace: None,
             workers: 32,
             plugin_resync: Duration::from_secs(60),
+            shard: None,
             plugin_selector: None,
             kubeconfigs: KubeconfigPolicy::default(),
             module_targets: Vec::new(),

@@ -33,11 +33,12 @@ pub(crate) fn watchdogs(ctx: &std::sync::Arc<Context>) -> Vec<kit::Watchdog> {
             None => Api::all(ctx.client.clone()),
         }
     }
+    let shard = kit::shard::selector(ctx);
     let mut dogs = vec![watch_progress(
         ctx,
         Controller::ModuleSet,
         &scoped::<ModuleSet>(ctx),
-        None,
+        shard.as_deref(),
     )];
     if ctx.fetcher.is_some() {
         let plugins: Api<Plugin> = Api::all(ctx.client.clone());
@@ -49,19 +50,19 @@ pub(crate) fn watchdogs(ctx: &std::sync::Arc<Context>) -> Vec<kit::Watchdog> {
             ctx,
             Controller::Runtime,
             &scoped::<Runtime>(ctx),
-            None,
+            shard.as_deref(),
         ));
         dogs.push(watch_progress(
             ctx,
             Controller::Kubeconfig,
             &scoped::<RuntimeKubeconfig>(ctx),
-            None,
+            shard.as_deref(),
         ));
         dogs.push(watch_progress(
             ctx,
             Controller::Access,
             &scoped::<RuntimeAccess>(ctx),
-            None,
+            shard.as_deref(),
         ));
     }
     dogs

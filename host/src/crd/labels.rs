@@ -11,6 +11,14 @@ pub fn kubeconfig_secret(runtime_id: &str) -> String {
     format!("kubeconfig-{runtime_id}")
 }
 
+/// On Runtimes, RuntimeKubeconfigs, RuntimeAccesses and ModuleSets when replicas shard
+/// them (`tessera run --sharding`): the shard (a replica's identity) that reconciles it.
+/// Only the leader sets it; each replica watches the objects labelled with its own.
+pub const SHARD: &str = "tessera.dev/shard";
+/// Set by the leader next to [`SHARD`] when the object is to move to another shard: its
+/// shard stops working on it and removes both labels, and the leader then assigns it anew.
+pub const DRAIN: &str = "tessera.dev/drain";
+
 /// On kubeconfig Secrets, so module controllers can find them.
 pub const KUBECONFIG: &str = "tessera.dev/kubeconfig";
 /// On objects in runtime clusters that Tessera owns (and may delete).

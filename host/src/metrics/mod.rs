@@ -43,6 +43,10 @@ pub struct Metrics {
     gardener_errors: IntCounterVec,
     /// 1 while this process holds the leader lease.
     leader: IntGauge,
+    /// Objects per shard and kind, as the leader last counted them (sharding only).
+    shard_objects: IntGaugeVec,
+    /// Objects moved between shards, by how.
+    shard_moves: IntCounterVec,
     /// Shadow renders per plugin and shadow version, by whether they differed.
     shadow_renders: IntCounterVec,
     /// 1 when a Plugin's channel has a runnable version.
@@ -68,6 +72,30 @@ pub struct Metrics {
 pub(crate) enum Dependency {
     /// The Shoot API: without it no Runtime makes progress.
     Gardener,
+}
+
+/// How an object moved between shards, as `tessera_shard_moves_total` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ShardMove {
+    /// The leader labelled it for a shard (new, or its shard is dead or let it go).
+    Assigned,
+    /// The leader asked its live shard to let it go.
+    Drained,
+    /// This replica let it go (it was draining).
+    Released,
+    /// The leader took an expired shard Lease (counted per Lease).
+    Taken,
+}
+
+impl ShardMove {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Assigned => "assigned",
+            Self::Drained => "drained",
+            Self::Released => "released",
+            Self::Taken => "taken",
+        }
+    }
 }
 
 /// Which request to Gardener failed, as `tessera_gardener_errors_total` names it.
@@ -196,6 +224,14 @@ const GARDENER_ERRORS: Doc = (
 const LEADER: Doc = (
     "tessera_leader",
     "1 while this process holds the leader lease",
+);
+const SHARD_OBJECTS: Doc = (
+    "tessera_shard_objects",
+    "Objects labelled for each shard, by kind, as the leader last counted them (only with --sharding; labels: shard, kind)",
+);
+const SHARD_MOVES: Doc = (
+    "tessera_shard_moves_total",
+    "Objects moved between shards, by how: assigned (the leader labelled it for a shard), drained (the leader asked its shard to let it go), released (this replica let it go), taken (the leader took an expired shard Lease)",
 );
 const SHADOW_RENDERS: Doc = (
     "tessera_shadow_renders_total",
@@ -327,6 +363,18 @@ impl Metrics {
         gauge_or_forget(&self.kubeconfig_expiry, &[namespace, runtime], at);
     }
 
+    /// Forget the series of an object of `kind` this host handed to another shard: that
+    /// shard exports them now.
+    pub(crate) fn forget(&self, kind: &str, namespace: &str, name: &str) {
+        match kind {
+            "Runtime" => self.set_runtime_state(namespace, name, None),
+            "RuntimeKubeconfig" => self.kubeconfig_expires(namespace, name, None),
+            "RuntimeAccess" => self.access_expires(namespace, name, None),
+            "ModuleSet" => self.set_moduleset_state(namespace, name, None),
+            _ => {}
+        }
+    }
+
     /// When the token of `access` expires, in Unix seconds (`None`: forget it).
     pub(crate) fn access_expires(&self, namespace: &str, access: &str, at: Option<i64>) {
         gauge_or_forget(&self.access_expiry, &[namespace, access], at);
@@ -367,6 +415,25 @@ impl Metrics {
         self.leader.set(i64::from(leader));
     }
 
+    /// The leader's latest count of objects per (shard, kind); shards no longer counted
+    /// are dropped.
+    pub(crate) fn set_shard_objects(
+        &self,
+        counts: &std::collections::BTreeMap<(String, String), i64>,
+    ) {
+        self.shard_objects.reset();
+        for ((shard, kind), n) in counts {
+            self.shard_objects.with_label_values(&[shard, kind]).set(*n);
+        }
+    }
+
+    /// `n` objects moved between shards as `how`.
+    pub(crate) fn shard_moved(&self, how: ShardMove, n: u64) {
+        self.shard_moves
+            .with_label_values(&[how.as_str()])
+            .inc_by(n);
+    }
+
     /// Count `steps` chain steps answered as `result`.
     pub(crate) fn render_steps(&self, result: StepResult, steps: usize) {
         self.render_steps
@@ -396,6 +463,8 @@ impl Metrics {
             plugin_call_failures: counters(r, PLUGIN_CALL_FAILURES, &["plugin", "fault"]),
             gardener_errors: counters(r, GARDENER_ERRORS, &["call", "failure"]),
             leader: register(r, leader),
+            shard_objects: gauges(r, SHARD_OBJECTS, &["shard", "kind"]),
+            shard_moves: counters(r, SHARD_MOVES, &["how"]),
             shadow_renders: counters(r, SHADOW_RENDERS, &["plugin", "version", "result"]),
             plugin_channel_ready: gauges(r, PLUGIN_CHANNEL_READY, &["plugin", "channel"]),
             moduleset_state: gauges(r, MODULESET_STATE, &["namespace", "name", "state"]),

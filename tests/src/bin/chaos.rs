@@ -12,9 +12,12 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use tessera::crd::{KubeconfigState, Runtime, RuntimeAccess, RuntimeKubeconfig, RuntimeState};
+use tessera::crd::{
+    KubeconfigState, Runtime, RuntimeAccess, RuntimeKubeconfig, RuntimeState, labels,
+};
 use tessera::gardener::shoot_resource;
 use tessera_tests::env::{ControlPlane, Host};
 use tessera_tests::gardener_sim::Script;
@@ -43,6 +46,10 @@ struct Args {
     /// Give up converging after this many seconds.
     #[arg(long, default_value_t = 300)]
     timeout: u64,
+    /// Shard the objects across the hosts (`tessera run --sharding`): every kill hands a
+    /// shard's objects over, every new host takes a share through the drain step.
+    #[arg(long)]
+    sharding: bool,
 }
 
 /// What the run wants to exist, and what it did.
@@ -73,6 +80,8 @@ struct Chaos {
     runtime_client: kube::Client,
     rng: fastrand::Rng,
     hosts: Vec<Host>,
+    /// The identity of each of `hosts`.
+    names: Vec<String>,
     started_hosts: usize,
     world: World,
 }
@@ -109,6 +118,7 @@ impl Chaos {
             runtime_client,
             rng,
             hosts: Vec::new(),
+            names: Vec::new(),
             started_hosts: 0,
             world: World::default(),
         })
@@ -117,7 +127,7 @@ impl Chaos {
     fn start_host(&mut self) {
         self.started_hosts += 1;
         let name = format!("chaos-host-{}", self.started_hosts);
-        let args = [
+        let mut args = vec![
             "--namespace",
             NS,
             "--lease-duration",
@@ -127,8 +137,14 @@ impl Chaos {
             "--requeue-error",
             "1s",
             "--gardener-requests-per-second=0",
+            "--identity",
+            &name,
         ];
+        if self.args.sharding {
+            args.push("--sharding");
+        }
         self.hosts.push(self.cp.host(&name, &args));
+        self.names.push(name);
     }
 
     fn runtimes(&self) -> Api<Runtime> {
@@ -322,6 +338,7 @@ impl Chaos {
     fn kill_one(&mut self) {
         let i = self.rng.usize(..self.hosts.len());
         let mut host = self.hosts.remove(i);
+        self.names.remove(i);
         host.kill();
         self.world.kills += 1;
         self.start_host();
@@ -374,6 +391,13 @@ async fn unsettled(c: &Chaos) -> anyhow::Result<Vec<String>> {
         }
     }
     let accesses = c.accesses().list(&ListParams::default()).await?.items;
+    if c.args.sharding {
+        let metas = runtimes.iter().map(|r| ("Runtime", &r.metadata));
+        left.extend(misplaced(
+            c,
+            metas.chain(accesses.iter().map(|a| ("RuntimeAccess", &a.metadata))),
+        ));
+    }
     let names: BTreeSet<String> = accesses
         .iter()
         .filter_map(|a| a.metadata.name.clone())
@@ -417,7 +441,16 @@ fn main() -> anyhow::Result<()> {
     let converged = Instant::now();
     let limit = Duration::from_secs(c.args.timeout);
     let mut left = c.rt.block_on(unsettled(&c))?;
+    let mut shown = Instant::now();
     while !left.is_empty() && converged.elapsed() < limit {
+        if shown.elapsed() >= Duration::from_secs(10) {
+            shown = Instant::now();
+            eprintln!(
+                "after {:.0?} still unsettled: {:?}",
+                converged.elapsed(),
+                &left[..left.len().min(4)]
+            );
+        }
         std::thread::sleep(Duration::from_secs(1));
         left = c.rt.block_on(unsettled(&c))?;
     }
@@ -454,6 +487,28 @@ fn print_summary(c: &Chaos, plan: Duration, took: Duration, violations: &[String
     for v in violations {
         println!("  {v}");
     }
+}
+
+/// With sharding: objects not (yet) on the shard of a running host, or still draining.
+fn misplaced<'m>(
+    c: &Chaos,
+    metas: impl Iterator<Item = (&'static str, &'m ObjectMeta)>,
+) -> Vec<String> {
+    let mut left = Vec::new();
+    for (kind, meta) in metas {
+        let name = meta.name.clone().unwrap_or_default();
+        let labels = meta.labels.clone().unwrap_or_default();
+        match labels.get(labels::SHARD) {
+            _ if labels.contains_key(labels::DRAIN) => {
+                left.push(format!("{kind} {name} is still draining"))
+            }
+            Some(shard) if c.names.contains(shard) => {}
+            shard => left.push(format!(
+                "{kind} {name} is on shard {shard:?}, no running host's"
+            )),
+        }
+    }
+    left
 }
 
 /// Objects the run's end state must not hold: Shoots without a live Runtime or made more

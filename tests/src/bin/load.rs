@@ -49,6 +49,11 @@ struct Args {
     /// no draft of a render against the current Shoot in the render cache, later ones do.
     #[arg(long, default_value_t = 2)]
     rollout_rounds: u32,
+    /// Replicas sharding the Runtimes (`tessera run --sharding`); after provisioning one is
+    /// killed (SIGKILL) and the handover of its Runtimes is measured instead of a restart.
+    /// 1: one host, no sharding.
+    #[arg(long, default_value_t = 1)]
+    replicas: usize,
 }
 
 /// (peak RSS in MiB, CPU seconds) of a process, from /proc.
@@ -84,12 +89,21 @@ async fn ready_count(api: &Api<Runtime>) -> usize {
         .unwrap_or(0)
 }
 
-/// Runtimes the host reports Ready on /metrics.
-fn ready_from_metrics(addr: &str) -> usize {
-    scrape(addr)
-        .lines()
-        .filter(|l| l.starts_with("tessera_runtime_state{") && l.contains("state=\"Ready\"} 1"))
-        .count()
+/// Runtimes the hosts report Ready on /metrics (each exports its own shard's).
+fn ready_from_metrics(addrs: &[String]) -> usize {
+    let mut ready = std::collections::HashSet::new();
+    for addr in addrs {
+        for line in scrape(addr).lines() {
+            if line.starts_with("tessera_runtime_state{") && line.contains("state=\"Ready\"} 1") {
+                let runtime = line
+                    .split("runtime=\"")
+                    .nth(1)
+                    .and_then(|r| r.split('"').next());
+                ready.insert(runtime.unwrap_or_default().to_string());
+            }
+        }
+    }
+    ready.len()
 }
 
 /// Wait until the host has made no request (leases aside) for `quiet`.
@@ -182,8 +196,8 @@ impl Bench {
         Ok(())
     }
 
-    /// Poll the host's /metrics until all Runtimes are Ready (or the time is up).
-    fn wait_ready(&self, metrics: &str, started: Instant) {
+    /// Poll the hosts' /metrics until all Runtimes are Ready (or the time is up).
+    fn wait_ready(&self, metrics: &[String], started: Instant) {
         let mut last_print = Instant::now();
         while started.elapsed() < self.limit() {
             let ready = ready_from_metrics(metrics);
@@ -207,8 +221,8 @@ impl Bench {
 struct Provisioned {
     created: Duration,
     all_ready: Duration,
-    rss: f64,
-    cpu: f64,
+    /// Peak RSS (MiB) and CPU seconds of each host.
+    usage: Vec<(f64, f64)>,
     before: Value,
     after: Value,
 }
@@ -216,7 +230,7 @@ struct Provisioned {
 /// Create the fleet and wait until the API server says every Runtime is Ready.
 fn provision(
     bench: &Bench,
-    host: &Host,
+    hosts: &[Host],
     fast: Option<(String, String)>,
 ) -> anyhow::Result<Provisioned> {
     let before = bench.cp.sim_stats();
@@ -225,13 +239,15 @@ fn provision(
     let created = started.elapsed();
     eprintln!("created {} Runtimes in {created:.1?}", bench.args.runtimes);
     // Progress from the host's /metrics (cheap); the final count from the API server.
-    let metrics = host
-        .metrics_addr(Duration::from_secs(30))
-        .ok_or_else(|| anyhow::anyhow!("the host logged no metrics address"))?;
+    let metrics = hosts
+        .iter()
+        .map(|h| h.metrics_addr(Duration::from_secs(30)))
+        .collect::<Option<Vec<String>>>()
+        .ok_or_else(|| anyhow::anyhow!("a host logged no metrics address"))?;
     bench.wait_ready(&metrics, started);
     let all_ready = started.elapsed();
     let ready = bench.rt.block_on(ready_count(&bench.api));
-    let (rss, cpu) = usage(host.pid());
+    let usage = hosts.iter().map(|h| usage(h.pid())).collect();
     let after = bench.cp.sim_stats();
     anyhow::ensure!(
         ready == bench.args.runtimes,
@@ -241,8 +257,7 @@ fn provision(
     Ok(Provisioned {
         created,
         all_ready,
-        rss,
-        cpu,
+        usage,
         before,
         after,
     })
@@ -259,8 +274,15 @@ fn print_provisioned(args: &Args, p: &Provisioned) {
         "all Ready after:               {:.1} s",
         p.all_ready.as_secs_f64()
     );
-    println!("host peak RSS:                 {:.0} MiB", p.rss);
-    println!("host CPU:                      {:.1} s", p.cpu);
+    let peak = p.usage.iter().map(|u| u.0).fold(0.0, f64::max);
+    let rss: Vec<String> = p.usage.iter().map(|u| format!("{:.0}", u.0)).collect();
+    let cpu: Vec<String> = p.usage.iter().map(|u| format!("{:.1}", u.1)).collect();
+    println!("replicas:                      {}", args.replicas);
+    println!(
+        "host peak RSS:                 {peak:.0} MiB (per replica: {} MiB)",
+        rss.join(", ")
+    );
+    println!("host CPU:                      {} s", cpu.join(", "));
     let (after, before) = (&p.after, &p.before);
     println!(
         "host API requests:             {} ({} writes, {} watch requests, {} lease)",
@@ -279,7 +301,7 @@ fn print_provisioned(args: &Args, p: &Provisioned) {
         "per Runtime:                   {:.1} requests, {:.1} to Gardener, {:.0} KiB of peak RSS",
         per("requests"),
         per("gardenerRequests"),
-        p.rss * 1024.0 / args.runtimes.max(1) as f64,
+        p.usage.iter().map(|u| u.0).sum::<f64>() * 1024.0 / args.runtimes.max(1) as f64,
     );
 }
 
@@ -310,7 +332,12 @@ fn resync(bench: &Bench, mut host: Host, host_args: &[&str]) {
 }
 
 fn main() -> anyhow::Result<()> {
-    let bench = Bench::start(Args::parse())?;
+    let args = Args::parse();
+    anyhow::ensure!(
+        !(args.rollout && args.replicas > 1),
+        "--rollout runs with one replica"
+    );
+    let bench = Bench::start(args)?;
     let step = match bench.args.rollout {
         true => Some(bench.rt.block_on(async {
             let step = RolloutStep::start(&bench.args.rollout_step).await?;
@@ -331,8 +358,20 @@ fn main() -> anyhow::Result<()> {
     }
     owned.extend(bench.args.host_arg.iter().cloned());
     let host_args: Vec<&str> = owned.iter().map(String::as_str).collect();
+    if bench.args.replicas > 1 {
+        let (hosts, names) = start_replicas(&bench, &host_args);
+        let provisioned = provision(&bench, &hosts, None)?;
+        print_provisioned(&bench.args, &provisioned);
+        failover(&bench, hosts, &names)?;
+        println!("processes (CPU seconds): {}", bench.cp.process_cpu());
+        return Ok(());
+    }
     let host: Host = bench.cp.host("load-host", &host_args);
-    let provisioned = provision(&bench, &host, step.as_ref().map(|s| s.fast_annotation()))?;
+    let provisioned = provision(
+        &bench,
+        std::slice::from_ref(&host),
+        step.as_ref().map(|s| s.fast_annotation()),
+    )?;
     print_provisioned(&bench.args, &provisioned);
     // The restart runs under Gardener's default budget (unless `--host-arg` set one): a
     // restarted host must not need a Gardener request per settled Runtime.
@@ -347,6 +386,81 @@ fn main() -> anyhow::Result<()> {
         None => resync(&bench, host, &restart_args),
     }
     println!("processes (CPU seconds): {}", bench.cp.process_cpu());
+    Ok(())
+}
+
+/// `--replicas` hosts sharding the Runtimes, each holding its shard Lease before the first
+/// Runtime is made (so that the split is the ring's, not the first comer's).
+fn start_replicas(bench: &Bench, host_args: &[&str]) -> (Vec<Host>, Vec<String>) {
+    let names: Vec<String> = (0..bench.args.replicas)
+        .map(|i| format!("load-replica-{i}"))
+        .collect();
+    let hosts: Vec<Host> = names
+        .iter()
+        .map(|name| {
+            let mut args = host_args.to_vec();
+            args.extend(["--sharding", "--identity", name]);
+            bench.cp.host(name, &args)
+        })
+        .collect();
+    let started = Instant::now();
+    while !hosts
+        .iter()
+        .all(|h| h.logs().contains("holding the shard lease"))
+        && started.elapsed() < Duration::from_secs(120)
+    {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The leader's next pass sees every shard Lease.
+    std::thread::sleep(Duration::from_secs(2));
+    (hosts, names)
+}
+
+/// Runtimes labelled for `shard`.
+async fn on_shard(api: &Api<Runtime>, shard: &str) -> usize {
+    let selector = format!("{}={shard}", tessera::crd::labels::SHARD);
+    api.list_metadata(&ListParams::default().labels(&selector))
+        .await
+        .map(|l| l.items.len())
+        .unwrap_or(usize::MAX)
+}
+
+/// Kill one replica (SIGKILL) and measure the handover: how long until none of its
+/// Runtimes is left on its shard (its Lease must expire first: 15 s by default), and what
+/// the survivors then spent taking them over (a handover must not cost Gardener a request
+/// per Runtime).
+fn failover(bench: &Bench, mut hosts: Vec<Host>, names: &[String]) -> anyhow::Result<()> {
+    let victim = &names[0];
+    let moving = bench.rt.block_on(on_shard(&bench.api, victim));
+    let before = bench.cp.sim_stats();
+    hosts[0].kill();
+    let killed = Instant::now();
+    while bench.rt.block_on(on_shard(&bench.api, victim)) > 0 && killed.elapsed() < bench.limit() {
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let moved = killed.elapsed();
+    let settle = wait_quiet(&bench.cp, Duration::from_secs(10), bench.limit());
+    let after = bench.cp.sim_stats();
+    let ready = bench.rt.block_on(ready_count(&bench.api));
+    let rss: Vec<String> = hosts[1..]
+        .iter()
+        .map(|h| format!("{:.0}", usage(h.pid()).0))
+        .collect();
+    println!(
+        "failover (1 of {} replicas killed): its {moving} Runtimes on other shards after {:.1} s; survivors busy {:.1} s: {} requests, {} writes, {} to Gardener ({} Shoot reads); {ready} Ready; survivors' peak RSS {} MiB",
+        names.len(),
+        moved.as_secs_f64(),
+        settle.as_secs_f64(),
+        delta(&after, &before, "requests") - delta(&after, &before, "leaseRequests"),
+        delta(&after, &before, "writes"),
+        delta(&after, &before, "gardenerRequests"),
+        shoot_reads(&after) - shoot_reads(&before),
+        rss.join(", "),
+    );
+    anyhow::ensure!(
+        ready == bench.args.runtimes,
+        "only {ready} Ready after the failover"
+    );
     Ok(())
 }
 

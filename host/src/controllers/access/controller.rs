@@ -22,16 +22,19 @@ pub(crate) async fn run(ctx: Arc<Context>) {
         ),
         None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
     };
-    kit::controller(accesses, watcher::Config::default().any_semantic())
-        .owns(
-            secrets,
-            watcher::Config::default().labels(ACCESS_UID).any_semantic(),
-        )
-        .with_config(kube::runtime::controller::Config::default().concurrency(ctx.config.workers))
-        .shutdown_on_signal()
-        .run(reconcile, error_policy, ctx.clone())
-        .for_each(|outcome| kit::run_outcome(&ctx, kit::Controller::Access, outcome))
-        .await;
+    kit::controller(
+        accesses,
+        kit::shard::selected(&ctx, watcher::Config::default().any_semantic()),
+    )
+    .owns(
+        secrets,
+        watcher::Config::default().labels(ACCESS_UID).any_semantic(),
+    )
+    .with_config(kube::runtime::controller::Config::default().concurrency(ctx.config.workers))
+    .shutdown_on_signal()
+    .run(reconcile, error_policy, ctx.clone())
+    .for_each(|outcome| kit::run_outcome(&ctx, kit::Controller::Access, outcome))
+    .await;
 }
 
 fn error_policy(access: Arc<RuntimeAccess>, error: &ReconcileError, ctx: Arc<Context>) -> Action {

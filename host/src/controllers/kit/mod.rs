@@ -11,6 +11,7 @@ mod requeue;
 mod retries;
 pub(crate) mod rotation;
 mod secret;
+pub(crate) mod shard;
 mod wakes;
 mod watch;
 
@@ -77,6 +78,9 @@ where
     K: Resource<DynamicType = ()>,
     F: Future<Output = Result<Action, ReconcileError>>,
 {
+    if shard::draining(ctx, obj) {
+        return shard::release(ctx, obj).await;
+    }
     let key = key(obj);
     let span = tracing::info_span!("reconcile", controller = controller.as_str(), object = %key);
     // At debug, one line per reconcile shows what a trigger woke (the tests count them).

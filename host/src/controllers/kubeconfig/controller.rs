@@ -21,18 +21,21 @@ pub(crate) async fn run(ctx: Arc<Context>) {
         ),
         None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
     };
-    kit::controller(kubeconfigs, watcher::Config::default().any_semantic())
-        .owns(
-            secrets,
-            watcher::Config::default()
-                .labels(&format!("{}=true", labels::KUBECONFIG))
-                .any_semantic(),
-        )
-        .with_config(kube::runtime::controller::Config::default().concurrency(ctx.config.workers))
-        .shutdown_on_signal()
-        .run(reconcile, error_policy, ctx.clone())
-        .for_each(|outcome| kit::run_outcome(&ctx, kit::Controller::Kubeconfig, outcome))
-        .await;
+    kit::controller(
+        kubeconfigs,
+        kit::shard::selected(&ctx, watcher::Config::default().any_semantic()),
+    )
+    .owns(
+        secrets,
+        watcher::Config::default()
+            .labels(&format!("{}=true", labels::KUBECONFIG))
+            .any_semantic(),
+    )
+    .with_config(kube::runtime::controller::Config::default().concurrency(ctx.config.workers))
+    .shutdown_on_signal()
+    .run(reconcile, error_policy, ctx.clone())
+    .for_each(|outcome| kit::run_outcome(&ctx, kit::Controller::Kubeconfig, outcome))
+    .await;
 }
 
 fn error_policy(

@@ -67,6 +67,14 @@ pub(crate) fn rotation(held: &Held, now: Timestamp, lifetime: Duration, fraction
     rotation::rotation(held.last_sync, lifetime, stale, now, fraction)
 }
 
+/// The Secret holds a kubeconfig whose fetch the status never recorded: the host that
+/// wrote it stopped before its status write (a crash, a shard handed over). What Gardener
+/// granted is unknown and nothing says the RuntimeKubeconfig is Ready, so it is fetched
+/// anew rather than waited on.
+pub(crate) fn unrecorded(held: &Held) -> bool {
+    held.last_sync.is_some() && held.expiry.is_none()
+}
+
 /// Why a RuntimeKubeconfig does nothing: the `Ready` reason and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Refusal {
@@ -282,6 +290,16 @@ mod tests {
             rotation(&held, now, 24 * HOUR, 0.5),
             Rotation::Wait(8 * HOUR)
         );
+    }
+
+    #[test]
+    fn a_kubeconfig_whose_fetch_no_status_recorded_is_fetched_anew() {
+        let mut held = synced_at("2026-01-01T00:00:00Z");
+        assert!(unrecorded(&held));
+        held.expiry = Some(at("2026-01-02T00:00:00Z"));
+        assert!(!unrecorded(&held));
+        held.last_sync = None;
+        assert!(!unrecorded(&held), "never synced: rotated anyway");
     }
 
     #[test]

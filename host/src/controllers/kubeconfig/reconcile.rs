@@ -57,7 +57,9 @@ async fn reconcile_inner(rkc: &RuntimeKubeconfig, ctx: &Context) -> Result<Actio
     let held = decide::held(rkc, secret.as_ref());
     let lifetime = decide::lifetime(&held, expiration);
     let now = jiff::Timestamp::now();
-    if let Rotation::Wait(wait) = decide::rotation(&held, now, lifetime, fraction) {
+    if let Rotation::Wait(wait) = decide::rotation(&held, now, lifetime, fraction)
+        && !decide::unrecorded(&held)
+    {
         return Ok(Action::requeue(wait));
     }
     let granted = rotate(rkc, ctx, &api, &secrets, held.forced).await?;

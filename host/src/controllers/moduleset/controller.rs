@@ -43,7 +43,10 @@ pub(crate) async fn run(ctx: Arc<Context>) {
         ctx,
     });
     let watch_ctx = mctx.ctx.clone();
-    let controller = kit::controller(sets, watcher::Config::default().any_semantic());
+    let controller = kit::controller(
+        sets,
+        kit::shard::selected(&mctx.ctx, watcher::Config::default().any_semantic()),
+    );
     let catalog = catalog_changes(&mctx.ctx, controller.store());
     controller
         .with_config(

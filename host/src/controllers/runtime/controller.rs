@@ -22,11 +22,17 @@ pub(crate) async fn run(ctx: Arc<Context>) {
             ),
             None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
         };
-    let controller = kit::controller(runtimes, watcher::Config::default().any_semantic());
+    let controller = kit::controller(
+        runtimes,
+        kit::shard::selected(&ctx, watcher::Config::default().any_semantic()),
+    );
     let catalog = catalog_changes(&ctx, controller.store());
     let shoots = super::shoot_watch::shoot_changes(ctx.clone(), controller.store());
     controller
-        .owns(kubeconfigs, watcher::Config::default().any_semantic())
+        .owns(
+            kubeconfigs,
+            kit::shard::selected(&ctx, watcher::Config::default().any_semantic()),
+        )
         .reconcile_on(shoots)
         .reconcile_on(catalog)
         .with_config(kube::runtime::controller::Config::default().concurrency(ctx.config.workers))

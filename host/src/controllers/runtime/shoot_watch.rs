@@ -56,6 +56,7 @@ pub(crate) fn shoot_changes(
         events,
         runtimes,
         pending: Vec::new(),
+        listed: None,
     };
     futures::stream::unfold(watch, |mut watch| async move {
         let runtime = watch.next().await?;
@@ -75,6 +76,8 @@ struct Watch {
     runtimes: Store<Runtime>,
     /// Runtimes found and not yet handed out.
     pending: Vec<ObjectRef<Runtime>>,
+    /// While a list runs: the Runtimes whose Shoots it named so far.
+    listed: Option<std::collections::HashSet<ObjectRef<Runtime>>>,
 }
 
 impl Watch {
@@ -89,13 +92,19 @@ impl Watch {
                 self.ctx.shoots.cache().apply(event);
             }
             match event {
-                Ok(
-                    watcher::Event::Apply(s)
-                    | watcher::Event::Delete(s)
-                    | watcher::Event::InitApply(s),
-                ) => self.pending = self.runtimes_of(&s),
-                Ok(watcher::Event::InitDone) => self.works(),
-                Ok(watcher::Event::Init) => {}
+                Ok(watcher::Event::Apply(s) | watcher::Event::Delete(s)) => {
+                    self.pending = self.runtimes_of(&s)
+                }
+                Ok(watcher::Event::InitApply(s)) => {
+                    self.pending = self.runtimes_of(&s);
+                    let listed = self.listed.get_or_insert_with(Default::default);
+                    listed.extend(self.pending.iter().cloned());
+                }
+                Ok(watcher::Event::InitDone) => {
+                    self.works();
+                    self.pending = self.unlisted();
+                }
+                Ok(watcher::Event::Init) => self.listed = Some(Default::default()),
                 // The resource version expired: routine, a fresh list follows at once.
                 Err(watcher::Error::WatchError(s)) if s.code == 410 => self.restart(),
                 Err(e) => {
@@ -104,6 +113,19 @@ impl Watch {
                 }
             }
         }
+    }
+
+    /// After a list: the Runtimes whose Shoot it did not name. A Shoot deleted while the
+    /// watch was down sends no event; its Runtime (waiting for the deletion, a requeue
+    /// away) is woken here instead.
+    fn unlisted(&mut self) -> Vec<ObjectRef<Runtime>> {
+        let listed = self.listed.take().unwrap_or_default();
+        self.runtimes
+            .state()
+            .iter()
+            .map(|r| ObjectRef::from_obj(r.as_ref()))
+            .filter(|r| !listed.contains(r))
+            .collect()
     }
 
     fn restart(&mut self) {

@@ -1,0 +1,441 @@
+//! Sharding, the acting half (the decisions are in [`super::shards`]): the leader watches
+//! the shard Leases and the sharded objects (slimmed to their labels and the key they are
+//! hashed by), and after every change, and every third of a lease duration, labels objects
+//! for their shard, drains those that move, takes expired shard Leases and deletes dead
+//! ones no object names any more.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource, ResourceExt};
+
+use super::shards::{
+    DEAD_HOLDER, LeaseMove, LeaseView, Liveness, Move, Placement, Ring, decide, lease_move,
+    liveness,
+};
+use crate::controllers::Controllers;
+use crate::crd::{ModuleSet, Runtime, RuntimeAccess, RuntimeKubeconfig, labels};
+use crate::metrics::{Metrics, ShardMove};
+
+/// Who the leader's label writes are from.
+const FIELD_MANAGER: &str = "tessera-sharder";
+/// Label writes in flight at once.
+const CONCURRENCY: usize = 16;
+
+/// The shard Lease of the replica `identity`, next to the leader Lease `leader_lease`.
+pub(crate) fn lease_name(leader_lease: &str, identity: &str) -> String {
+    format!("{leader_lease}-shard-{identity}")
+}
+
+/// The leader's sharding loop.
+pub(crate) struct Sharder {
+    /// Writes labels and Leases; passes the leader fence.
+    pub(crate) client: Client,
+    /// Namespace of the Leases.
+    pub(crate) lease_namespace: String,
+    /// The leader Lease's name: shard Leases are named after it.
+    pub(crate) leader_lease: String,
+    /// Only objects of this namespace are sharded (`None`: all).
+    pub(crate) namespace: Option<String>,
+    /// Which controllers run: only their kinds are sharded (a modules-only installation
+    /// may not have the Runtime kinds at all).
+    pub(crate) controllers: Controllers,
+    pub(crate) lease_duration: Duration,
+    pub(crate) metrics: Metrics,
+}
+
+/// One sharded kind: its objects, each reduced to its metadata and its key.
+struct Kind {
+    resource: ApiResource,
+    store: Store<DynamicObject>,
+}
+
+/// What every object of a sharded kind is hashed by: its Runtime (`namespace/runtime id`),
+/// so that a Runtime's kubeconfig and accesses, and the ModuleSets on its cluster (named by
+/// its kubeconfig Secret), share its shard and one cluster's client lives on one replica.
+fn shard_key(kind: &str, object: &DynamicObject) -> String {
+    let ns = object.namespace().unwrap_or_default();
+    let spec = &object.data["spec"];
+    let runtime = spec["runtime"].as_str();
+    match kind {
+        "Runtime" => format!("{ns}/{}", object.name_any()),
+        "ModuleSet" => match spec["target"]["secretName"].as_str() {
+            Some(secret) => match secret.strip_prefix("kubeconfig-") {
+                Some(id) => format!("{ns}/{id}"),
+                None => format!("{ns}/secret/{secret}"),
+            },
+            None => format!("{ns}/moduleset/{}", object.name_any()),
+        },
+        _ => format!("{ns}/{}", runtime.unwrap_or_default()),
+    }
+}
+
+/// Keep what the sharder reads: labels, identity, deletion, and the key as the body.
+fn reduce(kind: &'static str) -> impl FnMut(&mut DynamicObject) + Send + 'static {
+    move |object| {
+        object.data = serde_json::Value::String(shard_key(kind, object));
+        let meta = &mut object.metadata;
+        meta.managed_fields = None;
+        meta.annotations = None;
+        meta.owner_references = None;
+        meta.finalizers = None;
+    }
+}
+
+fn watch_kind<K>(client: &Client, namespace: Option<&str>) -> (Kind, BoxStream<'static, ()>)
+where
+    K: Resource<DynamicType = ()>,
+{
+    let resource = ApiResource::erase::<K>(&());
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    let writer = reflector::store::Writer::new(resource.clone());
+    let store = writer.as_reader();
+    let kind: &'static str = match K::kind(&()).as_ref() {
+        "Runtime" => "Runtime",
+        "ModuleSet" => "ModuleSet",
+        _ => "other",
+    };
+    let events = watcher(api, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .modify(reduce(kind))
+        .reflect(writer)
+        .map(|_| ())
+        .boxed();
+    (Kind { resource, store }, events)
+}
+
+/// The shard Leases, by shard.
+struct Shards {
+    prefix: String,
+    store: Store<Lease>,
+}
+
+impl Shards {
+    fn leases(&self) -> Vec<(String, Arc<Lease>)> {
+        self.store
+            .state()
+            .into_iter()
+            .filter_map(|lease| {
+                let shard = lease.name_any().strip_prefix(&self.prefix)?.to_string();
+                Some((shard, lease))
+            })
+            .collect()
+    }
+}
+
+fn view(lease: &Lease) -> LeaseView {
+    let spec = lease.spec.clone().unwrap_or_default();
+    LeaseView {
+        holder: spec.holder_identity,
+        renewed: spec.renew_time.map(|t| t.0),
+        duration_s: spec.lease_duration_seconds,
+    }
+}
+
+impl Sharder {
+    /// Run until the process ends (the leader stops by exiting).
+    pub(crate) async fn run(self) -> std::convert::Infallible {
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), &self.lease_namespace);
+        let (writer, store) = {
+            let w = reflector::store::Writer::<Lease>::default();
+            let r = w.as_reader();
+            (w, r)
+        };
+        let lease_events = watcher(leases, watcher::Config::default().any_semantic())
+            .default_backoff()
+            .reflect(writer)
+            .map(|_| ())
+            .boxed();
+        let shards = Shards {
+            prefix: lease_name(&self.leader_lease, ""),
+            store,
+        };
+        let (kinds, events) = self.watch_kinds();
+        let mut triggers = futures::stream::select_all(events.into_iter().chain([lease_events]));
+        let mut acted = Acted::default();
+        let tick = (self.lease_duration / 3).max(Duration::from_secs(1));
+        tracing::info!(shard_leases = %shards.prefix, "sharding as leader");
+        loop {
+            if self.ready(&shards, &kinds) {
+                self.pass(&shards, &kinds, &mut acted).await;
+            }
+            tokio::select! {
+                _ = triggers.next() => {}
+                _ = tokio::time::sleep(tick) => {}
+            }
+            // Let a burst of events settle into one pass.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            while futures::FutureExt::now_or_never(triggers.next()).is_some() {}
+        }
+    }
+
+    /// The sharded kinds this host runs controllers of, and their watches' events.
+    fn watch_kinds(&self) -> (Vec<Kind>, Vec<BoxStream<'static, ()>>) {
+        let ns = self.namespace.as_deref();
+        let mut watched = vec![watch_kind::<ModuleSet>(&self.client, ns)];
+        if self.controllers == Controllers::All {
+            watched.push(watch_kind::<Runtime>(&self.client, ns));
+            watched.push(watch_kind::<RuntimeKubeconfig>(&self.client, ns));
+            watched.push(watch_kind::<RuntimeAccess>(&self.client, ns));
+        }
+        watched.into_iter().unzip()
+    }
+
+    /// Whether every watch has listed once: before that, a shard would look dead and an
+    /// object unassigned.
+    fn ready(&self, shards: &Shards, kinds: &[Kind]) -> bool {
+        futures::FutureExt::now_or_never(shards.store.wait_until_ready()).is_some_and(|r| r.is_ok())
+            && kinds.iter().all(|k| {
+                futures::FutureExt::now_or_never(k.store.wait_until_ready())
+                    .is_some_and(|r| r.is_ok())
+            })
+    }
+
+    /// One look at everything: label, drain, take and delete as decided.
+    async fn pass(&self, shards: &Shards, kinds: &[Kind], acted: &mut Acted) {
+        let now = jiff::Timestamp::now();
+        let leases = shards.leases();
+        let liveness: BTreeMap<String, Liveness> = leases
+            .iter()
+            .map(|(shard, lease)| (shard.clone(), liveness(shard, &view(lease), now)))
+            .collect();
+        let ring = Ring::new(
+            liveness
+                .iter()
+                .filter(|(_, l)| **l == Liveness::Ready)
+                .map(|(s, _)| s.clone()),
+        );
+        let mut counts = BTreeMap::new();
+        let mut seen = HashSet::new();
+        for kind in kinds {
+            let moves = plan(kind, &ring, &liveness, acted, &mut counts, &mut seen);
+            self.perform(kind, moves, acted).await;
+        }
+        acted.retain(|uid, _| seen.contains(uid));
+        for (shard, lease) in &leases {
+            let has_objects = counts.keys().any(|(s, _): &(String, String)| s == shard);
+            let young = lease.creation_timestamp().is_some_and(|t| {
+                t.0 + jiff::SignedDuration::try_from(self.lease_duration).unwrap_or_default() > now
+            });
+            match lease_move(liveness[shard], has_objects, young) {
+                LeaseMove::Keep => {}
+                LeaseMove::TakeOver => self.take(lease, now).await,
+                LeaseMove::Delete => self.delete(lease).await,
+            }
+        }
+        self.metrics.set_shard_objects(&counts);
+    }
+
+    /// Write the moves of one kind, a few at a time.
+    async fn perform(&self, kind: &Kind, moves: Vec<Planned>, acted: &mut Acted) {
+        let results: Vec<(String, String, Option<ShardMove>)> = futures::stream::iter(moves)
+            .map(|planned| async move {
+                let done = self.write(kind, &planned).await;
+                (planned.uid, planned.version, done)
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+        let (mut assigned, mut drained) = (0, 0);
+        for (uid, version, done) in results {
+            acted.insert(uid, version);
+            match done {
+                Some(ShardMove::Assigned) => assigned += 1,
+                Some(ShardMove::Drained) => drained += 1,
+                _ => {}
+            }
+        }
+        self.metrics.shard_moved(ShardMove::Assigned, assigned);
+        self.metrics.shard_moved(ShardMove::Drained, drained);
+    }
+
+    /// Label one object, on the condition that it is the version decided on.
+    async fn write(&self, kind: &Kind, planned: &Planned) -> Option<ShardMove> {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &planned.namespace, &kind.resource);
+        let (labels, how) = match &planned.action {
+            Move::Assign(shard) => (
+                serde_json::json!({ labels::SHARD: shard, labels::DRAIN: null }),
+                ShardMove::Assigned,
+            ),
+            Move::Drain => (
+                serde_json::json!({ labels::DRAIN: "true" }),
+                ShardMove::Drained,
+            ),
+            Move::Stay => return None,
+        };
+        let patch = serde_json::json!({
+            "metadata": { "resourceVersion": planned.version, "labels": labels }
+        });
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        match api
+            .patch(&planned.name, &params, &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Some(how),
+            Err(e) if crate::api::is_conflict(&e) || crate::api::is_not_found(&e) => None,
+            Err(e) => {
+                tracing::warn!(kind = %kind.resource.kind, object = %planned.name, error = %crate::report::kube_error(&e), "cannot label for its shard; retrying on the next pass");
+                None
+            }
+        }
+    }
+
+    /// Take an expired shard Lease, on the condition that it is the version judged: a shard
+    /// that renewed meanwhile keeps it.
+    async fn take(&self, lease: &Lease, now: jiff::Timestamp) {
+        let mut taken = lease.clone();
+        crate::api::slim(&mut taken);
+        let spec = taken.spec.get_or_insert_with(Default::default);
+        spec.holder_identity = Some(DEAD_HOLDER.into());
+        spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+            now,
+        ));
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.lease_namespace);
+        match api
+            .replace(&lease.name_any(), &PostParams::default(), &taken)
+            .await
+        {
+            Ok(_) => {
+                self.metrics.shard_moved(ShardMove::Taken, 1);
+                tracing::warn!(lease = %lease.name_any(), "a shard stopped renewing its Lease: taken, its objects move to the live shards");
+            }
+            Err(e) if crate::api::is_conflict(&e) => {}
+            Err(e) => {
+                tracing::warn!(lease = %lease.name_any(), error = %crate::report::kube_error(&e), "cannot take an expired shard Lease")
+            }
+        }
+    }
+
+    /// Delete a dead shard's Lease, on the condition that it is the version judged.
+    async fn delete(&self, lease: &Lease) {
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.lease_namespace);
+        let params = DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                resource_version: lease.resource_version(),
+                uid: lease.uid(),
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&lease.name_any(), &params).await {
+            Ok(_) => tracing::info!(lease = %lease.name_any(), "deleted the Lease of a shard gone"),
+            Err(e) if crate::api::is_conflict(&e) || crate::api::is_not_found(&e) => {}
+            Err(e) => {
+                tracing::warn!(lease = %lease.name_any(), error = %crate::report::kube_error(&e), "cannot delete the Lease of a shard gone")
+            }
+        }
+    }
+}
+
+/// Objects already written at a version (uid → resourceVersion): not written again until
+/// their watch shows a newer one.
+type Acted = HashMap<String, String>;
+
+/// A decided move of one object.
+struct Planned {
+    namespace: String,
+    name: String,
+    uid: String,
+    version: String,
+    action: Move,
+}
+
+/// Decide every object of `kind`; count objects per (shard, kind).
+fn plan(
+    kind: &Kind,
+    ring: &Ring,
+    liveness: &BTreeMap<String, Liveness>,
+    acted: &Acted,
+    counts: &mut BTreeMap<(String, String), i64>,
+    seen: &mut HashSet<String>,
+) -> Vec<Planned> {
+    let mut moves = Vec::new();
+    for object in kind.store.state() {
+        let meta = &object.metadata;
+        let (Some(uid), Some(version)) = (meta.uid.clone(), meta.resource_version.clone()) else {
+            continue;
+        };
+        seen.insert(uid.clone());
+        let labels = object.labels();
+        let shard = labels.get(labels::SHARD).map(String::as_str);
+        if let Some(shard) = shard {
+            *counts
+                .entry((shard.to_string(), kind.resource.kind.clone()))
+                .or_default() += 1;
+        }
+        if acted.get(&uid) == Some(&version) {
+            continue;
+        }
+        let placement = Placement {
+            shard,
+            draining: labels.contains_key(labels::DRAIN),
+            deleting: meta.deletion_timestamp.is_some(),
+            key: object.data.as_str().unwrap_or_default(),
+        };
+        let action = decide(placement, ring, liveness);
+        if action != Move::Stay {
+            moves.push(Planned {
+                namespace: object.namespace().unwrap_or_default(),
+                name: object.name_any(),
+                uid,
+                version,
+                action,
+            });
+        }
+    }
+    moves
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(name: &str, spec: serde_json::Value) -> DynamicObject {
+        let mut o = DynamicObject::new(name, &ApiResource::erase::<Runtime>(&())).within("kcp");
+        o.data = serde_json::json!({ "spec": spec });
+        o
+    }
+
+    #[test]
+    fn a_runtime_its_kubeconfig_its_accesses_and_the_module_sets_on_its_cluster_share_a_key() {
+        let runtime = shard_key("Runtime", &object("rt-1", serde_json::json!({})));
+        assert_eq!(runtime, "kcp/rt-1");
+        let owned = object("whatever", serde_json::json!({ "runtime": "rt-1" }));
+        assert_eq!(shard_key("RuntimeKubeconfig", &owned), runtime);
+        assert_eq!(shard_key("RuntimeAccess", &owned), runtime);
+        let set = object(
+            "modules",
+            serde_json::json!({ "target": { "secretName": "kubeconfig-rt-1" } }),
+        );
+        assert_eq!(shard_key("ModuleSet", &set), runtime);
+        let other = object(
+            "modules",
+            serde_json::json!({ "target": { "secretName": "dev-cluster" } }),
+        );
+        assert_eq!(shard_key("ModuleSet", &other), "kcp/secret/dev-cluster");
+        let local = object("modules", serde_json::json!({}));
+        assert_eq!(shard_key("ModuleSet", &local), "kcp/moduleset/modules");
+    }
+
+    #[test]
+    fn the_sharder_keeps_only_labels_and_the_key() {
+        let mut o = object("rt-1", serde_json::json!({ "big": "spec" }));
+        o.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
+        reduce("Runtime")(&mut o);
+        assert_eq!(o.data, serde_json::json!("kcp/rt-1"));
+        assert!(o.metadata.annotations.is_none());
+    }
+}
