@@ -53,7 +53,6 @@ fn live_host_pods(cp: &ControlPlane) -> Result<Vec<String>> {
         .collect())
 }
 
-/// The pod holding the lease.
 /// Whether the Lease identity `holder` is pod `pod`'s: sharding replicas are named after
 /// their pod, others `<hostname>-<pid>` (a pod's hostname is its name).
 fn is_pods(holder: &str, pod: &str) -> bool {
@@ -71,6 +70,7 @@ fn moduleset_pod(cp: &ControlPlane) -> Result<String> {
     })
 }
 
+/// The pod holding the lease.
 fn leader_pod(cp: &ControlPlane) -> Result<String> {
     let holder = wait_for("a leader", || lease_holder(cp))?;
     let pods = live_host_pods(cp)?;

@@ -1331,8 +1331,23 @@ async fn two_hosts_one_leader(cp: &ControlPlane) -> Result {
 /// kubelet's 30 s grace on every rollout and uninstall.
 async fn hosts_stop_on_sigterm(cp: &ControlPlane) -> Result {
     let s = Scenario::new(cp, "t-stop").await;
+    // A host that loses its lease before the signal (a renewal late on a loaded machine)
+    // exits on its own: that round says nothing about SIGTERM, and is run again.
+    for round in 1..=3 {
+        match stop_both(&s).await? {
+            Some(lost) if round < 3 => eprintln!("hosts_stop_on_sigterm: {lost}; again"),
+            Some(lost) => return Err(lost),
+            None => return Ok(()),
+        }
+    }
+    Ok(())
+}
+
+/// One round of [`hosts_stop_on_sigterm`]: `Some` when a host lost its lease before the
+/// signal came.
+async fn stop_both(s: &Scenario<'_>) -> Result<Option<String>> {
     let mut hosts = [s.host("a", &[]), s.host("b", &[])];
-    one_leading_one_waiting(&s, &mut hosts).await?;
+    one_leading_one_waiting(s, &mut hosts).await?;
     let standby = hosts
         .iter()
         .position(|h| !h.logs().contains("became leader"))
@@ -1340,6 +1355,14 @@ async fn hosts_stop_on_sigterm(cp: &ControlPlane) -> Result {
     for host in &mut hosts {
         match host.terminate(Duration::from_secs(30)) {
             Some(status) if status.success() => {}
+            _ if !host.logs().contains("stop signal received")
+                && host.logs().contains("lost the leader lease") =>
+            {
+                return Ok(Some(format!(
+                    "a host lost its lease before the signal:\n{}",
+                    tail(&host.logs(), 5)
+                )));
+            }
             ended => {
                 return Err(format!(
                     "SIGTERM ended a host with {ended:?} (None: still running):\n{}",
@@ -1354,7 +1377,7 @@ async fn hosts_stop_on_sigterm(cp: &ControlPlane) -> Result {
             tail(&hosts[standby].logs(), 15)
         ));
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Wait until one of `hosts` leads and the other waits for the lease. A host that loses

@@ -23,6 +23,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{/* "true" when the replicas shard the objects (sharding: auto means more than one replica), else "". */}}
 {{- define "tessera.sharding" -}}
 {{- $s := toString .Values.sharding -}}
+{{- if eq $s "<nil>" }}{{ $s = "auto" }}{{ end -}}
 {{- if or (eq $s "true") (and (eq $s "auto") (gt (int .Values.replicaCount) 1)) -}}
 true
 {{- else if not (or (eq $s "false") (eq $s "auto")) -}}

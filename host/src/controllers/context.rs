@@ -253,6 +253,9 @@ pub(crate) struct Context {
     /// Why the watch of Shoots fails, in words (`None`: it works); Runtimes say so in
     /// `GardenerReachable`.
     pub(crate) shoot_watch: std::sync::Mutex<Option<String>>,
+    /// With sharding: whether this replica holds the leader Lease (see [`Context::leads`]);
+    /// the Plugin controller passes over every Plugin when it turns true.
+    pub(crate) leading: tokio::sync::watch::Sender<bool>,
 }
 
 /// Logs once every Plugin that existed at start-up was resolved (how start-up time is
@@ -323,6 +326,15 @@ impl Context {
             progress: super::kit::Progress::default(),
             watchdog_client: clients.watchdog,
             shoot_watch: std::sync::Mutex::new(None),
+            leading: tokio::sync::watch::Sender::new(false),
         })
+    }
+
+    /// Whether this host writes what every replica computes alike (Plugin status, its
+    /// finalizer and Events): without sharding the one host running the controllers, with
+    /// it the leader only, so that replicas whose views differ for a moment (a render
+    /// refused on one of them, a pull failed on another) do not write in turn.
+    pub(crate) fn leads(&self) -> bool {
+        self.config.shard.is_none() || *self.leading.borrow()
     }
 }

@@ -17,8 +17,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 
 use super::shards::{
-    DEAD_HOLDER, LeaseMove, LeaseView, Liveness, Move, Placement, Ring, decide, lease_move,
-    liveness,
+    DEAD_HOLDER, LeaseFacts, LeaseMove, LeaseView, Liveness, Move, Placement, Ring, decide,
+    lease_move, liveness,
 };
 use crate::controllers::Controllers;
 use crate::crd::{ModuleSet, Runtime, RuntimeAccess, RuntimeKubeconfig, labels};
@@ -223,11 +223,8 @@ impl Sharder {
         }
         acted.retain(|uid, _| seen.contains(uid));
         for (shard, lease) in &leases {
-            let has_objects = counts.keys().any(|(s, _): &(String, String)| s == shard);
-            let young = lease.creation_timestamp().is_some_and(|t| {
-                t.0 + jiff::SignedDuration::try_from(self.lease_duration).unwrap_or_default() > now
-            });
-            match lease_move(liveness[shard], has_objects, young) {
+            let facts = self.facts(shard, lease, &counts, now);
+            match lease_move(liveness[shard], facts) {
                 LeaseMove::Keep => {}
                 LeaseMove::TakeOver => self.take(lease, now).await,
                 LeaseMove::Delete => self.delete(lease).await,
@@ -236,31 +233,60 @@ impl Sharder {
         self.metrics.set_shard_objects(&counts);
     }
 
+    /// What the Lease of `shard` is besides its liveness.
+    fn facts(
+        &self,
+        shard: &str,
+        lease: &Lease,
+        counts: &BTreeMap<(String, String), i64>,
+        now: jiff::Timestamp,
+    ) -> LeaseFacts {
+        let within = |t: Option<jiff::Timestamp>, d: Duration| {
+            let d = jiff::SignedDuration::try_from(d).unwrap_or_default();
+            t.is_some_and(|t| t + d > now)
+        };
+        let renewed = lease.spec.as_ref().and_then(|s| s.renew_time.as_ref());
+        LeaseFacts {
+            has_objects: counts.keys().any(|(s, _)| s == shard),
+            young: within(lease.creation_timestamp().map(|t| t.0), self.lease_duration),
+            fresh: within(renewed.map(|t| t.0), self.lease_duration / 3),
+        }
+    }
+
     /// Write the moves of one kind, a few at a time.
     async fn perform(&self, kind: &Kind, moves: Vec<Planned>, acted: &mut Acted) {
-        let results: Vec<(String, String, Option<ShardMove>)> = futures::stream::iter(moves)
+        let results: Vec<(String, String, Written)> = futures::stream::iter(moves)
             .map(|planned| async move {
-                let done = self.write(kind, &planned).await;
-                (planned.uid, planned.version, done)
+                let written = self.write(kind, &planned).await;
+                (planned.uid, planned.version, written)
             })
             .buffer_unordered(CONCURRENCY)
             .collect()
             .await;
-        let (mut assigned, mut drained) = (0, 0);
-        for (uid, version, done) in results {
-            acted.insert(uid, version);
-            match done {
-                Some(ShardMove::Assigned) => assigned += 1,
-                Some(ShardMove::Drained) => drained += 1,
-                _ => {}
+        let (mut assigned, mut drained, mut failed) = (0, 0, Vec::new());
+        for (uid, version, written) in results {
+            match written {
+                Written::Moved(ShardMove::Drained) => drained += 1,
+                Written::Moved(_) => assigned += 1,
+                // Tried again on the next pass.
+                Written::Failed(why) => {
+                    failed.push(why);
+                    continue;
+                }
+                Written::Changed => {}
             }
+            acted.insert(uid, version);
+        }
+        if let Some(first) = failed.first() {
+            // One line per kind and pass, however many failed.
+            tracing::warn!(kind = %kind.resource.kind, failed = failed.len(), first = %first, "cannot label objects for their shards; retrying on the next pass");
         }
         self.metrics.shard_moved(ShardMove::Assigned, assigned);
         self.metrics.shard_moved(ShardMove::Drained, drained);
     }
 
     /// Label one object, on the condition that it is the version decided on.
-    async fn write(&self, kind: &Kind, planned: &Planned) -> Option<ShardMove> {
+    async fn write(&self, kind: &Kind, planned: &Planned) -> Written {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &planned.namespace, &kind.resource);
         let (labels, how) = match &planned.action {
@@ -272,7 +298,7 @@ impl Sharder {
                 serde_json::json!({ labels::DRAIN: "true" }),
                 ShardMove::Drained,
             ),
-            Move::Stay => return None,
+            Move::Stay => return Written::Changed,
         };
         let patch = serde_json::json!({
             "metadata": { "resourceVersion": planned.version, "labels": labels }
@@ -285,12 +311,15 @@ impl Sharder {
             .patch(&planned.name, &params, &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => Some(how),
-            Err(e) if crate::api::is_conflict(&e) || crate::api::is_not_found(&e) => None,
-            Err(e) => {
-                tracing::warn!(kind = %kind.resource.kind, object = %planned.name, error = %crate::report::kube_error(&e), "cannot label for its shard; retrying on the next pass");
-                None
+            Ok(_) => Written::Moved(how),
+            Err(e) if crate::api::is_conflict(&e) || crate::api::is_not_found(&e) => {
+                Written::Changed
             }
+            Err(e) => Written::Failed(format!(
+                "{}: {}",
+                planned.name,
+                crate::report::kube_error(&e)
+            )),
         }
     }
 
@@ -343,6 +372,15 @@ impl Sharder {
 /// Objects already written at a version (uid → resourceVersion): not written again until
 /// their watch shows a newer one.
 type Acted = HashMap<String, String>;
+
+/// How a label write ended.
+enum Written {
+    Moved(ShardMove),
+    /// The object changed or went since it was judged: its next version decides.
+    Changed,
+    /// Refused or unanswered (why): tried again on the next pass.
+    Failed(String),
+}
 
 /// A decided move of one object.
 struct Planned {

@@ -74,6 +74,7 @@ impl Sharding {
         let leases = client(kubeconfig, None).await?;
         let lost = lead(leases, self.leader.clone(), fence, Role::Leader).await?;
         ctx.metrics.set_leader(true);
+        ctx.leading.send_replace(true);
         if ctx.config.controllers == Controllers::All {
             super::sweep_kubeconfig_secrets(ctx).await;
         }

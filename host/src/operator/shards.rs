@@ -6,7 +6,9 @@
 //! live shard only through a drain: the leader labels it, the shard stops working on it and
 //! removes both labels (`controllers::kit::release`), and only then is it assigned anew.
 //! An object of a dead shard moves at once, after the leader has taken the dead shard's
-//! Lease, so that the shard, should it come back, sees it lost its Lease and stops.
+//! Lease (and for as long as objects still name the shard), so that the shard, should it
+//! come back, sees it lost its Lease and stops, and a replica restarted under the same
+//! identity waits until they moved.
 
 use std::collections::BTreeMap;
 
@@ -68,8 +70,12 @@ pub(crate) enum Liveness {
     Ready,
     /// Its shard stopped renewing it: the leader takes it before moving its objects.
     Expired,
-    /// Released by its shard (a clean stop) or taken by the leader: its objects move at
-    /// once. A shard without a Lease counts as dead too.
+    /// Given back by its shard (a clean stop), or made and not yet taken: the leader takes
+    /// it before moving its objects, so that a replica restarted under the same identity
+    /// cannot take it back while they move.
+    Released,
+    /// Taken by the leader, or gone: its objects move at once. A shard without a Lease
+    /// counts as dead too.
     Dead,
 }
 
@@ -92,7 +98,8 @@ pub(crate) fn liveness(shard: &str, lease: &LeaseView, now: jiff::Timestamp) -> 
                 _ => Liveness::Expired,
             }
         }
-        _ => Liveness::Dead,
+        None => Liveness::Released,
+        Some(_) => Liveness::Dead,
     }
 }
 
@@ -134,8 +141,10 @@ pub(crate) fn decide(
     };
     match shards.get(current).copied().unwrap_or(Liveness::Dead) {
         Liveness::Dead => Move::Assign(wanted.to_string()),
-        // Not before the Lease is taken: the shard may only be slow.
-        Liveness::Expired => Move::Stay,
+        // Not before the Lease is taken: the shard may only be slow, or come back.
+        Liveness::Expired | Liveness::Released => Move::Stay,
+        // Wanted back where it is: clear the drain instead of a release and a new label.
+        Liveness::Ready if current == wanted && object.draining => Move::Assign(wanted.to_string()),
         Liveness::Ready if current == wanted || object.draining || object.deleting => Move::Stay,
         Liveness::Ready => Move::Drain,
     }
@@ -145,21 +154,40 @@ pub(crate) fn decide(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LeaseMove {
     Keep,
-    /// Take it (it expired) so its shard cannot come back unnoticed.
+    /// Take it (it expired or was given back), or take it again (objects still name its
+    /// shard), so that its shard cannot come back while they move.
     TakeOver,
     /// Delete it: dead, and no object names its shard any more.
     Delete,
 }
 
-/// What becomes of a shard's Lease, given whether objects still name its shard and whether
-/// it was made less than a lease duration ago (a replica makes its Lease before it takes
-/// it: until then it has no holder, like a dead one).
-pub(crate) fn lease_move(liveness: Liveness, has_objects: bool, young: bool) -> LeaseMove {
+/// Facts about a shard Lease besides its liveness.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LeaseFacts {
+    /// Objects still name its shard.
+    pub(crate) has_objects: bool,
+    /// Made less than a lease duration ago (a replica makes its Lease before it takes it:
+    /// until then it has no holder, like one given back).
+    pub(crate) young: bool,
+    /// Renewed less than a third of a lease duration ago (by the leader's last take, when
+    /// dead): taking it again can wait.
+    pub(crate) fresh: bool,
+}
+
+/// What becomes of a shard's Lease.
+pub(crate) fn lease_move(liveness: Liveness, facts: LeaseFacts) -> LeaseMove {
+    let LeaseFacts {
+        has_objects,
+        young,
+        fresh,
+    } = facts;
     match liveness {
         Liveness::Ready => LeaseMove::Keep,
         Liveness::Expired => LeaseMove::TakeOver,
-        Liveness::Dead if has_objects || young => LeaseMove::Keep,
-        Liveness::Dead => LeaseMove::Delete,
+        Liveness::Dead if has_objects && fresh => LeaseMove::Keep,
+        Liveness::Released | Liveness::Dead if has_objects => LeaseMove::TakeOver,
+        Liveness::Released | Liveness::Dead if young => LeaseMove::Keep,
+        Liveness::Released | Liveness::Dead => LeaseMove::Delete,
     }
 }
 
@@ -216,7 +244,7 @@ mod tests {
             liveness("a", &lease(Some("a"), 0), at(15)),
             Liveness::Expired
         );
-        assert_eq!(liveness("a", &lease(None, 0), at(1)), Liveness::Dead);
+        assert_eq!(liveness("a", &lease(None, 0), at(1)), Liveness::Released);
         assert_eq!(
             liveness("a", &lease(Some(DEAD_HOLDER), 0), at(1)),
             Liveness::Dead
@@ -271,6 +299,8 @@ mod tests {
         let ring = ring(&["b"]);
         let expired = shards(&[("a", Liveness::Expired), ("b", Liveness::Ready)]);
         assert_eq!(decide(placed(Some("a"), "k"), &ring, &expired), Move::Stay);
+        let released = shards(&[("a", Liveness::Released), ("b", Liveness::Ready)]);
+        assert_eq!(decide(placed(Some("a"), "k"), &ring, &released), Move::Stay);
         let dead = shards(&[("a", Liveness::Dead), ("b", Liveness::Ready)]);
         assert_eq!(
             decide(placed(Some("a"), "k"), &ring, &dead),
@@ -289,15 +319,46 @@ mod tests {
     }
 
     #[test]
-    fn dead_leases_go_once_no_object_names_them() {
-        assert_eq!(lease_move(Liveness::Ready, false, false), LeaseMove::Keep);
+    fn leases_are_taken_while_objects_move_and_go_once_none_names_them() {
+        let facts = |has_objects, young, fresh| LeaseFacts {
+            has_objects,
+            young,
+            fresh,
+        };
+        let moved = |l, f| lease_move(l, f);
         assert_eq!(
-            lease_move(Liveness::Expired, true, false),
+            moved(Liveness::Ready, facts(false, false, false)),
+            LeaseMove::Keep
+        );
+        assert_eq!(
+            moved(Liveness::Expired, facts(true, false, true)),
             LeaseMove::TakeOver
         );
-        assert_eq!(lease_move(Liveness::Dead, true, false), LeaseMove::Keep);
-        assert_eq!(lease_move(Liveness::Dead, false, false), LeaseMove::Delete);
-        // Just made, not yet taken by its replica.
-        assert_eq!(lease_move(Liveness::Dead, false, true), LeaseMove::Keep);
+        // Taken again while objects still name the shard: it cannot come back meanwhile;
+        // not on every pass.
+        assert_eq!(
+            moved(Liveness::Dead, facts(true, false, false)),
+            LeaseMove::TakeOver
+        );
+        assert_eq!(
+            moved(Liveness::Dead, facts(true, false, true)),
+            LeaseMove::Keep
+        );
+        assert_eq!(
+            moved(Liveness::Released, facts(true, true, true)),
+            LeaseMove::TakeOver
+        );
+        assert_eq!(
+            moved(Liveness::Dead, facts(false, false, false)),
+            LeaseMove::Delete
+        );
+        assert_eq!(
+            moved(Liveness::Released, facts(false, false, true)),
+            LeaseMove::Delete
+        );
+        assert_eq!(
+            moved(Liveness::Released, facts(false, true, false)),
+            LeaseMove::Keep
+        );
     }
 }

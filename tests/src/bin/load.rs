@@ -432,6 +432,9 @@ async fn on_shard(api: &Api<Runtime>, shard: &str) -> usize {
 fn failover(bench: &Bench, mut hosts: Vec<Host>, names: &[String]) -> anyhow::Result<()> {
     let victim = &names[0];
     let moving = bench.rt.block_on(on_shard(&bench.api, victim));
+    // The leader too, when it holds the leader Lease: then a new leader must start
+    // sharding first (another lease duration).
+    let leader = hosts[0].logs().contains("became leader");
     let before = bench.cp.sim_stats();
     hosts[0].kill();
     let killed = Instant::now();
@@ -447,7 +450,7 @@ fn failover(bench: &Bench, mut hosts: Vec<Host>, names: &[String]) -> anyhow::Re
         .map(|h| format!("{:.0}", usage(h.pid()).0))
         .collect();
     println!(
-        "failover (1 of {} replicas killed): its {moving} Runtimes on other shards after {:.1} s; survivors busy {:.1} s: {} requests, {} writes, {} to Gardener ({} Shoot reads); {ready} Ready; survivors' peak RSS {} MiB",
+        "failover (1 of {} replicas killed, the leader: {leader}): its {moving} Runtimes on other shards after {:.1} s; survivors busy {:.1} s: {} requests, {} writes, {} to Gardener ({} Shoot reads); {ready} Ready; survivors' peak RSS {} MiB",
         names.len(),
         moved.as_secs_f64(),
         settle.as_secs_f64(),

@@ -40,15 +40,21 @@ pub(crate) async fn remove_orphaned_secrets(
             .is_some_and(|k| k.uid().as_deref() == Some(owner.uid.as_str()));
         if !alive {
             let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
-            match api
-                .delete(&secret.name_any(), &DeleteParams::default())
-                .await
-            {
+            // The version judged orphaned, not one rewritten since (the sweep runs beside
+            // the controllers when replicas shard).
+            let params = DeleteParams {
+                preconditions: Some(kube::api::Preconditions {
+                    uid: secret.uid(),
+                    resource_version: secret.resource_version(),
+                }),
+                ..DeleteParams::default()
+            };
+            match api.delete(&secret.name_any(), &params).await {
                 Ok(_) => {
                     tracing::info!(secret = %secret.name_any(), namespace = %ns, "orphaned kubeconfig Secret deleted");
                     removed += 1;
                 }
-                Err(e) if api::is_not_found(&e) => {}
+                Err(e) if api::is_not_found(&e) || api::is_conflict(&e) => {}
                 Err(e) => return Err(e),
             }
         }

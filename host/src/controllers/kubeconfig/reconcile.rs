@@ -54,7 +54,16 @@ async fn reconcile_inner(rkc: &RuntimeKubeconfig, ctx: &Context) -> Result<Actio
     }
     let expiration = ctx.config.kubeconfig_expiration;
     let fraction = ctx.config.rotation_fraction;
-    let held = decide::held(rkc, secret.as_ref());
+    let mut held = decide::held(rkc, secret.as_ref());
+    let fresh;
+    let mut rkc = rkc;
+    if decide::unrecorded(&held) {
+        // The Secret is read fresh, the RuntimeKubeconfig came from the cache, which may
+        // not have the status written with the Secret yet: judge by a fresh read.
+        fresh = api.get(&rkc.name_any()).await?;
+        rkc = &fresh;
+        held = decide::held(rkc, secret.as_ref());
+    }
     let lifetime = decide::lifetime(&held, expiration);
     let now = jiff::Timestamp::now();
     if let Rotation::Wait(wait) = decide::rotation(&held, now, lifetime, fraction)

@@ -20,8 +20,15 @@ pub(crate) async fn run(ctx: Arc<Context>) {
     }
     // A render refused a Plugin's configuration: its status says so.
     let refusals = tokio_stream_of(ctx.renderer.resolver.catalog.subscribe_refusals());
+    // With sharding only the leader writes Plugin status: a replica that starts leading
+    // writes what it found at once.
+    let leading = futures::stream::unfold(ctx.leading.subscribe(), |mut rx| async move {
+        rx.changed().await.ok()?;
+        Some(((), rx))
+    });
     kit::controller(plugins, config)
         .reconcile_all_on(refusals)
+        .reconcile_all_on(leading)
         .with_config(kube::runtime::controller::Config::default().concurrency(ctx.config.workers))
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx.clone())

@@ -25,7 +25,9 @@ pub(crate) async fn reconcile_plugin(
     if plugin.metadata.deletion_timestamp.is_some() {
         return forget(&plugin, &ctx, &api).await;
     }
-    finalizer::add(&api, plugin.as_ref(), labels::PLUGIN_FINALIZER).await?;
+    if ctx.leads() {
+        finalizer::add(&api, plugin.as_ref(), labels::PLUGIN_FINALIZER).await?;
+    }
     let Some(fetcher) = ctx.fetcher.clone() else {
         return Ok(Action::await_change());
     };
@@ -52,7 +54,7 @@ pub(crate) async fn reconcile_plugin(
     let problems = publish(&pass, &ctx, versions.loaded, &mut status, &mut events);
     let ready = decide::ready_condition(&status.channels, &status.versions, &problems);
     record_ready(&mut status, &old, &ready, &mut events);
-    write_status(&api, &plugin.name_any(), &old, &status).await?;
+    write_status(&ctx, &api, &plugin.name_any(), &old, &status).await?;
     done(&plugin, &ctx, events).await;
     let failure = status.last_error.as_deref().unwrap_or_default();
     let resync = ctx.config.plugin_resync;
@@ -77,7 +79,9 @@ async fn forget(
     for c in &plugin.spec.channels {
         ctx.metrics.channel_ready(&name, &c.name, None);
     }
-    finalizer::remove(api, plugin, labels::PLUGIN_FINALIZER).await?;
+    if ctx.leads() {
+        finalizer::remove(api, plugin, labels::PLUGIN_FINALIZER).await?;
+    }
     tracing::info!(plugin = %name, "plugin removed");
     Ok(Action::await_change())
 }
@@ -99,7 +103,7 @@ async fn refuse_spec(
     decide::invalid_spec_condition(message.clone())
         .set(&mut status.conditions, plugin.metadata.generation);
     status.last_error = Some(message);
-    write_status(api, &name, old, &status).await?;
+    write_status(ctx, api, &name, old, &status).await?;
     ctx.initial_sync.done(&name);
     Ok(Action::await_change())
 }
@@ -198,9 +202,11 @@ fn record_ready(
 
 /// After the status is written: the Events, and this Plugin counts as seen once.
 async fn done(plugin: &Plugin, ctx: &Context, events: Vec<Note>) {
-    ctx.events
-        .publish(&plugin.object_ref(&()), "Resolve", events)
-        .await;
+    if ctx.leads() {
+        ctx.events
+            .publish(&plugin.object_ref(&()), "Resolve", events)
+            .await;
+    }
     ctx.initial_sync.done(&plugin.name_any());
 }
 
@@ -346,13 +352,15 @@ impl Pass<'_> {
     }
 }
 
+/// Write `status` if it changed and this host [`Context::leads`].
 async fn write_status(
+    ctx: &Context,
     api: &Api<Plugin>,
     name: &str,
     old: &PluginStatus,
     status: &PluginStatus,
 ) -> Result<(), ReconcileError> {
-    if old == status {
+    if old == status || !ctx.leads() {
         return Ok(());
     }
     crate::crd::patch_status(api, name, status).await?;

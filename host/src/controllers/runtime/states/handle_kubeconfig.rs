@@ -14,6 +14,26 @@ use crate::crd::{
 use crate::crd::{ConditionType, Reason};
 use crate::gardener::FIELD_MANAGER;
 
+/// The RuntimeKubeconfig of `m`'s Runtime, owned by it. With sharding the leader labels
+/// it for its Runtime's shard: an apply from here could move it back from a stale cache.
+fn document(m: &Machine, spec: &RuntimeKubeconfigSpec) -> serde_json::Value {
+    let owner = m
+        .runtime
+        .controller_owner_ref(&())
+        .expect("Runtime has a name and uid");
+    json!({
+        "apiVersion": "tessera.dev/v1alpha1",
+        "kind": "RuntimeKubeconfig",
+        "metadata": {
+            "name": spec.runtime,
+            "namespace": m.namespace(),
+            "labels": { labels::RUNTIME: spec.runtime },
+            "ownerReferences": [owner],
+        },
+        "spec": spec,
+    })
+}
+
 pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let id = m.id();
     let namespace = m.namespace();
@@ -33,27 +53,9 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     };
     let existing = api.get_opt(&id).await?;
     if existing.as_ref().map(|k| &k.spec) != Some(&spec) {
-        let owner = m
-            .runtime
-            .controller_owner_ref(&())
-            .expect("Runtime has a name and uid");
-        let doc = json!({
-            "apiVersion": "tessera.dev/v1alpha1",
-            "kind": "RuntimeKubeconfig",
-            "metadata": {
-                "name": id,
-                "namespace": namespace,
-                "labels": { labels::RUNTIME: id },
-                "ownerReferences": [owner],
-            },
-            "spec": spec,
-        });
-        api.patch(
-            &id,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&doc),
-        )
-        .await?;
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        api.patch(&id, &params, &Patch::Apply(&document(m, &spec)))
+            .await?;
     }
     let ready = existing
         .as_ref()
