@@ -197,15 +197,23 @@ impl KubeconfigPolicy {
 /// Clients for kubeconfigs from Secrets, one per Secret version: a reconcile gets the
 /// client it got before unless the Secret changed (a rotation, a replaced Secret with the
 /// same name), so connections are reused and never outlive the credentials they were
-/// built from.
+/// built from. Clients nobody asked for in a while are dropped ([`ClientCache::sweep`]) and
+/// built again on demand, so that a host serving thousands of clusters keeps only the
+/// busy ones.
 #[derive(Default)]
 pub struct ClientCache {
-    /// (namespace, name, key) → (uid, resourceVersion, client, server).
-    entries: std::sync::Mutex<ClientEntries>,
+    /// (namespace, name, key) → the client of the Secret's current version.
+    entries: std::sync::Mutex<std::collections::HashMap<(String, String, String), CachedClient>>,
 }
 
-type ClientEntries =
-    std::collections::HashMap<(String, String, String), (String, String, Client, String)>;
+/// A client, the Secret version (uid, resourceVersion) it was built from and its last use.
+struct CachedClient {
+    uid: String,
+    resource_version: String,
+    client: Client,
+    server: String,
+    used: std::time::Instant,
+}
 
 impl ClientCache {
     /// The client for the kubeconfig under `key` of `secret`, checked by `policy`.
@@ -222,17 +230,22 @@ impl ClientCache {
             meta.name.clone().unwrap_or_default(),
             key.to_string(),
         );
-        let version = (
-            meta.uid.clone().unwrap_or_default(),
-            meta.resource_version.clone().unwrap_or_default(),
-        );
-        if let Some((uid, rv, client, server)) = self.entries.lock().expect("clients lock").get(&id)
-            && (uid, rv) == (&version.0, &version.1)
+        let uid = meta.uid.clone().unwrap_or_default();
+        let resource_version = meta.resource_version.clone().unwrap_or_default();
+        if let Some(entry) = self.entries.lock().expect("clients lock").get_mut(&id)
+            && (&entry.uid, &entry.resource_version) == (&uid, &resource_version)
         {
-            return Ok((client.clone(), server.clone()));
+            entry.used = std::time::Instant::now();
+            return Ok((entry.client.clone(), entry.server.clone()));
         }
         let (client, server) = policy.client(secret, key, fence).await?;
-        let entry = (version.0, version.1, client.clone(), server.clone());
+        let entry = CachedClient {
+            uid,
+            resource_version,
+            client: client.clone(),
+            server: server.clone(),
+            used: std::time::Instant::now(),
+        };
         self.entries.lock().expect("clients lock").insert(id, entry);
         Ok((client, server))
     }
@@ -241,6 +254,14 @@ impl ClientCache {
     pub fn forget(&self, namespace: &str, name: &str) {
         let mut entries = self.entries.lock().expect("clients lock");
         entries.retain(|(ns, n, _), _| !(ns == namespace && n == name));
+    }
+
+    /// Drop the clients not asked for within `idle` (their pooled connections close when
+    /// the last request using them ends); how many are left.
+    pub fn sweep(&self, idle: std::time::Duration) -> usize {
+        let mut entries = self.entries.lock().expect("clients lock");
+        entries.retain(|_, e| e.used.elapsed() < idle);
+        entries.len()
     }
 }
 

@@ -2,6 +2,7 @@
 //! engine per test binary.
 
 pub mod blackhole;
+pub mod clusters;
 pub mod env;
 pub mod gardener_sim;
 pub mod install;

@@ -24,6 +24,8 @@ use tessera_tests::scenarios;
 
 #[path = "modules/access.rs"]
 mod access;
+#[path = "modules/clusters.rs"]
+mod clusters;
 
 use tessera_tests::Result;
 
@@ -1914,6 +1916,7 @@ fn main() {
             ("credentials_rotate", |cp| Box::pin(credentials_rotate(cp))),
             ("target_answers_500", |cp| Box::pin(target_answers_500(cp))),
             ("access_target", |cp| Box::pin(access::access_target(cp))),
+            ("idle_targets", |cp| Box::pin(clusters::idle_targets(cp))),
         ],
     )
 }

@@ -22,8 +22,9 @@
 //! - `bench`: build the plugins, then `cargo bench -p tessera`.
 //! - `bench-plugins`: registry figures (pull + verify + compile per plugin, host start-up
 //!   with 20 Plugins in its store) against a local docker-registry and control plane.
-//! - `bench-modules [--sets N]`: module figures (a 10-module ModuleSet to Ready; host CPU
-//!   and memory with N ModuleSets × 5 modules) on the local control plane.
+//! - `bench-modules [--sets N] [--targets N] [--replicas R]`: module figures (a 10-module
+//!   ModuleSet to Ready; per-replica CPU and memory with N ModuleSets × 5 modules on N
+//!   distinct clusters, and a killed replica's handover) on the local control plane.
 //! - `image [--push REF] [--check-reproducible]`: the container image (static musl host and
 //!   the first-party plugins) as an OCI layout and tar, built without a container engine.
 

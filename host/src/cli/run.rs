@@ -213,6 +213,14 @@ pub struct RunArgs {
     /// hanging cluster cannot hold every worker (0: no limit).
     #[arg(long, default_value_t = 16)]
     module_target_concurrency: usize,
+    /// A target cluster no ModuleSet pass asked for this long loses its client, discovery
+    /// cache and drift watches; the next pass of one of its sets connects again and
+    /// applies everything (repairing what changed meanwhile). Settled sets pass every
+    /// 10 minutes, so the default keeps their clusters and drops those of deleted or moved
+    /// sets; below 10 minutes a host with thousands of clusters keeps only the busy ones
+    /// connected, and drift on the others is repaired at their next pass (0: never drop).
+    #[arg(long, default_value = "15m", value_parser = duration)]
+    target_idle: Duration,
     /// Daily maintenance windows (YAML: `default`, `regions.<region>`, `sets.<ns>/<name>`,
     /// each a list of `{begin: "HH:MM", end: "HH:MM"}` in UTC) in which module upgrades to
     /// versions marked `requiresDowntime` run [default: no windows, upgrades run at once].
@@ -381,6 +389,7 @@ fn operator_config(args: RunArgs) -> anyhow::Result<OperatorConfig> {
         local_module_namespaces: args.local_modules,
         module_target_gone_grace: args.module_target_gone_grace,
         module_target_concurrency: args.module_target_concurrency,
+        target_idle: Some(args.target_idle).filter(|d| !d.is_zero()),
         maintenance_windows: windows,
         runtime_namespaces: runtime_namespaces(args.runtime_namespaces)?,
         registry_cache_credentials: args.registry_cache_credentials,

@@ -90,6 +90,9 @@ pub struct OperatorConfig {
     pub module_target_gone_grace: Duration,
     /// ModuleSet passes running against one target cluster at once (0: no limit).
     pub module_target_concurrency: usize,
+    /// A target cluster no ModuleSet pass asked for this long loses its client, discovery
+    /// cache and drift watches until the next pass (`None`: kept while the host runs).
+    pub target_idle: Option<Duration>,
     /// When module upgrades that need downtime may run.
     pub maintenance_windows: crate::modules::windows::MaintenanceWindows,
     /// Namespaces made in every runtime cluster once it is reachable (KIM makes
@@ -156,6 +159,7 @@ impl Default for OperatorConfig {
             local_module_namespaces: Vec::new(),
             module_target_gone_grace: Duration::from_secs(600),
             module_target_concurrency: 16,
+            target_idle: Some(Duration::from_secs(900)),
             maintenance_windows: Default::default(),
             runtime_namespaces: Vec::new(),
             registry_cache_credentials: false,

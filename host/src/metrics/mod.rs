@@ -57,6 +57,10 @@ pub struct Metrics {
     module_drift: IntCounterVec,
     /// ModuleSet passes put off because their target's turns were taken.
     module_turn_waits: IntCounter,
+    /// Target clusters this replica holds a client for.
+    module_targets: IntGauge,
+    /// Drift watches this replica runs.
+    drift_watches: IntGauge,
     /// 1 while a dependency (Gardener, a registry, a target cluster) answers.
     dependency_up: IntGaugeVec,
     /// What is down and why, for `/readyz`.
@@ -253,6 +257,14 @@ const MODULE_TURN_WAITS: Doc = (
     "tessera_moduleset_turn_waits_total",
     "ModuleSet passes put off because as many passes as --module-target-concurrency allows were running against their target cluster",
 );
+const MODULE_TARGETS: Doc = (
+    "tessera_module_targets",
+    "Target clusters this replica holds a client and discovery cache for (dropped after --target-idle without a ModuleSet pass)",
+);
+const DRIFT_WATCHES: Doc = (
+    "tessera_drift_watches",
+    "Watches of module-managed objects on target clusters this replica runs (one per cluster and kind)",
+);
 const DEPENDENCY_UP: Doc = (
     "tessera_dependency_up",
     "1 while a dependency answers (gardener: the Shoot API), 0 while it fails",
@@ -410,6 +422,12 @@ impl Metrics {
         self.module_turn_waits.inc();
     }
 
+    /// How many target clusters this replica holds a client for and watches for drift.
+    pub(crate) fn set_module_targets(&self, targets: usize, watches: usize) {
+        self.module_targets.set(targets as i64);
+        self.drift_watches.set(watches as i64);
+    }
+
     /// Whether this process holds the leader lease.
     pub(crate) fn set_leader(&self, leader: bool) {
         self.leader.set(i64::from(leader));
@@ -472,6 +490,14 @@ impl Metrics {
             module_turn_waits: register(
                 r,
                 IntCounter::new(MODULE_TURN_WAITS.0, MODULE_TURN_WAITS.1).expect("metric"),
+            ),
+            module_targets: register(
+                r,
+                IntGauge::new(MODULE_TARGETS.0, MODULE_TARGETS.1).expect("metric"),
+            ),
+            drift_watches: register(
+                r,
+                IntGauge::new(DRIFT_WATCHES.0, DRIFT_WATCHES.1).expect("metric"),
             ),
             dependency_up: gauges(r, DEPENDENCY_UP, &["dependency"]),
             dependencies: std::sync::Arc::default(),

@@ -14,10 +14,12 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tessera::crd::{ModuleSet, Plugin};
 use tessera::modules::State;
-use tessera_tests::env::{ControlPlane, cpu_seconds, tessera_bin};
+use tessera_tests::clusters::Clusters;
+use tessera_tests::env::{ControlPlane, Host, cpu_seconds, tessera_bin};
 use tessera_tests::gardener_sim::Script;
 use tessera_tests::probe::client_for;
 use tessera_tests::registry::TestRegistry;
+use tessera_tests::rollout::{metric_sum, scrape};
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -30,6 +32,16 @@ struct Args {
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 3600)]
     timeout: u64,
+    /// Distinct target clusters the sets are spread over (one real API server served under
+    /// as many loopback addresses and client certificates); 1: every set on the runtime
+    /// cluster itself.
+    #[arg(long, default_value_t = 1)]
+    targets: usize,
+    /// Replicas sharding the ModuleSets (`tessera run --sharding`); with more than one, the
+    /// first is killed (SIGKILL) once half the sets are Ready and its sets' handover is
+    /// timed.
+    #[arg(long, default_value_t = 1)]
+    replicas: usize,
     /// Extra arguments for `tessera run` (e.g. `--workers=64`).
     #[arg(long, allow_hyphen_values = true)]
     host_arg: Vec<String>,
@@ -40,38 +52,38 @@ const NS: &str = "bench";
 /// Namespace and a ConfigMap: every other module requires this one.
 const BASE: &str = "apiVersion: v1
 kind: Namespace
-metadata: {name: '${namespace}'}
+metadata: {name: '${namespace}', labels: {bench.tessera.dev/cluster: '${cluster}'}}
 ---
 apiVersion: v1
 kind: ConfigMap
-metadata: {name: base, namespace: '${namespace}'}
+metadata: {name: base, namespace: '${namespace}', labels: {bench.tessera.dev/cluster: '${cluster}'}}
 data: {cluster: '${kubernetesVersion}'}
 ";
 
 /// Five namespaced objects named after the module.
 const MODULE: &str = "apiVersion: v1
 kind: ConfigMap
-metadata: {name: '${module}', namespace: '${namespace}'}
+metadata: {name: '${module}', namespace: '${namespace}', labels: {bench.tessera.dev/cluster: '${cluster}'}}
 data: {version: '${version}'}
 ---
 apiVersion: v1
 kind: ServiceAccount
-metadata: {name: '${module}', namespace: '${namespace}'}
+metadata: {name: '${module}', namespace: '${namespace}', labels: {bench.tessera.dev/cluster: '${cluster}'}}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
-metadata: {name: '${module}', namespace: '${namespace}'}
+metadata: {name: '${module}', namespace: '${namespace}', labels: {bench.tessera.dev/cluster: '${cluster}'}}
 rules: [{apiGroups: [''], resources: [configmaps], verbs: [get, list, watch]}]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
-metadata: {name: '${module}', namespace: '${namespace}'}
+metadata: {name: '${module}', namespace: '${namespace}', labels: {bench.tessera.dev/cluster: '${cluster}'}}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: '${module}'}
 subjects: [{kind: ServiceAccount, name: '${module}', namespace: '${namespace}'}]
 ---
 apiVersion: v1
 kind: Service
-metadata: {name: '${module}', namespace: '${namespace}'}
+metadata: {name: '${module}', namespace: '${namespace}', labels: {bench.tessera.dev/cluster: '${cluster}'}}
 spec:
   clusterIP: None   # headless: the test API server's service range has 254 addresses
   selector: {app: '${module}'}
@@ -100,13 +112,13 @@ fn rss_mib(pid: u32) -> f64 {
         / 1024.0
 }
 
-fn set_spec(secret: &str, namespace: &str, modules: usize) -> serde_json::Value {
-    let mut list =
-        vec![json!({"name": "bench-base", "config": {"values": {"namespace": namespace}}})];
+/// A set of `modules` modules in `namespace` on the cluster of `secret`, whose objects are
+/// labelled for cluster `cluster` (see `tessera_tests::clusters`).
+fn set_spec(secret: &str, namespace: &str, modules: usize, cluster: usize) -> serde_json::Value {
+    let values = json!({"namespace": namespace, "cluster": format!("c{cluster}")});
+    let mut list = vec![json!({"name": "bench-base", "config": {"values": values}})];
     for i in 1..modules {
-        list.push(
-            json!({"name": format!("bench-m{i}"), "config": {"values": {"namespace": namespace}}}),
-        );
+        list.push(json!({"name": format!("bench-m{i}"), "config": {"values": values}}));
     }
     json!({"target": {"secretName": secret}, "modules": list})
 }
@@ -235,7 +247,8 @@ fn main() -> anyhow::Result<()> {
         .collect();
         host_args.extend(args.host_arg.iter().cloned());
         let host_args: Vec<&str> = host_args.iter().map(String::as_str).collect();
-        let host = cp.host("bench", &host_args);
+        let hosts = start_hosts(&cp, &host_args, args.replicas).await;
+        let host = &hosts[0].0;
         let sets: Api<ModuleSet> = Api::namespaced(client.clone(), NS);
 
         // (1) One ModuleSet of 10 modules.
@@ -245,7 +258,7 @@ fn main() -> anyhow::Result<()> {
         for r in 0..args.runs {
             let name = format!("ten-{r}");
             let started = Instant::now();
-            create_set(&sets, &name, set_spec("target", &name, 10)).await?;
+            create_set(&sets, &name, set_spec("target", &name, 10, 0)).await?;
             loop {
                 if sets.get(&name).await.map(|s| is_ready(&s)).unwrap_or(false) {
                     break;
@@ -308,95 +321,258 @@ fn main() -> anyhow::Result<()> {
             return Ok(());
         }
 
-        // (2) N ModuleSets × 5 modules, each on "its own cluster" (own Secret, own client).
-        let cpu_before = cpu_seconds(host.pid());
-        let target_cpu_before: Vec<f64> = cp
-            .runtime
-            .pids()
-            .iter()
-            .map(|(_, p)| cpu_seconds(*p))
-            .collect();
-        let started = Instant::now();
-        for i in 0..args.sets {
-            secrets
-                .create(&PostParams::default(), &secret(format!("target-{i}")))
-                .await?;
-            create_set(
-                &sets,
-                &format!("s-{i}"),
-                set_spec(&format!("target-{i}"), &format!("s-{i}"), 5),
-            )
-            .await?;
-        }
-        println!(
-            "created {} ModuleSets in {:.1} s",
-            args.sets,
-            started.elapsed().as_secs_f64()
-        );
-        let mut last = 0;
-        loop {
-            let list = sets.list(&ListParams::default()).await?;
-            let ready = list
-                .items
-                .iter()
-                .filter(|s| {
-                    s.metadata
-                        .name
-                        .as_deref()
-                        .is_some_and(|n| n.starts_with("s-"))
-                        && is_ready(s)
-                })
-                .count();
-            if ready != last {
-                last = ready;
-            }
-            if ready >= args.sets {
-                break;
-            }
-            anyhow::ensure!(
-                started.elapsed() < Duration::from_secs(args.timeout),
-                "only {ready}/{} Ready after {}s",
-                args.sets,
-                args.timeout
-            );
-            tokio::time::sleep(Duration::from_secs(2)).await;
-        }
-        let all_ready = started.elapsed();
-        let cpu = cpu_seconds(host.pid()) - cpu_before;
-        let peak = peak_rss_mib(host.pid());
-        let target_cpu: Vec<f64> = cp
-            .runtime
-            .pids()
-            .iter()
-            .map(|(_, p)| cpu_seconds(*p))
-            .zip(target_cpu_before)
-            .map(|(a, b)| a - b)
-            .collect();
-        println!(
-            "{} ModuleSets × 5 modules ({} module installations, {} objects) Ready after {:.1} s",
-            args.sets,
-            args.sets * 5,
-            args.sets * 22,
-            all_ready.as_secs_f64()
-        );
-        println!("host CPU during install: {cpu:.1} s; peak RSS {peak:.0} MiB");
-        println!(
-            "target etcd / kube-apiserver CPU during install: {:.1} s / {:.1} s",
-            target_cpu[0], target_cpu[1]
-        );
-        let idle_cpu = cpu_seconds(host.pid());
-        tokio::time::sleep(Duration::from_secs(60)).await;
-        println!(
-            "idle minute afterwards: host CPU {:.2} s, RSS {:.0} MiB",
-            cpu_seconds(host.pid()) - idle_cpu,
-            rss_mib(host.pid())
-        );
-        let errors = host.error_lines();
-        println!("host ERROR log lines: {}", errors.len());
+        // (2) N ModuleSets × 5 modules, each with its own Secret and client.
+        let clusters = Clusters::serve(&cp.runtime, args.targets.max(1), true)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        let many = Many {
+            args: &args,
+            cp: &cp,
+            sets: &sets,
+            secrets: &secrets,
+            kubeconfig: &kubeconfig,
+            clusters: &clusters,
+        };
+        install_many(&many, hosts).await?;
         Ok::<_, anyhow::Error>(())
     })?;
     drop(registry);
     Ok(())
+}
+
+/// Hosts and their names: one, or `replicas` sharding the sets, each holding its shard
+/// Lease before the first set is made (so that the split is the ring's).
+async fn start_hosts(
+    cp: &ControlPlane,
+    host_args: &[&str],
+    replicas: usize,
+) -> Vec<(Host, String)> {
+    if replicas <= 1 {
+        return vec![(cp.host("bench", host_args), "bench".into())];
+    }
+    let hosts: Vec<(Host, String)> = (0..replicas)
+        .map(|i| {
+            let name = format!("bench-replica-{i}");
+            let mut args = host_args.to_vec();
+            args.extend(["--sharding", "--identity", &name]);
+            (cp.host(&name, &args), name)
+        })
+        .collect();
+    let started = Instant::now();
+    while !hosts
+        .iter()
+        .all(|(h, _)| h.logs().contains("holding the shard lease"))
+        && started.elapsed() < Duration::from_secs(120)
+    {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The leader's next pass sees every shard Lease.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    hosts
+}
+
+/// What the many-sets figure needs.
+struct Many<'a> {
+    args: &'a Args,
+    cp: &'a ControlPlane,
+    sets: &'a Api<ModuleSet>,
+    secrets: &'a Api<Secret>,
+    /// The runtime cluster's own kubeconfig (`--targets 1`).
+    kubeconfig: &'a str,
+    clusters: &'a Clusters,
+}
+
+impl Many<'_> {
+    /// The kubeconfig of set `i`'s target.
+    fn kubeconfig(&self, i: usize) -> &str {
+        match self.args.targets {
+            0 | 1 => self.kubeconfig,
+            n => &self.clusters.kubeconfigs[i % n],
+        }
+    }
+
+    async fn create(&self) -> anyhow::Result<()> {
+        let started = Instant::now();
+        for i in 0..self.args.sets {
+            let secret: Secret = serde_json::from_value(json!({
+                "metadata": {"name": format!("target-{i}")},
+                "stringData": {"config": self.kubeconfig(i)},
+            }))?;
+            self.secrets.create(&PostParams::default(), &secret).await?;
+            let name = format!("s-{i}");
+            let cluster = i % self.args.targets.max(1);
+            let spec = set_spec(&format!("target-{i}"), &name, 5, cluster);
+            create_set(self.sets, &name, spec).await?;
+        }
+        println!(
+            "created {} ModuleSets on {} target cluster(s) in {:.1} s",
+            self.args.sets,
+            self.args.targets.max(1),
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
+    }
+
+    async fn ready(&self) -> anyhow::Result<usize> {
+        let list = self.sets.list(&ListParams::default()).await?;
+        Ok(list
+            .items
+            .iter()
+            .filter(|s| {
+                s.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with("s-"))
+                    && is_ready(s)
+            })
+            .count())
+    }
+
+    /// Sets labelled for `shard`.
+    async fn on_shard(&self, shard: &str) -> usize {
+        let selector = format!("{}={shard}", tessera::crd::labels::SHARD);
+        self.sets
+            .list_metadata(&ListParams::default().labels(&selector))
+            .await
+            .map(|l| l.items.len())
+            .unwrap_or(usize::MAX)
+    }
+
+    /// CPU seconds of the target's etcd and kube-apiserver.
+    fn target_cpu(&self) -> Vec<f64> {
+        let pids = self.cp.runtime.pids();
+        pids.iter().map(|(_, p)| cpu_seconds(*p)).collect()
+    }
+}
+
+/// A replica killed mid-run and how its sets were handed over.
+struct Failover {
+    name: String,
+    after: Duration,
+    sets: usize,
+    moved_in: Duration,
+}
+
+/// (2): N sets × 5 modules until all are Ready; with replicas, the first is killed half
+/// way. Prints time, per-replica peak RSS and CPU, the target API server's CPU, the
+/// targets and drift watches each replica holds, and an idle minute after.
+async fn install_many(many: &Many<'_>, mut hosts: Vec<(Host, String)>) -> anyhow::Result<()> {
+    let cpu_before: Vec<f64> = hosts.iter().map(|(h, _)| cpu_seconds(h.pid())).collect();
+    let target_cpu_before = many.target_cpu();
+    let started = Instant::now();
+    many.create().await?;
+    let mut failover = None;
+    loop {
+        let ready = many.ready().await?;
+        if ready >= many.args.sets {
+            break;
+        }
+        if failover.is_none() && hosts.len() > 1 && ready * 2 >= many.args.sets {
+            failover = Some(kill_first(many, &mut hosts, started).await);
+        }
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(many.args.timeout),
+            "only {ready}/{} Ready after {}s",
+            many.args.sets,
+            many.args.timeout
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let all_ready = started.elapsed();
+    let target_cpu: Vec<f64> = many
+        .target_cpu()
+        .iter()
+        .zip(&target_cpu_before)
+        .map(|(a, b)| a - b)
+        .collect();
+    println!(
+        "{} ModuleSets × 5 modules ({} module installations, {} objects) on {} cluster(s), {} replica(s): all Ready after {:.1} s",
+        many.args.sets,
+        many.args.sets * 5,
+        many.args.sets * 22,
+        many.args.targets.max(1),
+        hosts.len(),
+        all_ready.as_secs_f64()
+    );
+    if let Some(f) = &failover {
+        println!(
+            "failover: {} killed after {:.1} s; its {} sets on other shards {:.1} s later",
+            f.name,
+            f.after.as_secs_f64(),
+            f.sets,
+            f.moved_in.as_secs_f64()
+        );
+    }
+    print_replicas(&hosts, &cpu_before, failover.as_ref());
+    println!(
+        "target etcd / kube-apiserver CPU during install: {:.1} s / {:.1} s",
+        target_cpu[0], target_cpu[1]
+    );
+    idle_minute(&hosts, failover.as_ref().map(|f| f.name.as_str())).await;
+    Ok(())
+}
+
+/// Each live replica's CPU during the install, peak RSS and what it holds.
+fn print_replicas(hosts: &[(Host, String)], cpu_before: &[f64], failover: Option<&Failover>) {
+    for ((host, name), before) in hosts.iter().zip(cpu_before) {
+        if failover.is_some_and(|f| &f.name == name) {
+            continue;
+        }
+        let (targets, watches) = held(host);
+        println!(
+            "{name}: CPU during install {:.1} s; peak RSS {:.0} MiB; holds {targets} target clusters, {watches} drift watches",
+            cpu_seconds(host.pid()) - before,
+            peak_rss_mib(host.pid())
+        );
+    }
+}
+
+/// Kill the first replica and wait until none of the sets is labelled for its shard.
+async fn kill_first(many: &Many<'_>, hosts: &mut [(Host, String)], started: Instant) -> Failover {
+    let name = hosts[0].1.clone();
+    let sets = many.on_shard(&name).await;
+    hosts[0].0.kill();
+    let killed = Instant::now();
+    while many.on_shard(&name).await > 0 && killed.elapsed() < Duration::from_secs(600) {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Failover {
+        name,
+        after: killed - started,
+        sets,
+        moved_in: killed.elapsed(),
+    }
+}
+
+/// The target clusters and drift watches a host holds, from its metrics.
+fn held(host: &Host) -> (f64, f64) {
+    let Some(addr) = host.metrics_addr(Duration::from_secs(5)) else {
+        return (f64::NAN, f64::NAN);
+    };
+    let text = scrape(&addr);
+    (
+        metric_sum(&text, "tessera_module_targets", &[]),
+        metric_sum(&text, "tessera_drift_watches", &[]),
+    )
+}
+
+/// The minute after the install: CPU and RSS of every live host, and their ERROR lines.
+async fn idle_minute(hosts: &[(Host, String)], killed: Option<&str>) {
+    let live: Vec<&(Host, String)> = hosts
+        .iter()
+        .filter(|(_, n)| Some(n.as_str()) != killed)
+        .collect();
+    let before: Vec<f64> = live.iter().map(|(h, _)| cpu_seconds(h.pid())).collect();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    for ((host, name), before) in live.iter().zip(before) {
+        let (targets, watches) = held(host);
+        println!(
+            "{name}: idle minute afterwards: CPU {:.2} s, RSS {:.0} MiB; holds {targets} target clusters, {watches} drift watches; {} ERROR log lines",
+            cpu_seconds(host.pid()) - before,
+            rss_mib(host.pid()),
+            host.error_lines().len()
+        );
+    }
 }
 
 /// `apiserver_request_total` of an API server, summed per (verb, resource).

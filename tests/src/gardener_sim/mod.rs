@@ -24,7 +24,7 @@ mod driver;
 mod proxy;
 pub mod rules;
 mod script;
-mod webhook;
+pub(crate) mod webhook;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -24,9 +24,10 @@ const MUTATING: &str = "admission.shoots.core.gardener.cloud";
 const VALIDATING: &str = "validation.shoots.core.gardener.cloud";
 
 /// A TCP listener whose connections are TLS, for `axum::serve`.
-struct TlsListener {
-    tcp: tokio::net::TcpListener,
-    acceptor: tokio_rustls::TlsAcceptor,
+/// A TCP listener whose connections are TLS (a failed handshake is skipped).
+pub(crate) struct TlsListener {
+    pub(crate) tcp: tokio::net::TcpListener,
+    pub(crate) acceptor: tokio_rustls::TlsAcceptor,
 }
 
 impl axum::serve::Listener for TlsListener {
@@ -49,7 +50,9 @@ impl axum::serve::Listener for TlsListener {
     }
 }
 
-fn tls_acceptor(serving: &crate::certs::Pair) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
+pub(crate) fn tls_acceptor(
+    serving: &crate::certs::Pair,
+) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let certs =

@@ -43,6 +43,7 @@ pub(crate) async fn run(ctx: Arc<Context>) {
         ctx,
     });
     let watch_ctx = mctx.ctx.clone();
+    let sweeper = tokio::spawn(sweep_targets(mctx.clone())).abort_handle();
     let controller = kit::controller(
         sets,
         kit::shard::selected(&mctx.ctx, watcher::Config::default().any_semantic()),
@@ -58,6 +59,38 @@ pub(crate) async fn run(ctx: Arc<Context>) {
         .run(reconcile, error_policy, mctx)
         .for_each(|outcome| kit::run_outcome(&watch_ctx, kit::Controller::ModuleSet, outcome))
         .await;
+    sweeper.abort();
+}
+
+/// How often idle targets are looked for and the target gauges set.
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Drop the targets (and their drift watches) idle for `--target-idle`, and count what is
+/// left for `tessera_module_targets` and `tessera_drift_watches`.
+async fn sweep_targets(mctx: Arc<ModuleContext>) {
+    let every = mctx.ctx.config.target_idle.map_or(SWEEP_EVERY, |idle| {
+        (idle / 2).clamp(std::time::Duration::from_millis(500), SWEEP_EVERY)
+    });
+    let mut every = tokio::time::interval(every);
+    loop {
+        every.tick().await;
+        let left = match mctx.ctx.config.target_idle {
+            Some(idle) => {
+                let (servers, left) = mctx.targets.sweep(idle);
+                if !servers.is_empty() {
+                    tracing::debug!(clusters = servers.len(), "dropped idle target clusters");
+                }
+                for server in &servers {
+                    mctx.drift.forget(server);
+                }
+                left
+            }
+            None => mctx.targets.len(),
+        };
+        mctx.ctx
+            .metrics
+            .set_module_targets(left, mctx.drift.watches());
+    }
 }
 
 /// The sets a catalog change concerns: a module runs the changed plugin on a changed

@@ -40,8 +40,8 @@ pub(crate) struct Drift {
     tx: mpsc::UnboundedSender<ObjectRef<ModuleSet>>,
     metrics: Metrics,
     watched: Mutex<HashMap<WatchKey, Watch>>,
-    /// (cluster, uid) → resourceVersion our last apply produced.
-    own: Mutex<HashMap<(String, String), String>>,
+    /// cluster → uid → resourceVersion our last apply produced.
+    own: Mutex<HashMap<String, HashMap<String, String>>>,
     /// cluster → the ModuleSets (`namespace/name`) with objects there.
     sets: Mutex<HashMap<String, HashSet<String>>>,
 }
@@ -99,7 +99,8 @@ impl Drift {
             let meta = &a.object["metadata"];
             if let (Some(uid), Some(rv)) = (meta["uid"].as_str(), meta["resourceVersion"].as_str())
             {
-                own.insert((target.server.clone(), uid.to_string()), rv.to_string());
+                let on_cluster = own.entry(target.server.clone()).or_default();
+                on_cluster.insert(uid.to_string(), rv.to_string());
             }
             if let Some(set) = meta["annotations"][labels::MODULE_SET].as_str() {
                 let on_cluster = sets.entry(target.server.clone()).or_default();
@@ -110,6 +111,28 @@ impl Drift {
         kinds.sort();
         kinds.dedup();
         kinds
+    }
+
+    /// Stop the watches on `server` and forget what was applied there: no set on this
+    /// replica has used the cluster for a while. The next pass of one of its sets applies
+    /// everything again (repairing what changed meanwhile) and watches anew.
+    pub(crate) fn forget(&self, server: &str) {
+        let mut watched = self.watched.lock().expect("drift lock");
+        watched.retain(|(s, _, _), w| {
+            if s == server {
+                w.task.abort();
+            }
+            s != server
+        });
+        drop(watched);
+        self.own.lock().expect("drift lock").remove(server);
+        self.sets.lock().expect("drift lock").remove(server);
+    }
+
+    /// Drift watches running now.
+    pub(crate) fn watches(&self) -> usize {
+        let watched = self.watched.lock().expect("drift lock");
+        watched.values().filter(|w| !w.task.is_finished()).count()
     }
 
     /// A live watch for `key` runs with `target`'s credentials.
@@ -127,7 +150,12 @@ impl Drift {
             return;
         };
         tracing::debug!(%server, %kind, "watching module objects for drift");
-        let config = watcher::Config::default().labels(labels::MODULE);
+        // The first list only fixes where the watch starts (its objects were just applied,
+        // their versions are in `own`): served from the API server's cache, not read from
+        // etcd, as a target with thousands of objects would otherwise pay on every start.
+        let config = watcher::Config::default()
+            .labels(labels::MODULE)
+            .any_semantic();
         let mut events = std::pin::pin!(watcher::watcher(api, config).default_backoff());
         let mut in_use = tokio::time::interval(IN_USE_CHECK);
         loop {
@@ -173,7 +201,7 @@ impl Drift {
         let rv = object.metadata.resource_version.clone().unwrap_or_default();
         if !deleted {
             let own = self.own.lock().expect("drift lock");
-            if own.get(&(server.to_string(), uid)) == Some(&rv) {
+            if own.get(server).and_then(|o| o.get(&uid)) == Some(&rv) {
                 return;
             }
         }

@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
@@ -20,8 +21,15 @@ use crate::kubeconfig::{ClientCache, KubeconfigPolicy};
 use crate::modules::Target;
 use crate::pattern::glob;
 
-/// (namespace, Secret name) → (the Secret's resourceVersion, its target).
-type RemoteCache = HashMap<(String, String), (String, Arc<Target>)>;
+/// (namespace, Secret name) → the target of the Secret's current version.
+type RemoteCache = HashMap<(String, String), Remote>;
+
+/// A target, the Secret resourceVersion it was built from and when a pass last asked for it.
+struct Remote {
+    version: String,
+    target: Arc<Target>,
+    used: Instant,
+}
 
 /// Which targets ModuleSets may use.
 #[derive(Debug, Clone, Default)]
@@ -166,10 +174,8 @@ impl Targets {
         let version = secret.metadata.resource_version.clone().unwrap_or_default();
         let key = (namespace.to_string(), name.clone());
         // Cached only once accepted; the Secret's owner and labels are part of its version.
-        if let Some((v, target)) = self.remote.lock().expect("targets lock").get(&key)
-            && *v == version
-        {
-            return Ok(target.clone());
+        if let Some(target) = self.cached(&key, &version) {
+            return Ok(target);
         }
         if let Some(why) = self.refused(namespace, &secret).await? {
             return Err(format!("spec.target.secretName: {why}").into());
@@ -183,12 +189,58 @@ impl Targets {
         let target = Target::connect(client, server, spec.provider.clone(), spec.region.clone())
             .await
             .map_err(|e| format!("cluster of Secret {namespace}/{name}: {e}"))?;
+        Ok(self.hold(key, version, target))
+    }
+
+    /// The target of the Secret version `version`, when held (it counts as used).
+    fn cached(&self, key: &(String, String), version: &str) -> Option<Arc<Target>> {
+        let mut remote = self.remote.lock().expect("targets lock");
+        let held = remote.get_mut(key).filter(|r| r.version == version)?;
+        held.used = Instant::now();
+        Some(held.target.clone())
+    }
+
+    /// Keep `target` as the one of the Secret version `version`.
+    fn hold(&self, key: (String, String), version: String, target: Target) -> Arc<Target> {
         let target = Arc::new(target);
+        let remote = Remote {
+            version,
+            target: target.clone(),
+            used: Instant::now(),
+        };
         self.remote
             .lock()
             .expect("targets lock")
-            .insert(key, (version, target.clone()));
-        Ok(target)
+            .insert(key, remote);
+        target
+    }
+
+    /// Target clusters held now.
+    pub(crate) fn len(&self) -> usize {
+        self.remote.lock().expect("targets lock").len()
+    }
+
+    /// Drop the targets (client, discovery) no pass asked for within `idle`, and the
+    /// host's idle clients with them; the next pass of one of their sets connects again.
+    /// Returns the API servers no target is left for (their drift watches can go) and how
+    /// many targets are left.
+    pub(crate) fn sweep(&self, idle: Duration) -> (Vec<String>, usize) {
+        let mut remote = self.remote.lock().expect("targets lock");
+        let mut dropped: Vec<String> = Vec::new();
+        remote.retain(|_, r| {
+            let keep = r.used.elapsed() < idle;
+            if !keep {
+                dropped.push(r.target.server.clone());
+            }
+            keep
+        });
+        dropped.retain(|server| !remote.values().any(|r| &r.target.server == server));
+        dropped.sort();
+        dropped.dedup();
+        let left = remote.len();
+        drop(remote);
+        self.clusters.sweep(idle);
+        (dropped, left)
     }
 }
 
