@@ -163,60 +163,7 @@ fn main() -> anyhow::Result<()> {
                 &serde_json::from_value(json!({"metadata": {"name": NS}}))?,
             )
             .await?;
-        let reference = format!("{}/bench/manifest:1.0.0", registry.host());
-        let manifest = tessera_tests::plugin_dir().join("manifest.wasm");
-        let out = Command::new(tessera_bin())
-            .args([
-                "plugin",
-                "push",
-                &manifest.display().to_string(),
-                &reference,
-                "--version",
-                "1.0.0",
-            ])
-            .output()?;
-        anyhow::ensure!(
-            out.status.success(),
-            "push: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let plugins: Api<Plugin> = Api::all(client.clone());
-        // Each set installs into its own namespace: what the bundles need, granted.
-        let base_grants = json!({"write": [
-            {"apiGroups": [""], "kinds": ["Namespace"], "clusterScoped": true},
-            {"apiGroups": [""], "kinds": ["ConfigMap"], "namespaces": ["*"]},
-        ]});
-        let module_grants = json!({"write": [
-            {"apiGroups": [""], "kinds": ["ConfigMap", "ServiceAccount", "Service"], "namespaces": ["*"]},
-            {"apiGroups": ["rbac.authorization.k8s.io"], "kinds": ["Role", "RoleBinding"], "namespaces": ["*"]},
-        ]});
-        for i in 0..10 {
-            let (name, config, grants) = if i == 0 {
-                ("bench-base".to_string(), json!({"manifest": BASE}), &base_grants)
-            } else {
-                (
-                    format!("bench-m{i}"),
-                    json!({"manifest": MODULE, "requires": ["bench-base"]}),
-                    &module_grants,
-                )
-            };
-            let doc = json!({
-                "apiVersion": "tessera.dev/v1alpha1", "kind": "Plugin",
-                "metadata": {"name": name, "labels": {"tessera.dev/test": NS}},
-                "spec": {"kind": "module-reconciler",
-                    "versions": [{"version": "1.0.0", "ref": reference}],
-                    "channels": [{"name": "regular", "version": "1.0.0"}],
-                    "config": config,
-                    "grants": grants},
-            });
-            plugins
-                .patch(
-                    &name,
-                    &PatchParams::apply("bench").force(),
-                    &Patch::Apply(&doc),
-                )
-                .await?;
-        }
+        register_plugins(&client, &registry).await?;
         let kubeconfig = std::fs::read_to_string(&cp.runtime.kubeconfig)?;
         let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
         let secret = |name: String| -> Secret {
@@ -251,71 +198,10 @@ fn main() -> anyhow::Result<()> {
         let host = &hosts[0].0;
         let sets: Api<ModuleSet> = Api::namespaced(client.clone(), NS);
 
-        // (1) One ModuleSet of 10 modules.
-        let target_client = client_for(&cp.runtime.kubeconfig).await;
-        let requests_before = request_counts(&target_client).await;
-        let mut times = Vec::new();
-        for r in 0..args.runs {
-            let name = format!("ten-{r}");
-            let started = Instant::now();
-            create_set(&sets, &name, set_spec("target", &name, 10, 0)).await?;
-            loop {
-                if sets.get(&name).await.map(|s| is_ready(&s)).unwrap_or(false) {
-                    break;
-                }
-                anyhow::ensure!(
-                    started.elapsed() < Duration::from_secs(300),
-                    "ModuleSet {name} not Ready:\n{}",
-                    host.logs()
-                );
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            let took = started.elapsed();
-            println!(
-                "10-module ModuleSet Ready on the target: run {r}: {:.3} s (47 objects)",
-                took.as_secs_f64()
-            );
-            times.push(took);
-        }
-        times.sort();
-        if !times.is_empty() {
-            println!(
-                "10-module ModuleSet: median {:.3} s, min {:.3} s, max {:.3} s",
-                times[times.len() / 2].as_secs_f64(),
-                times[0].as_secs_f64(),
-                times[times.len() - 1].as_secs_f64()
-            );
-        }
+        // (1) One ModuleSet of 10 modules, then drift repair.
         if args.runs > 0 {
-            print_requests(&requests_before, &request_counts(&target_client).await, args.runs);
-        }
-        // Drift repair: a managed object deleted on the target, until it is back.
-        if args.runs > 0 {
-            let target = client_for(&cp.runtime.kubeconfig).await;
-            let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(target, "ten-0");
-            let mut repairs = Vec::new();
-            for i in 1..=5 {
-                let name = format!("bench-m{i}");
-                let old = cms.get(&name).await?.metadata.uid;
-                let started = Instant::now();
-                cms.delete(&name, &Default::default()).await?;
-                loop {
-                    if let Some(cm) = cms.get_opt(&name).await?
-                        && cm.metadata.uid != old
-                    {
-                        break;
-                    }
-                    anyhow::ensure!(
-                        started.elapsed() < Duration::from_secs(60),
-                        "ConfigMap {name} not restored"
-                    );
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                repairs.push(started.elapsed().as_millis());
-            }
-            println!(
-                "drift repair (managed ConfigMap deleted → recreated), 5 samples: {repairs:?} ms"
-            );
+            ten_module_runs(&cp, &sets, host, args.runs).await?;
+            drift_repairs(&cp).await?;
         }
         if args.sets == 0 {
             return Ok(());
@@ -337,6 +223,147 @@ fn main() -> anyhow::Result<()> {
         Ok::<_, anyhow::Error>(())
     })?;
     drop(registry);
+    Ok(())
+}
+
+/// Push the manifest plugin to `registry` and register the ten bench module Plugins.
+async fn register_plugins(client: &kube::Client, registry: &TestRegistry) -> anyhow::Result<()> {
+    let reference = format!("{}/bench/manifest:1.0.0", registry.host());
+    let manifest = tessera_tests::plugin_dir().join("manifest.wasm");
+    let out = Command::new(tessera_bin())
+        .args([
+            "plugin",
+            "push",
+            &manifest.display().to_string(),
+            &reference,
+            "--version",
+            "1.0.0",
+        ])
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "push: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plugins: Api<Plugin> = Api::all(client.clone());
+    // Each set installs into its own namespace: what the bundles need, granted.
+    let base_grants = json!({"write": [
+        {"apiGroups": [""], "kinds": ["Namespace"], "clusterScoped": true},
+        {"apiGroups": [""], "kinds": ["ConfigMap"], "namespaces": ["*"]},
+    ]});
+    let module_grants = json!({"write": [
+        {"apiGroups": [""], "kinds": ["ConfigMap", "ServiceAccount", "Service"], "namespaces": ["*"]},
+        {"apiGroups": ["rbac.authorization.k8s.io"], "kinds": ["Role", "RoleBinding"], "namespaces": ["*"]},
+    ]});
+    for i in 0..10 {
+        let (name, config, grants) = if i == 0 {
+            (
+                "bench-base".to_string(),
+                json!({"manifest": BASE}),
+                &base_grants,
+            )
+        } else {
+            (
+                format!("bench-m{i}"),
+                json!({"manifest": MODULE, "requires": ["bench-base"]}),
+                &module_grants,
+            )
+        };
+        let doc = json!({
+            "apiVersion": "tessera.dev/v1alpha1", "kind": "Plugin",
+            "metadata": {"name": name, "labels": {"tessera.dev/test": NS}},
+            "spec": {"kind": "module-reconciler",
+                "versions": [{"version": "1.0.0", "ref": reference}],
+                "channels": [{"name": "regular", "version": "1.0.0"}],
+                "config": config,
+                "grants": grants},
+        });
+        plugins
+            .patch(
+                &name,
+                &PatchParams::apply("bench").force(),
+                &Patch::Apply(&doc),
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+/// `runs` ModuleSets of 10 modules on the runtime cluster, each timed until Ready, and the
+/// target API server's requests per run.
+async fn ten_module_runs(
+    cp: &ControlPlane,
+    sets: &Api<ModuleSet>,
+    host: &Host,
+    runs: usize,
+) -> anyhow::Result<()> {
+    let target_client = client_for(&cp.runtime.kubeconfig).await;
+    let requests_before = request_counts(&target_client).await;
+    let mut times = Vec::new();
+    for r in 0..runs {
+        let name = format!("ten-{r}");
+        let started = Instant::now();
+        create_set(sets, &name, set_spec("target", &name, 10, 0)).await?;
+        loop {
+            if sets.get(&name).await.map(|s| is_ready(&s)).unwrap_or(false) {
+                break;
+            }
+            anyhow::ensure!(
+                started.elapsed() < Duration::from_secs(300),
+                "ModuleSet {name} not Ready:\n{}",
+                host.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let took = started.elapsed();
+        println!(
+            "10-module ModuleSet Ready on the target: run {r}: {:.3} s (47 objects)",
+            took.as_secs_f64()
+        );
+        times.push(took);
+    }
+    times.sort();
+    if !times.is_empty() {
+        println!(
+            "10-module ModuleSet: median {:.3} s, min {:.3} s, max {:.3} s",
+            times[times.len() / 2].as_secs_f64(),
+            times[0].as_secs_f64(),
+            times[times.len() - 1].as_secs_f64()
+        );
+    }
+    print_requests(
+        &requests_before,
+        &request_counts(&target_client).await,
+        runs,
+    );
+    Ok(())
+}
+
+/// Drift repair: a managed ConfigMap of `ten-0` deleted on the target, until it is back.
+async fn drift_repairs(cp: &ControlPlane) -> anyhow::Result<()> {
+    let target = client_for(&cp.runtime.kubeconfig).await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(target, "ten-0");
+    let mut repairs = Vec::new();
+    for i in 1..=5 {
+        let name = format!("bench-m{i}");
+        let old = cms.get(&name).await?.metadata.uid;
+        let started = Instant::now();
+        cms.delete(&name, &Default::default()).await?;
+        loop {
+            if let Some(cm) = cms.get_opt(&name).await?
+                && cm.metadata.uid != old
+            {
+                break;
+            }
+            anyhow::ensure!(
+                started.elapsed() < Duration::from_secs(60),
+                "ConfigMap {name} not restored"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        repairs.push(started.elapsed().as_millis());
+    }
+    println!("drift repair (managed ConfigMap deleted → recreated), 5 samples: {repairs:?} ms");
     Ok(())
 }
 
