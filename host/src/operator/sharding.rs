@@ -75,9 +75,13 @@ impl Sharding {
         let lost = lead(leases, self.leader.clone(), fence, Role::Leader).await?;
         ctx.metrics.set_leader(true);
         ctx.leading.send_replace(true);
-        if ctx.config.controllers == Controllers::All {
-            super::sweep_kubeconfig_secrets(ctx).await;
-        }
+        // Beside the sharder, not before it: a new leader's first job is to move a dead
+        // replica's objects.
+        let sweep = async {
+            if ctx.config.controllers == Controllers::All {
+                super::sweep_kubeconfig_secrets(ctx).await;
+            }
+        };
         let sharder = Sharder {
             client: writer,
             lease_namespace: self.leader.namespace.clone(),
@@ -89,7 +93,7 @@ impl Sharding {
         };
         tokio::select! {
             error = lost => Err(error),
-            never = sharder.run() => match never {},
+            (_, never) = async { tokio::join!(sweep, sharder.run()) } => match never {},
         }
     }
 
