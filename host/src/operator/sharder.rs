@@ -376,7 +376,10 @@ impl Sharder {
 
 /// Whether the leader took `lease` already.
 fn held_dead(lease: &Lease) -> bool {
-    let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.as_deref());
+    let holder = lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.as_deref());
     holder == Some(DEAD_HOLDER)
 }
 
