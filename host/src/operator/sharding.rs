@@ -1,7 +1,8 @@
 //! A replica's part in sharding (`tessera run --sharding`): it holds its shard Lease the
 //! way a host without sharding holds the leader Lease (its writes pass that Lease's fence,
 //! and losing it ends the process), reconciles the objects labelled for its shard, and
-//! contends for the leader Lease beside them; the leader runs the [`Sharder`].
+//! contends for the leader Lease beside them, watching what the [`Sharder`] looks at; the
+//! leader runs the [`Sharder`].
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -72,16 +73,6 @@ impl Sharding {
         let fence = Fence::closed();
         let writer = client(kubeconfig, Some(&fence)).await?;
         let leases = client(kubeconfig, None).await?;
-        let lost = lead(leases, self.leader.clone(), fence, Role::Leader).await?;
-        ctx.metrics.set_leader(true);
-        ctx.leading.send_replace(true);
-        // Beside the sharder, not before it: a new leader's first job is to move a dead
-        // replica's objects.
-        let sweep = async {
-            if ctx.config.controllers == Controllers::All {
-                super::sweep_kubeconfig_secrets(ctx).await;
-            }
-        };
         let sharder = Sharder {
             client: writer,
             lease_namespace: self.leader.namespace.clone(),
@@ -91,9 +82,22 @@ impl Sharding {
             lease_duration: std::time::Duration::from_secs(self.leader.duration),
             metrics: ctx.metrics.clone(),
         };
+        // Watched while standing by: a new leader's first job is to move a dead replica's
+        // objects, and its first pass can do it.
+        let mut view = sharder.watch();
+        let leading = lead(leases, self.leader.clone(), fence, Role::Leader);
+        let lost = view.follow(leading).await?;
+        ctx.metrics.set_leader(true);
+        ctx.leading.send_replace(true);
+        // Beside the sharder, not before it.
+        let sweep = async {
+            if ctx.config.controllers == Controllers::All {
+                super::sweep_kubeconfig_secrets(ctx).await;
+            }
+        };
         tokio::select! {
             error = lost => Err(error),
-            (_, never) = async { tokio::join!(sweep, sharder.run()) } => match never {},
+            (_, never) = async { tokio::join!(sweep, sharder.run(view)) } => match never {},
         }
     }
 

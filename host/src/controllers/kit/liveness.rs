@@ -2,11 +2,13 @@
 //! probe. Each controller's objects are listed every quarter of `--stall-timeout`, straight
 //! from the API server and not from the controller's own watch (which may be what stopped
 //! delivering), through a client of its own (the controllers' connections may be what
-//! went silent; a listing that hangs is dropped with its connection, the next opens anew). An object *waits* while its generation is not yet observed or a deletion
-//! waits for our finalizer; a controller *stalls* when an object has waited a whole timeout
-//! and no reconcile of it ended within that time. Failing reconciles end too (they back off
+//! went silent; a page that hangs is dropped with its connection, the next opens anew). An
+//! object *waits* while its generation is not yet observed or a deletion waits for our
+//! finalizer; a controller *stalls* when an object has waited a whole timeout and no
+//! reconcile of it ended within that time. Failing reconciles end too (they back off
 //! and retry), so an unreachable dependency is no stall: that is `/readyz`'s business. A
-//! listing that fails or hangs decides nothing.
+//! listing that fails or hangs decides nothing; listings failing for a whole timeout are
+//! logged (once), since stalls go unseen meanwhile.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -146,16 +148,30 @@ where
     Watchdog(Some(tokio::spawn(looker.run())))
 }
 
-/// One listing of `kind`, a page at a time: the objects present, and those waiting.
+/// Why a listing decided nothing.
+#[derive(Debug, thiserror::Error)]
+enum Unlisted {
+    #[error("{}", crate::report::kube_error(.0))]
+    Failed(kube::Error),
+    #[error("a page of {PAGE} objects took longer than {}s", .0.as_secs())]
+    Hung(Duration),
+}
+
+/// One listing of `kind`, a page at a time: the objects present, and those waiting. Each
+/// page gets `patience`: a large fleet takes many pages, a hung connection hangs one.
 async fn look(
     api: &Api<DynamicObject>,
     params: &ListParams,
     kind: &str,
-) -> Result<(HashSet<String>, Vec<String>), kube::Error> {
+    patience: Duration,
+) -> Result<(HashSet<String>, Vec<String>), Unlisted> {
     let (mut present, mut waiting) = (HashSet::new(), Vec::new());
     let mut params = params.clone();
     loop {
-        let page = api.list(&params).await?;
+        let page = tokio::time::timeout(patience, api.list(&params))
+            .await
+            .map_err(|_| Unlisted::Hung(patience))?
+            .map_err(Unlisted::Failed)?;
         for object in &page.items {
             let key = key(kind, object);
             if waits(object) {
@@ -196,16 +212,21 @@ impl Looker {
     async fn run(self) {
         let every = (self.timeout / 4).max(Duration::from_secs(1));
         let mut waiting = Waiting::default();
+        let mut blind = Blind::default();
         let mut reported = false;
         loop {
             tokio::time::sleep(every).await;
-            // A listing that hangs is dropped, and its connection with it.
-            let listed =
-                tokio::time::timeout(every, look(&self.api, &self.params, &self.kind)).await;
-            let Ok(Ok((present, waits))) = listed else {
-                continue;
-            };
+            // A page that hangs is dropped, and its connection with it.
+            let listed = look(&self.api, &self.params, &self.kind, every).await;
             let now = Instant::now();
+            let (present, waits) = match listed {
+                Ok(listed) => listed,
+                Err(why) => {
+                    blind.failed(&why, now, self.timeout, self.controller);
+                    continue;
+                }
+            };
+            blind.listed(self.controller);
             waiting.observe(waits, now);
             self.ctx.progress.forget_gone(&self.kind, &present);
             let verdict = waiting.stalled(|k| self.ctx.progress.last(k), now, self.timeout);
@@ -238,6 +259,35 @@ impl Looker {
                 false
             }
         }
+    }
+}
+
+/// Listings that keep failing leave a stall unseen (they decide nothing, so that an API
+/// server out of reach restarts no host): said once after a whole timeout of them, and
+/// once when a listing succeeds again.
+#[derive(Default)]
+struct Blind {
+    since: Option<Instant>,
+    said: bool,
+}
+
+impl Blind {
+    fn failed(&mut self, why: &Unlisted, now: Instant, timeout: Duration, controller: Controller) {
+        let since = *self.since.get_or_insert(now);
+        if !self.said && now.duration_since(since) >= timeout {
+            self.said = true;
+            tracing::warn!(controller = controller.as_str(), failing_s = timeout.as_secs(), error = %why, "the stall watchdog cannot list this controller's objects: a stall would go unseen until it can");
+        }
+    }
+
+    fn listed(&mut self, controller: Controller) {
+        if std::mem::take(&mut self.said) {
+            tracing::info!(
+                controller = controller.as_str(),
+                "the stall watchdog lists again"
+            );
+        }
+        self.since = None;
     }
 }
 
@@ -345,12 +395,58 @@ mod tests {
         let resource = ApiResource::erase::<crate::crd::Runtime>(&());
         let api = Api::<DynamicObject>::namespaced_with(client, "ns", &resource);
         let params = ListParams::default().limit(PAGE);
-        let (present, waiting) = look(&api, &params, "Runtime").await.expect("listed");
+        let (present, waiting) = look(&api, &params, "Runtime", T).await.expect("listed");
         drop(api);
         let got = server.received().await;
         assert_eq!(present.len(), 2);
         assert_eq!(waiting, vec!["Runtime/ns/a".to_string()]);
         assert!(got[0].query.contains("limit=100"), "{}", got[0].query);
         assert!(got[1].query.contains("continue=next"), "{}", got[1].query);
+    }
+
+    #[tokio::test]
+    async fn a_page_that_hangs_ends_the_listing() {
+        let (service, mut handle) = tower_test::mock::pair::<
+            http::Request<kube::client::Body>,
+            http::Response<kube::client::Body>,
+        >();
+        let resource = ApiResource::erase::<crate::crd::Runtime>(&());
+        let api = Api::<DynamicObject>::namespaced_with(
+            kube::Client::new(service, "ns"),
+            "ns",
+            &resource,
+        );
+        let params = ListParams::default().limit(PAGE);
+        let patience = Duration::from_millis(50);
+        // The request is held, unanswered, until the listing has given up.
+        let both = async {
+            tokio::join!(
+                look(&api, &params, "Runtime", patience),
+                handle.next_request()
+            )
+        };
+        let (listed, asked) = tokio::time::timeout(Duration::from_secs(10), both)
+            .await
+            .expect("the listing gave up on the page");
+        assert!(asked.is_some());
+        assert!(matches!(listed, Err(Unlisted::Hung(_))), "{listed:?}");
+    }
+
+    #[test]
+    fn listings_that_keep_failing_are_said_once_after_a_whole_timeout() {
+        let why = Unlisted::Hung(T / 4);
+        let t0 = Instant::now();
+        let mut blind = Blind::default();
+        blind.failed(&why, t0, T, Controller::Runtime);
+        blind.failed(&why, t0 + T / 2, T, Controller::Runtime);
+        assert!(!blind.said);
+        blind.failed(&why, t0 + T, T, Controller::Runtime);
+        assert!(blind.said);
+        blind.listed(Controller::Runtime);
+        assert!(!blind.said);
+        // A new run of failures counts from its own start.
+        blind.failed(&why, t0 + 2 * T, T, Controller::Runtime);
+        blind.failed(&why, t0 + 2 * T + T / 2, T, Controller::Runtime);
+        assert!(!blind.said);
     }
 }
