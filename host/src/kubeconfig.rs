@@ -204,6 +204,8 @@ impl KubeconfigPolicy {
 pub struct ClientCache {
     /// (namespace, name, key) → the client of the Secret's current version.
     entries: std::sync::Mutex<std::collections::HashMap<(String, String, String), CachedClient>>,
+    /// Set to how many clients are held after every change (`None`: not counted).
+    held: Option<prometheus::IntGauge>,
 }
 
 /// A client, the Secret version (uid, resourceVersion) it was built from and its last use.
@@ -216,6 +218,25 @@ struct CachedClient {
 }
 
 impl ClientCache {
+    /// A cache that keeps `held` at the number of clients it holds.
+    pub fn counted(held: prometheus::IntGauge) -> Self {
+        Self {
+            entries: Default::default(),
+            held: Some(held),
+        }
+    }
+
+    /// Entries held now; tell the gauge.
+    fn count(
+        &self,
+        entries: &std::collections::HashMap<(String, String, String), CachedClient>,
+    ) -> usize {
+        if let Some(held) = &self.held {
+            held.set(entries.len() as i64);
+        }
+        entries.len()
+    }
+
     /// The client for the kubeconfig under `key` of `secret`, checked by `policy`.
     pub async fn client(
         &self,
@@ -246,14 +267,17 @@ impl ClientCache {
             server: server.clone(),
             used: std::time::Instant::now(),
         };
-        self.entries.lock().expect("clients lock").insert(id, entry);
+        let mut entries = self.entries.lock().expect("clients lock");
+        entries.insert(id, entry);
+        self.count(&entries);
         Ok((client, server))
     }
 
-    /// Forget the client of a Secret that is gone.
+    /// Forget the clients of a Secret that is gone, or whose user is done with them.
     pub fn forget(&self, namespace: &str, name: &str) {
         let mut entries = self.entries.lock().expect("clients lock");
         entries.retain(|(ns, n, _), _| !(ns == namespace && n == name));
+        self.count(&entries);
     }
 
     /// Drop the clients not asked for within `idle` (their pooled connections close when
@@ -261,7 +285,7 @@ impl ClientCache {
     pub fn sweep(&self, idle: std::time::Duration) -> usize {
         let mut entries = self.entries.lock().expect("clients lock");
         entries.retain(|_, e| e.used.elapsed() < idle);
-        entries.len()
+        self.count(&entries)
     }
 }
 
@@ -334,5 +358,44 @@ current-context: c
         assert!(policy.parse(&ok, "s").is_ok());
         let err = policy.parse("token: hunter2: [", "s").unwrap_err().message;
         assert!(!err.contains("hunter2"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn held_clients_are_counted_until_forgotten() {
+        let http = INLINE.replace(
+            "{server: 'https://10.0.0.1:6443', certificate-authority-data: Zm9v}",
+            "{server: 'http://127.0.0.1:1'}",
+        );
+        let secret = Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some("kubeconfig-rt".into()),
+                namespace: Some("kcp".into()),
+                uid: Some("u1".into()),
+                resource_version: Some("1".into()),
+                ..Default::default()
+            },
+            data: Some(
+                [(
+                    "config".to_string(),
+                    k8s_openapi::ByteString(http.into_bytes()),
+                )]
+                .into(),
+            ),
+            ..Default::default()
+        };
+        let held = prometheus::IntGauge::new("held", "held").expect("gauge");
+        let cache = ClientCache::counted(held.clone());
+        let (policy, fence) = (KubeconfigPolicy::default(), Fence::open());
+        cache
+            .client(&policy, &secret, "config", &fence)
+            .await
+            .expect("a client");
+        cache
+            .client(&policy, &secret, "config", &fence)
+            .await
+            .expect("the same");
+        assert_eq!(held.get(), 1);
+        cache.forget("kcp", "kubeconfig-rt");
+        assert_eq!(held.get(), 0);
     }
 }

@@ -381,6 +381,8 @@ async fn metrics_and_health(host: &Host) -> Result {
         "tessera_reconcile_duration_seconds_bucket",
         r#"tessera_plugin_call_duration_seconds_count{plugin="provider"}"#,
         "tessera_leader 1",
+        // The Runtime's cluster client (counted once built: a unit test) is dropped at Ready.
+        "tessera_cluster_clients 0",
     ];
     // The state gauge follows the status write at the end of the reconcile that made the
     // Runtime Ready: wait for it rather than read it once.

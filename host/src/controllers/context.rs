@@ -315,6 +315,8 @@ impl Context {
     ) -> Arc<Self> {
         let events = super::kit::EventSink::new(clients.control.clone(), instance);
         let retries = super::kit::Retries::new(config.requeue.error, config.requeue.error_max);
+        let clusters = crate::kubeconfig::ClientCache::counted(metrics.cluster_clients.clone());
+        let clusters = Arc::new(clusters);
         Arc::new(Self {
             client: clients.control,
             fence: clients.fence,
@@ -324,7 +326,7 @@ impl Context {
             metrics,
             events,
             retries,
-            clusters: Arc::default(),
+            clusters,
             fetcher,
             initial_sync: InitialSync::default(),
             progress: super::kit::Progress::default(),

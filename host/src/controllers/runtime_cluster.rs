@@ -32,6 +32,16 @@ pub(crate) async fn client(
     Ok(client)
 }
 
+/// Drop the client of `runtime_id`'s cluster once the Runtime is prepared: a settled
+/// Runtime reaches into its cluster again only when it changes, while a client kept until
+/// `--target-idle` costs each settled Runtime ~27 KiB (rustls' session cache, kube's
+/// request buffer; heap profile of `./x load --runtimes 1000 --replicas 3`). ModuleSets on
+/// the cluster keep the handle they took.
+pub(crate) fn release(ctx: &Context, namespace: &str, runtime_id: &str) {
+    ctx.clusters
+        .forget(namespace, &super::labels::kubeconfig_secret(runtime_id));
+}
+
 /// A request to the runtime cluster of `runtime_id` about `what` failed: the error names
 /// the cluster (the Runtime's condition says it, not just the log).
 pub(crate) fn failed(runtime_id: &str, what: &str) -> impl Fn(kube::Error) -> ReconcileError {

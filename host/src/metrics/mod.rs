@@ -61,6 +61,8 @@ pub struct Metrics {
     module_targets: IntGauge,
     /// Drift watches this replica runs.
     drift_watches: IntGauge,
+    /// Clients for runtime and target clusters this replica holds.
+    pub(crate) cluster_clients: IntGauge,
     /// 1 while a dependency (Gardener, a registry, a target cluster) answers.
     dependency_up: IntGaugeVec,
     /// What is down and why, for `/readyz`.
@@ -260,6 +262,10 @@ const MODULE_TURN_WAITS: Doc = (
 const MODULE_TARGETS: Doc = (
     "tessera_module_targets",
     "Target clusters this replica holds a client and discovery cache for (dropped after --target-idle without a ModuleSet pass)",
+);
+const CLUSTER_CLIENTS: Doc = (
+    "tessera_cluster_clients",
+    "Clients for runtime and target clusters this replica holds, one per kubeconfig Secret version (a Runtime's is dropped once it is Ready, a target's after --target-idle)",
 );
 const DRIFT_WATCHES: Doc = (
     "tessera_drift_watches",
@@ -498,6 +504,10 @@ impl Metrics {
             drift_watches: register(
                 r,
                 IntGauge::new(DRIFT_WATCHES.0, DRIFT_WATCHES.1).expect("metric"),
+            ),
+            cluster_clients: register(
+                r,
+                IntGauge::new(CLUSTER_CLIENTS.0, CLUSTER_CLIENTS.1).expect("metric"),
             ),
             dependency_up: gauges(r, DEPENDENCY_UP, &["dependency"]),
             dependencies: std::sync::Arc::default(),

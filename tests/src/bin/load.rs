@@ -49,8 +49,9 @@ struct Args {
     /// no draft of a render against the current Shoot in the render cache, later ones do.
     #[arg(long, default_value_t = 2)]
     rollout_rounds: u32,
-    /// Replicas sharding the Runtimes (`tessera run --sharding`); after provisioning one is
-    /// killed (SIGKILL) and the handover of its Runtimes is measured instead of a restart.
+    /// Replicas sharding the Runtimes (`tessera run --sharding`); after provisioning the
+    /// leader is killed (SIGKILL) and the handover of its Runtimes is measured instead of a
+    /// restart.
     /// 1: one host, no sharding.
     #[arg(long, default_value_t = 1)]
     replicas: usize,
@@ -425,18 +426,22 @@ async fn on_shard(api: &Api<Runtime>, shard: &str) -> usize {
         .unwrap_or(usize::MAX)
 }
 
-/// Kill one replica (SIGKILL) and measure the handover: how long until none of its
+/// Kill the leading replica (SIGKILL) and measure the handover: how long until none of its
 /// Runtimes is left on its shard (its Lease must expire first: 15 s by default), and what
 /// the survivors then spent taking them over (a handover must not cost Gardener a request
 /// per Runtime).
 fn failover(bench: &Bench, mut hosts: Vec<Host>, names: &[String]) -> anyhow::Result<()> {
-    let victim = &names[0];
+    // The leader, the worst case: a survivor must take the leader Lease before anything
+    // moves.
+    let index = hosts
+        .iter()
+        .position(|h| h.logs().contains("became leader"))
+        .unwrap_or(0);
+    let victim = &names[index];
     let moving = bench.rt.block_on(on_shard(&bench.api, victim));
-    // The leader too, when it holds the leader Lease: then a new leader must start
-    // sharding first (another lease duration).
-    let leader = hosts[0].logs().contains("became leader");
+    let leader = hosts[index].logs().contains("became leader");
     let before = bench.cp.sim_stats();
-    hosts[0].kill();
+    hosts[index].kill();
     let killed = Instant::now();
     while bench.rt.block_on(on_shard(&bench.api, victim)) > 0 && killed.elapsed() < bench.limit() {
         std::thread::sleep(Duration::from_millis(250));
@@ -445,9 +450,11 @@ fn failover(bench: &Bench, mut hosts: Vec<Host>, names: &[String]) -> anyhow::Re
     let settle = wait_quiet(&bench.cp, Duration::from_secs(10), bench.limit());
     let after = bench.cp.sim_stats();
     let ready = bench.rt.block_on(ready_count(&bench.api));
-    let rss: Vec<String> = hosts[1..]
+    let rss: Vec<String> = hosts
         .iter()
-        .map(|h| format!("{:.0}", usage(h.pid()).0))
+        .enumerate()
+        .filter(|(i, _)| *i != index)
+        .map(|(_, h)| format!("{:.0}", usage(h.pid()).0))
         .collect();
     println!(
         "failover (1 of {} replicas killed, the leader: {leader}): its {moving} Runtimes on other shards after {:.1} s; survivors busy {:.1} s: {} requests, {} writes, {} to Gardener ({} Shoot reads); {ready} Ready; survivors' peak RSS {} MiB",

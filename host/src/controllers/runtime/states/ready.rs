@@ -3,7 +3,7 @@
 use kube::runtime::controller::Action;
 
 use super::super::machine::{Machine, Transition};
-use crate::controllers::ReconcileError;
+use crate::controllers::{ReconcileError, runtime_cluster};
 use crate::crd::{ConditionStatus, RuntimeState};
 use crate::crd::{ConditionType, Reason};
 
@@ -22,6 +22,7 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         format!("Shoot {name} is reconciled"),
     );
     m.status.observed_generation = Some(m.generation());
+    runtime_cluster::release(&m.ctx, &m.namespace(), &m.id());
     // A registry cache whose credentials wait for this (new) cluster: copy them soon.
     if m.caches_waiting {
         return Ok(Transition::Stop(Action::requeue(
