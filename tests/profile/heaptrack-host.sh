@@ -1,8 +1,9 @@
 #!/bin/bash
 # Profile the heap of one host in a benchmark: the benchmarks start the host that
 # TESSERA_BIN names, so point it here and this script starts the HEAPTRACK_WHICH-th
-# `tessera run` (default: the second, which a `--replicas` failover does not kill) under
-# Debian's heaptrack; the others run as they are. The profile lands in HEAPTRACK_OUT
+# `tessera run` (default: the second) under Debian's heaptrack; the others run as they
+# are. A `--replicas` failover kills the leader: if that is the profiled host, its profile
+# ends there (heaptrack writes as it goes). The profile lands in HEAPTRACK_OUT
 # (default /tmp/tessera-heaptrack) once that host ends: a killed benchmark leaves it
 # running, end it with SIGINT. Read it with `heaptrack_print -f <file>`.
 #
