@@ -2,8 +2,9 @@
 # Profile the heap of one host in a benchmark: the benchmarks start the host that
 # TESSERA_BIN names, so point it here and this script starts the HEAPTRACK_WHICH-th
 # `tessera run` (default: the second) under Debian's heaptrack; the others run as they
-# are. A `--replicas` failover kills the leader: if that is the profiled host, its profile
-# ends there (heaptrack writes as it goes). The profile lands in HEAPTRACK_OUT
+# are. A `--replicas` failover kills the leader: if that is the profiled host, the kill
+# hits heaptrack, not the host under it, which runs on (holding its Lease, so nothing
+# moves and the failover figures mean nothing) until ended with SIGINT. The profile lands in HEAPTRACK_OUT
 # (default /tmp/tessera-heaptrack) once that host ends: a killed benchmark leaves it
 # running, end it with SIGINT. Read it with `heaptrack_print -f <file>`.
 #

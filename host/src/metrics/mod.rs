@@ -265,7 +265,7 @@ const MODULE_TARGETS: Doc = (
 );
 const CLUSTER_CLIENTS: Doc = (
     "tessera_cluster_clients",
-    "Clients for runtime and target clusters this replica holds, one per kubeconfig Secret version (a Runtime's is dropped once it is Ready, a target's after --target-idle)",
+    "Clients for runtime and target clusters in this replica's client cache, one per kubeconfig Secret version (a Runtime's leaves once it is Ready, unless its reconciles read its cluster; a target's after --target-idle; a ModuleSet's target keeps its own handle until it is dropped)",
 );
 const DRIFT_WATCHES: Doc = (
     "tessera_drift_watches",

@@ -163,7 +163,11 @@ impl View {
         loop {
             tokio::select! {
                 out = &mut until => return out,
-                _ = self.triggers.next() => {}
+                // The watches never end (they back off and retry); if they did, wait on
+                // `until` alone instead of spinning.
+                event = self.triggers.next() => if event.is_none() {
+                    return until.await;
+                },
             }
         }
     }

@@ -115,6 +115,14 @@ pub(crate) fn decide(wanted: &[Wanted], copies: &[Copy], referenced: &BTreeSet<S
 }
 
 /// The caches of `caches` that name a Secret, with their index.
+/// Whether every reconcile of the Runtime reads its cluster (caches with credentials are
+/// copied from there each pass): then its cluster client is worth keeping.
+pub(crate) fn reads_cluster(m: &Machine) -> bool {
+    let caches = m.runtime.spec.inner.image_registry_cache.as_deref();
+    m.ctx.config.registry_cache_credentials
+        && caches.is_some_and(|c| with_secrets(c).next().is_some())
+}
+
 fn with_secrets(
     caches: &[ImageRegistryCache],
 ) -> impl Iterator<Item = (usize, &ImageRegistryCache, &str)> {

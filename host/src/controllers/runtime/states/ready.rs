@@ -3,6 +3,7 @@
 use kube::runtime::controller::Action;
 
 use super::super::machine::{Machine, Transition};
+use super::super::registry_cache;
 use crate::controllers::{ReconcileError, runtime_cluster};
 use crate::crd::{ConditionStatus, RuntimeState};
 use crate::crd::{ConditionType, Reason};
@@ -22,7 +23,10 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         format!("Shoot {name} is reconciled"),
     );
     m.status.observed_generation = Some(m.generation());
-    runtime_cluster::release(&m.ctx, &m.namespace(), &m.id());
+    // Kept by a Runtime whose reconciles copy registry credentials from its cluster.
+    if !m.caches_waiting && !registry_cache::reads_cluster(m) {
+        runtime_cluster::release(&m.ctx, &m.namespace(), &m.id());
+    }
     // A registry cache whose credentials wait for this (new) cluster: copy them soon.
     if m.caches_waiting {
         return Ok(Transition::Stop(Action::requeue(
