@@ -273,10 +273,10 @@ struct Blind {
 
 impl Blind {
     fn failed(&mut self, why: &Unlisted, now: Instant, timeout: Duration, controller: Controller) {
-        let since = *self.since.get_or_insert(now);
-        if !self.said && now.duration_since(since) >= timeout {
+        let failing = now.duration_since(*self.since.get_or_insert(now));
+        if !self.said && failing >= timeout {
             self.said = true;
-            tracing::warn!(controller = controller.as_str(), failing_s = timeout.as_secs(), error = %why, "the stall watchdog cannot list this controller's objects: a stall would go unseen until it can");
+            tracing::warn!(controller = controller.as_str(), failing_s = failing.as_secs(), error = %why, "the stall watchdog cannot list this controller's objects: a stall would go unseen until it can");
         }
     }
 
