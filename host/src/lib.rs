@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod modules;
 pub mod oci;
 pub mod operator;
+pub(crate) mod packed;
 pub mod paths;
 pub mod pattern;
 pub mod plugins;

@@ -122,11 +122,11 @@ pub struct RunArgs {
     /// within it, without a restart.
     #[arg(long, default_value = "60s", value_parser = duration)]
     plugin_resync: Duration,
-    /// Memory for drafts of earlier renders, MiB (their JSON text, charged exactly). A render whose inputs
-    /// (Runtime, current Shoot, plugin digests, configurations, limits, grants) were seen
-    /// before runs no plugin; a rollout of one plugin re-runs it and the steps after it.
-    /// 0 turns the cache off.
-    #[arg(long, default_value_t = 64)]
+    /// Memory for drafts of earlier renders, MiB (their JSON text deflated, charged
+    /// exactly). A render whose inputs (Runtime, current Shoot, plugin digests,
+    /// configurations, limits, grants) were seen before runs no plugin; a rollout of one
+    /// plugin re-runs it and the steps after it. 0 turns the cache off.
+    #[arg(long, default_value_t = 32)]
     render_cache_mib: usize,
     /// Only resolve Plugin resources matching this label selector.
     #[arg(long)]

@@ -18,10 +18,11 @@ use kube::{Client, Resource, ResourceExt};
 
 use super::shards::{
     DEAD_HOLDER, LeaseFacts, LeaseMove, LeaseView, Liveness, Move, Placement, Ring, decide,
-    lease_move, liveness,
+    lease_move, liveness, next_expiry,
 };
 use crate::controllers::Controllers;
 use crate::crd::{ModuleSet, Runtime, RuntimeAccess, RuntimeKubeconfig, labels};
+use crate::fence::Fence;
 use crate::metrics::{Metrics, ShardMove};
 
 /// Who the leader's label writes are from.
@@ -30,6 +31,10 @@ const FIELD_MANAGER: &str = "tessera-sharder";
 /// its 1,045 Runtimes (and their RuntimeKubeconfigs) took 14 s against a busy API server
 /// (`./x load --runtimes 3000 --replicas 3`).
 const CONCURRENCY: usize = 48;
+
+/// How long after a shard Lease runs out the leader looks again: past the instant, so that
+/// the Lease judges expired.
+const EXPIRY_MARGIN: Duration = Duration::from_millis(50);
 
 /// The shard Lease of the replica `identity`, next to the leader Lease `leader_lease`.
 pub(crate) fn lease_name(leader_lease: &str, identity: &str) -> String {
@@ -40,6 +45,8 @@ pub(crate) fn lease_name(leader_lease: &str, identity: &str) -> String {
 pub(crate) struct Sharder {
     /// Writes labels and Leases; passes the leader fence.
     pub(crate) client: Client,
+    /// The leader Lease's fence (`client` passes it): no pass runs while it is closed.
+    pub(crate) fence: Arc<Fence>,
     /// Namespace of the Leases.
     pub(crate) lease_namespace: String,
     /// The leader Lease's name: shard Leases are named after it.
@@ -79,7 +86,9 @@ fn shard_key(kind: &str, object: &DynamicObject) -> String {
     }
 }
 
-/// Keep what the sharder reads: labels, identity, deletion, and the key as the body.
+/// Keep what the sharder reads: the shard and drain labels, identity, deletion, and the key
+/// as the body. Every sharding replica holds every sharded object so (`View`): at 10,000
+/// Runtimes, a Runtime's eight KIM labels alone would cost each replica tens of MiB.
 fn reduce(kind: &'static str) -> impl FnMut(&mut DynamicObject) + Send + 'static {
     move |object| {
         object.data = serde_json::Value::String(shard_key(kind, object));
@@ -88,6 +97,9 @@ fn reduce(kind: &'static str) -> impl FnMut(&mut DynamicObject) + Send + 'static
         meta.annotations = None;
         meta.owner_references = None;
         meta.finalizers = None;
+        if let Some(all) = meta.labels.as_mut() {
+            all.retain(|k, _| k == labels::SHARD || k == labels::DRAIN);
+        }
     }
 }
 
@@ -132,6 +144,17 @@ impl Shards {
                 Some((shard, lease))
             })
             .collect()
+    }
+
+    /// How long until the first live shard Lease runs out (a tick's worth if none does).
+    fn next_expiry(&self) -> Duration {
+        let now = jiff::Timestamp::now();
+        let leases = self.leases();
+        let views: Vec<(&str, LeaseView)> = leases
+            .iter()
+            .map(|(shard, lease)| (shard.as_str(), view(lease)))
+            .collect();
+        next_expiry(views.iter().map(|(s, v)| (*s, v)), now).unwrap_or(Duration::MAX)
     }
 }
 
@@ -207,13 +230,19 @@ impl Sharder {
         let mut acted = Acted::default();
         let tick = (self.lease_duration / 3).max(Duration::from_secs(1));
         tracing::info!(shard_leases = %shards.prefix, "sharding as leader");
+        // A closed fence (the leader cannot confirm its Lease, as when the API server is too
+        // busy to answer) would refuse every write of a pass, and the view of the shard
+        // Leases is stale then: no pass until it opens, said once each way.
+        let mut paused = false;
         loop {
-            if self.ready(&shards, &kinds) {
+            let mut wait = tick;
+            if !fenced(&self.fence, &mut paused) && self.ready(&shards, &kinds) {
                 self.pass(&shards, &kinds, &mut acted).await;
+                wait = wait.min(shards.next_expiry().saturating_add(EXPIRY_MARGIN));
             }
             tokio::select! {
                 _ = triggers.next() => {}
-                _ = tokio::time::sleep(tick) => {}
+                _ = tokio::time::sleep(wait) => {}
             }
             // Let a burst of events settle into one pass.
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -414,6 +443,20 @@ impl Sharder {
     }
 }
 
+/// Whether `fence` is closed now, saying so when that changed since `was`.
+fn fenced(fence: &Fence, was: &mut bool) -> bool {
+    let now = !fence.allows_writes();
+    match (*was, now) {
+        (false, true) => tracing::warn!(
+            "the sharder pauses: this host cannot confirm it still holds the leader Lease"
+        ),
+        (true, false) => tracing::info!("the sharder resumes: the leader Lease is confirmed"),
+        _ => {}
+    }
+    *was = now;
+    now
+}
+
 /// Whether the leader took `lease` already.
 fn held_dead(lease: &Lease) -> bool {
     let holder = lease
@@ -523,11 +566,32 @@ mod tests {
     }
 
     #[test]
+    fn the_sharder_pauses_while_the_fence_is_closed_and_resumes() {
+        let fence = Fence::closed();
+        let mut was = false;
+        assert!(fenced(&fence, &mut was) && was);
+        assert!(fenced(&fence, &mut was), "still closed");
+        fence.hold_until(std::time::Instant::now() + Duration::from_secs(60));
+        assert!(!fenced(&fence, &mut was) && !was);
+    }
+
+    #[test]
     fn the_sharder_keeps_only_labels_and_the_key() {
         let mut o = object("rt-1", serde_json::json!({ "big": "spec" }));
         o.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
+        o.metadata.labels = Some(
+            [
+                (labels::SHARD, "s1"),
+                (labels::DRAIN, "true"),
+                ("kyma-project.io/region", "eu"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into(),
+        );
         reduce("Runtime")(&mut o);
         assert_eq!(o.data, serde_json::json!("kcp/rt-1"));
         assert!(o.metadata.annotations.is_none());
+        let kept: Vec<&str> = o.labels().keys().map(String::as_str).collect();
+        assert_eq!(kept, [labels::DRAIN, labels::SHARD]);
     }
 }

@@ -75,6 +75,7 @@ impl Sharding {
         let leases = client(kubeconfig, None).await?;
         let sharder = Sharder {
             client: writer,
+            fence: fence.clone(),
             lease_namespace: self.leader.namespace.clone(),
             leader_lease: self.leader.lease_name.clone(),
             namespace: ctx.config.namespace.clone(),

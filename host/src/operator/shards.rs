@@ -103,6 +103,24 @@ pub(crate) fn liveness(shard: &str, lease: &LeaseView, now: jiff::Timestamp) -> 
     }
 }
 
+/// How long until the first Ready Lease of `leases` expires, if one does: the leader looks
+/// again then instead of at its next tick, as no event marks a Lease running out (a dead
+/// shard's objects would wait up to a tick more).
+pub(crate) fn next_expiry<'a>(
+    leases: impl IntoIterator<Item = (&'a str, &'a LeaseView)>,
+    now: jiff::Timestamp,
+) -> Option<std::time::Duration> {
+    leases
+        .into_iter()
+        .filter(|(shard, lease)| liveness(shard, lease, now) == Liveness::Ready)
+        .filter_map(|(_, lease)| {
+            let duration = jiff::SignedDuration::from_secs(lease.duration_s?.into());
+            let left = (lease.renewed? + duration).duration_since(now);
+            std::time::Duration::try_from(left).ok()
+        })
+        .min()
+}
+
 /// What the leader reads from an object.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Placement<'a> {
@@ -249,6 +267,27 @@ mod tests {
             liveness("a", &lease(Some(DEAD_HOLDER), 0), at(1)),
             Liveness::Dead
         );
+    }
+
+    #[test]
+    fn the_leader_looks_again_when_the_first_live_lease_runs_out() {
+        let lease = |holder: &str, renewed: i64| LeaseView {
+            holder: Some(holder.to_string()),
+            renewed: Some(at(renewed)),
+            duration_s: Some(15),
+        };
+        let (a, b, gone) = (lease("a", 0), lease("b", 5), lease(DEAD_HOLDER, 9));
+        let leases = [("a", &a), ("b", &b), ("c", &gone)];
+        assert_eq!(
+            next_expiry(leases, at(3)),
+            Some(std::time::Duration::from_secs(12))
+        );
+        // a has run out: b's is next; nothing once none is live.
+        assert_eq!(
+            next_expiry(leases, at(16)),
+            Some(std::time::Duration::from_secs(4))
+        );
+        assert_eq!(next_expiry(leases, at(20)), None);
     }
 
     fn shards(of: &[(&str, Liveness)]) -> BTreeMap<String, Liveness> {

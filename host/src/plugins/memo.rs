@@ -16,16 +16,20 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::packed::Packed;
+
 /// A content hash.
 pub type Key = [u8; 32];
 
 /// The draft after a step, with every warning of the steps up to it. The draft is kept as
-/// its JSON text and parsed on a hit: a third of a parsed `Value`'s size, and charged
-/// exactly (charging a parsed draft by an estimate let a 64 MiB budget hold 156 MiB at
-/// 1,000 Runtimes, docs/performance.md).
+/// its JSON text, deflated (`crate::packed`), and parsed on a hit: charged exactly
+/// (charging a parsed draft by an estimate let a 64 MiB budget hold 156 MiB at 1,000
+/// Runtimes, docs/performance.md), and a third of the text's size, so a budget holds
+/// three times the drafts it held as text.
 #[derive(Debug)]
 pub struct Memo {
-    draft: Box<[u8]>,
+    /// `None` if the draft did not serialize (no JSON value fails to): a miss on every hit.
+    draft: Option<Packed>,
     /// (plugin, warning)
     pub warnings: Vec<(String, String)>,
     /// What the entry is charged against the budget.
@@ -37,11 +41,9 @@ const ENTRY_OVERHEAD: usize = 128;
 
 impl Memo {
     pub fn new(shoot: &Value, warnings: Vec<(String, String)>) -> Self {
-        let draft = serde_json::to_vec(shoot)
-            .unwrap_or_default()
-            .into_boxed_slice();
+        let draft = Packed::of(shoot);
         let bytes = ENTRY_OVERHEAD
-            + draft.len()
+            + draft.as_ref().map_or(0, Packed::len)
             + warnings
                 .iter()
                 .map(|(p, w)| p.len() + w.len() + 48)
@@ -55,7 +57,7 @@ impl Memo {
 
     /// The draft, parsed again; `None` if it does not parse (then the render runs the steps).
     pub fn shoot(&self) -> Option<Value> {
-        serde_json::from_slice(&self.draft).ok()
+        self.draft.as_ref()?.unpack()
     }
 }
 
@@ -169,7 +171,7 @@ mod tests {
     use super::*;
 
     fn memo(n: usize) -> Memo {
-        // 128 + 2 digits, 4 + 48 for the warning: 182 bytes.
+        // 128 + a few bytes of packed digits, 4 + 48 for the warning.
         Memo::new(&Value::from(n + 10), vec![("p".into(), "w".repeat(3))])
     }
 
@@ -199,11 +201,11 @@ mod tests {
     }
 
     #[test]
-    fn a_draft_is_charged_its_text() {
+    fn a_draft_is_charged_its_packed_text() {
         let shoot = serde_json::json!({"spec": {"region": "eu-central-1", "workers": [1, 2]}});
-        let text = serde_json::to_vec(&shoot).unwrap().len();
+        let packed = Packed::of(&shoot).unwrap().len();
         let memo = Memo::new(&shoot, Vec::new());
-        assert_eq!(memo.bytes, ENTRY_OVERHEAD + text);
+        assert_eq!(memo.bytes, ENTRY_OVERHEAD + packed);
         assert_eq!(memo.shoot(), Some(shoot));
     }
 
