@@ -146,7 +146,7 @@ impl Shards {
             .collect()
     }
 
-    /// How long until the first live shard Lease runs out (a tick's worth if none does).
+    /// How long until the first live shard Lease runs out (`Duration::MAX` if none is live).
     fn next_expiry(&self) -> Duration {
         let now = jiff::Timestamp::now();
         let leases = self.leases();
