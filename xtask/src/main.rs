@@ -524,7 +524,7 @@ fn ensure_tool(script: &str) -> Result<PathBuf> {
 /// imports only from the tiers below its own.
 const LAYERS: &[&[&str]] = &[
     &[
-        "api", "paths", "pattern", "time", "version", "input", "fence",
+        "api", "paths", "pattern", "time", "version", "input", "fence", "packed",
     ],
     &["report", "grants", "kubeconfig", "devenv"],
     &["crd"],
