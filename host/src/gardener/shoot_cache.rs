@@ -20,7 +20,7 @@
 //! cost Gardener a read per Runtime), and a settled Runtime's Shoot is read once per resync.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use kube::api::DynamicObject;
 use kube::runtime::watcher;
@@ -54,7 +54,8 @@ type Key = Box<str>;
 struct Entry {
     version: Option<String>,
     /// `None` if it did not pack (a `DynamicObject` always serializes): never answered.
-    shoot: Option<Packed>,
+    /// Shared so that a read inflates it outside the lock.
+    shoot: Option<Arc<Packed>>,
 }
 
 #[derive(Default)]
@@ -83,31 +84,38 @@ fn key_of(shoot: &DynamicObject) -> Key {
 impl ShootCache {
     /// Take one event of the watch of Shoots.
     pub(crate) fn apply(&self, event: &watcher::Event<DynamicObject>) {
+        // Packed before the lock: deflating every Shoot of a relist must not stall reads.
+        let packed = match event {
+            watcher::Event::Apply(s) | watcher::Event::InitApply(s) => Some(entry(s)),
+            _ => None,
+        };
         let mut inner = self.inner.lock().expect("shoot cache lock");
-        match event {
-            watcher::Event::Apply(s) => {
-                inner.shoots.insert(key_of(s), entry(s));
+        match (event, packed) {
+            (watcher::Event::Apply(s), Some(packed)) => {
+                inner.shoots.insert(key_of(s), packed);
                 caught_up(&mut inner, s);
             }
-            watcher::Event::Delete(s) => {
+            (watcher::Event::Delete(s), _) => {
                 inner.shoots.remove(&key_of(s));
                 caught_up(&mut inner, s);
             }
-            watcher::Event::Init => {
+            (watcher::Event::Init, _) => {
                 inner.listing = Some(HashMap::new());
                 self.state.send_replace(State::Listing);
             }
-            watcher::Event::InitApply(s) => {
+            (watcher::Event::InitApply(s), Some(packed)) => {
                 let listing = inner.listing.get_or_insert_default();
-                listing.insert(key_of(s), entry(s));
+                listing.insert(key_of(s), packed);
             }
             // A fresh list is newer than anything this host saw before it started.
-            watcher::Event::InitDone => {
+            (watcher::Event::InitDone, _) => {
                 inner.shoots = inner.listing.take().unwrap_or_default();
                 inner.shoots.shrink_to_fit();
                 inner.ahead.clear();
                 self.state.send_replace(State::Synced);
             }
+            // Both are packed above.
+            (watcher::Event::Apply(_) | watcher::Event::InitApply(_), None) => {}
         }
     }
 
@@ -134,13 +142,16 @@ impl ShootCache {
 
     fn cached(&self, namespace: &str, name: &str) -> Option<DynamicObject> {
         let key = key(namespace, name);
-        let inner = self.inner.lock().expect("shoot cache lock");
-        if *self.state.borrow() != State::Synced || inner.ahead.contains_key(&key) {
-            return None;
-        }
+        let packed = {
+            let inner = self.inner.lock().expect("shoot cache lock");
+            if *self.state.borrow() != State::Synced || inner.ahead.contains_key(&key) {
+                return None;
+            }
+            inner.shoots.get(&key)?.shoot.clone()?
+        };
         // Packed by `entry` from a `DynamicObject`: reads back unless memory is corrupt;
         // should it not, Gardener is asked.
-        inner.shoots.get(&key)?.shoot.as_ref()?.unpack()
+        packed.unpack()
     }
 
     /// This host read or wrote `shoot` at its resourceVersion.
@@ -173,7 +184,7 @@ fn entry(shoot: &DynamicObject) -> Entry {
     crate::api::slim(&mut shoot);
     Entry {
         version: shoot.metadata.resource_version.clone(),
-        shoot: Packed::of(&shoot),
+        shoot: Packed::of(&shoot).map(Arc::new),
     }
 }
 

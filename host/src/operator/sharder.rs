@@ -88,7 +88,7 @@ fn shard_key(kind: &str, object: &DynamicObject) -> String {
 
 /// Keep what the sharder reads: the shard and drain labels, identity, deletion, and the key
 /// as the body. Every sharding replica holds every sharded object so (`View`): at 10,000
-/// Runtimes, a Runtime's eight KIM labels alone would cost each replica tens of MiB.
+/// Runtimes, a Runtime's eight KIM labels alone would cost each replica about 10 MiB.
 fn reduce(kind: &'static str) -> impl FnMut(&mut DynamicObject) + Send + 'static {
     move |object| {
         object.data = serde_json::Value::String(shard_key(kind, object));

@@ -24,8 +24,8 @@ pub type Key = [u8; 32];
 /// The draft after a step, with every warning of the steps up to it. The draft is kept as
 /// its JSON text, deflated (`crate::packed`), and parsed on a hit: charged exactly
 /// (charging a parsed draft by an estimate let a 64 MiB budget hold 156 MiB at 1,000
-/// Runtimes, docs/performance.md), and a third of the text's size, so a budget holds
-/// three times the drafts it held as text.
+/// Runtimes, docs/performance.md), and about a third of the text's size, so a budget holds
+/// nearly three times the drafts it held as text.
 #[derive(Debug)]
 pub struct Memo {
     /// `None` if the draft did not serialize (no JSON value fails to): a miss on every hit.
