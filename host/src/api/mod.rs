@@ -26,6 +26,37 @@ pub(crate) fn is_forbidden(e: &kube::Error) -> bool {
     status(e) == Some(403)
 }
 
+/// Objects per page of a fleet-wide listing.
+pub(crate) const PAGE: u32 = 100;
+
+/// Hand every object of a listing to `each`, a page at a time (`params.limit`, else
+/// [`PAGE`]): a listing of the whole fleet parsed at once holds every object, managed
+/// fields and all, at the same moment; a new leader's sweep of 1,000 Runtimes' kubeconfig
+/// Secrets held 20 MiB that way (heap profile of `./x load --runtimes 1000 --replicas 3`).
+/// `list` asks for one page. Pages come from etcd (no `resourceVersion`): a listing from
+/// the API server's cache ignores `limit`.
+pub(crate) async fn for_each_page<T, E, Fut>(
+    params: &kube::api::ListParams,
+    mut list: impl FnMut(kube::api::ListParams) -> Fut,
+    mut each: impl FnMut(T),
+) -> Result<(), E>
+where
+    T: Clone,
+    Fut: Future<Output = Result<kube::core::ObjectList<T>, E>>,
+{
+    let mut params = params.clone();
+    params.limit = Some(params.limit.unwrap_or(PAGE));
+    loop {
+        let page = list(params.clone()).await?;
+        let next = page.metadata.continue_.filter(|token| !token.is_empty());
+        page.items.into_iter().for_each(&mut each);
+        match next {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(()),
+        }
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod mock;
 

@@ -86,13 +86,15 @@ fn shard_key(kind: &str, object: &DynamicObject) -> String {
     }
 }
 
-/// Keep what the sharder reads: the shard and drain labels, identity, deletion, and the key
-/// as the body. Every sharding replica holds every sharded object so (`View`): at 10,000
+/// Keep what the sharder reads: the shard and drain labels, name, uid and version,
+/// deletion, and the key as the body. Every sharding replica holds every sharded object so (`View`): at 10,000
 /// Runtimes, a Runtime's eight KIM labels alone would cost each replica about 10 MiB.
 fn reduce(kind: &'static str) -> impl FnMut(&mut DynamicObject) + Send + 'static {
     move |object| {
         object.data = serde_json::Value::String(shard_key(kind, object));
+        object.types = None;
         let meta = &mut object.metadata;
+        meta.generate_name = None;
         meta.managed_fields = None;
         meta.annotations = None;
         meta.owner_references = None;
@@ -591,6 +593,10 @@ mod tests {
         reduce("Runtime")(&mut o);
         assert_eq!(o.data, serde_json::json!("kcp/rt-1"));
         assert!(o.metadata.annotations.is_none());
+        assert!(
+            o.types.is_none(),
+            "the kind is the store's, not each object's"
+        );
         let kept: Vec<&str> = o.labels().keys().map(String::as_str).collect();
         assert_eq!(kept, [labels::DRAIN, labels::SHARD]);
     }

@@ -198,10 +198,11 @@ impl Bench {
     }
 
     /// Poll the hosts' /metrics until all Runtimes are Ready (or the time is up).
-    fn wait_ready(&self, metrics: &[String], started: Instant) {
+    fn wait_ready(&self, hosts: &mut Replicas, started: Instant) {
         let mut last_print = Instant::now();
         while started.elapsed() < self.limit() {
-            let ready = ready_from_metrics(metrics);
+            hosts.tend(&self.cp);
+            let ready = ready_from_metrics(&hosts.metrics);
             if ready == self.args.runtimes {
                 break;
             }
@@ -224,14 +225,106 @@ struct Provisioned {
     all_ready: Duration,
     /// Peak RSS (MiB) and CPU seconds of each host.
     usage: Vec<(f64, f64)>,
+    /// Hosts that exited and were started again.
+    restarts: usize,
     before: Value,
     after: Value,
+}
+
+/// The hosts of a run. One that exits is started again under its name and identity, as
+/// a Deployment's kubelet restarts its container (a leader that cannot confirm its Lease
+/// ends on purpose); each slot's peak RSS and CPU seconds are kept across its restarts.
+struct Replicas {
+    hosts: Vec<Host>,
+    names: Vec<String>,
+    args: Vec<Vec<String>>,
+    /// Current metrics address of each host.
+    metrics: Vec<String>,
+    /// Highest peak RSS (MiB) seen in each slot, sampled while its hosts ran.
+    peak: Vec<f64>,
+    /// CPU seconds of each slot's ended hosts, and of its current host as last sampled.
+    cpu_past: Vec<f64>,
+    cpu_now: Vec<f64>,
+    restarts: usize,
+}
+
+impl Replicas {
+    fn start(cp: &ControlPlane, names: Vec<String>, args: Vec<Vec<String>>) -> Self {
+        let hosts: Vec<Host> = names
+            .iter()
+            .zip(&args)
+            .map(|(name, args)| cp.host(name, &as_strs(args)))
+            .collect();
+        let n = hosts.len();
+        Self {
+            hosts,
+            names,
+            args,
+            metrics: vec![String::new(); n],
+            peak: vec![0.0; n],
+            cpu_past: vec![0.0; n],
+            cpu_now: vec![0.0; n],
+            restarts: 0,
+        }
+    }
+
+    /// Wait for every host's metrics address.
+    fn find_metrics(&mut self) -> anyhow::Result<()> {
+        for (i, host) in self.hosts.iter().enumerate() {
+            self.metrics[i] = host
+                .metrics_addr(Duration::from_secs(30))
+                .ok_or_else(|| anyhow::anyhow!("{} logged no metrics address", self.names[i]))?;
+        }
+        Ok(())
+    }
+
+    /// Sample each host's usage; start again each one that exited.
+    fn tend(&mut self, cp: &ControlPlane) {
+        for i in 0..self.hosts.len() {
+            let pid = self.hosts[i].pid();
+            let (rss, cpu) = usage(pid);
+            self.peak[i] = self.peak[i].max(rss);
+            self.cpu_now[i] = self.cpu_now[i].max(cpu);
+            if self.hosts[i].is_running() {
+                continue;
+            }
+            self.restarts += 1;
+            let last = self.hosts[i]
+                .logs()
+                .lines()
+                .last()
+                .unwrap_or_default()
+                .to_string();
+            eprintln!(
+                "{} exited (last line: {last}); starting it again",
+                self.names[i]
+            );
+            self.cpu_past[i] += std::mem::take(&mut self.cpu_now[i]);
+            let log = format!("{}-restart-{}", self.names[i], self.restarts);
+            self.hosts[i] = cp.host(&log, &as_strs(&self.args[i]));
+            self.metrics[i] = self.hosts[i]
+                .metrics_addr(Duration::from_secs(30))
+                .unwrap_or_default();
+        }
+    }
+
+    /// (peak RSS in MiB, CPU seconds) of each slot.
+    fn usage(&mut self, cp: &ControlPlane) -> Vec<(f64, f64)> {
+        self.tend(cp);
+        (0..self.hosts.len())
+            .map(|i| (self.peak[i], self.cpu_past[i] + self.cpu_now[i]))
+            .collect()
+    }
+}
+
+fn as_strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
 }
 
 /// Create the fleet and wait until the API server says every Runtime is Ready.
 fn provision(
     bench: &Bench,
-    hosts: &[Host],
+    hosts: &mut Replicas,
     fast: Option<(String, String)>,
 ) -> anyhow::Result<Provisioned> {
     let before = bench.cp.sim_stats();
@@ -240,15 +333,12 @@ fn provision(
     let created = started.elapsed();
     eprintln!("created {} Runtimes in {created:.1?}", bench.args.runtimes);
     // Progress from the host's /metrics (cheap); the final count from the API server.
-    let metrics = hosts
-        .iter()
-        .map(|h| h.metrics_addr(Duration::from_secs(30)))
-        .collect::<Option<Vec<String>>>()
-        .ok_or_else(|| anyhow::anyhow!("a host logged no metrics address"))?;
-    bench.wait_ready(&metrics, started);
+    hosts.find_metrics()?;
+    bench.wait_ready(hosts, started);
     let all_ready = started.elapsed();
     let ready = bench.rt.block_on(ready_count(&bench.api));
-    let usage = hosts.iter().map(|h| usage(h.pid())).collect();
+    let usage = hosts.usage(&bench.cp);
+    let restarts = hosts.restarts;
     let after = bench.cp.sim_stats();
     anyhow::ensure!(
         ready == bench.args.runtimes,
@@ -259,6 +349,7 @@ fn provision(
         created,
         all_ready,
         usage,
+        restarts,
         before,
         after,
     })
@@ -279,6 +370,7 @@ fn print_provisioned(args: &Args, p: &Provisioned) {
     let rss: Vec<String> = p.usage.iter().map(|u| format!("{:.0}", u.0)).collect();
     let cpu: Vec<String> = p.usage.iter().map(|u| format!("{:.1}", u.1)).collect();
     println!("replicas:                      {}", args.replicas);
+    println!("hosts restarted (exited):      {}", p.restarts);
     println!(
         "host peak RSS:                 {peak:.0} MiB (per replica: {} MiB)",
         rss.join(", ")
@@ -358,22 +450,23 @@ fn main() -> anyhow::Result<()> {
         owned.extend(step.host_args()?);
     }
     owned.extend(bench.args.host_arg.iter().cloned());
-    let host_args: Vec<&str> = owned.iter().map(String::as_str).collect();
     if bench.args.replicas > 1 {
-        let (hosts, names) = start_replicas(&bench, &host_args);
-        let provisioned = provision(&bench, &hosts, None)?;
+        let mut hosts = start_replicas(&bench, &owned);
+        let provisioned = provision(&bench, &mut hosts, None)?;
         print_provisioned(&bench.args, &provisioned);
-        failover(&bench, hosts, &names)?;
+        failover(&bench, hosts)?;
         println!("processes (CPU seconds): {}", bench.cp.process_cpu());
         return Ok(());
     }
-    let host: Host = bench.cp.host("load-host", &host_args);
+    let mut hosts = Replicas::start(&bench.cp, vec!["load-host".into()], vec![owned.clone()]);
     let provisioned = provision(
         &bench,
-        std::slice::from_ref(&host),
+        &mut hosts,
         step.as_ref().map(|s| s.fast_annotation()),
     )?;
     print_provisioned(&bench.args, &provisioned);
+    let host = hosts.hosts.remove(0);
+    let host_args = as_strs(&owned);
     // The restart runs under Gardener's default budget (unless `--host-arg` set one): a
     // restarted host must not need a Gardener request per settled Runtime.
     let unlimited = format!("{budget}=0");
@@ -392,20 +485,22 @@ fn main() -> anyhow::Result<()> {
 
 /// `--replicas` hosts sharding the Runtimes, each holding its shard Lease before the first
 /// Runtime is made (so that the split is the ring's, not the first comer's).
-fn start_replicas(bench: &Bench, host_args: &[&str]) -> (Vec<Host>, Vec<String>) {
+fn start_replicas(bench: &Bench, host_args: &[String]) -> Replicas {
     let names: Vec<String> = (0..bench.args.replicas)
         .map(|i| format!("load-replica-{i}"))
         .collect();
-    let hosts: Vec<Host> = names
+    let args = names
         .iter()
         .map(|name| {
             let mut args = host_args.to_vec();
-            args.extend(["--sharding", "--identity", name]);
-            bench.cp.host(name, &args)
+            args.extend(["--sharding".into(), "--identity".into(), name.clone()]);
+            args
         })
         .collect();
+    let hosts = Replicas::start(&bench.cp, names, args);
     let started = Instant::now();
     while !hosts
+        .hosts
         .iter()
         .all(|h| h.logs().contains("holding the shard lease"))
         && started.elapsed() < Duration::from_secs(120)
@@ -414,7 +509,7 @@ fn start_replicas(bench: &Bench, host_args: &[&str]) -> (Vec<Host>, Vec<String>)
     }
     // The leader's next pass sees every shard Lease.
     std::thread::sleep(Duration::from_secs(2));
-    (hosts, names)
+    hosts
 }
 
 /// Runtimes labelled for `shard`.
@@ -430,7 +525,8 @@ async fn on_shard(api: &Api<Runtime>, shard: &str) -> usize {
 /// Runtimes is left on its shard (its Lease must expire first: 15 s by default), and what
 /// the survivors then spent taking them over (a handover must not cost Gardener a request
 /// per Runtime).
-fn failover(bench: &Bench, mut hosts: Vec<Host>, names: &[String]) -> anyhow::Result<()> {
+fn failover(bench: &Bench, replicas: Replicas) -> anyhow::Result<()> {
+    let (mut hosts, names) = (replicas.hosts, replicas.names);
     // The leader, the worst case: a survivor must take the leader Lease before anything
     // moves.
     let index = hosts

@@ -18,6 +18,7 @@ use kube::Resource;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 
 use super::Controller;
+use crate::api::PAGE;
 use crate::controllers::Context;
 use crate::crd::labels::FINALIZER_PREFIX;
 
@@ -130,9 +131,8 @@ where
         Some(ns) => Api::namespaced_with(client, ns, &resource),
         None => Api::all_with(client, &resource),
     };
-    // Paged, from etcd (a list from the API server's cache ignores `limit`): a listing of
-    // thousands of objects parsed at once cost a replica 15 MiB per 333 Runtimes at its
-    // peak (heap profile of `./x load --runtimes 1000 --replicas 3`).
+    // Paged (see `api::for_each_page`): a listing of thousands of objects parsed at once
+    // cost a replica 15 MiB per 333 Runtimes at its peak.
     let mut params = ListParams::default().limit(PAGE);
     if let Some(selector) = selector {
         params = params.labels(selector);
@@ -166,24 +166,21 @@ async fn look(
     patience: Duration,
 ) -> Result<(HashSet<String>, Vec<String>), Unlisted> {
     let (mut present, mut waiting) = (HashSet::new(), Vec::new());
-    let mut params = params.clone();
-    loop {
-        let page = tokio::time::timeout(patience, api.list(&params))
+    let page = |params: ListParams| async move {
+        tokio::time::timeout(patience, api.list(&params))
             .await
             .map_err(|_| Unlisted::Hung(patience))?
-            .map_err(Unlisted::Failed)?;
-        for object in &page.items {
-            let key = key(kind, object);
-            if waits(object) {
-                waiting.push(key.clone());
-            }
-            present.insert(key);
+            .map_err(Unlisted::Failed)
+    };
+    crate::api::for_each_page(params, page, |object| {
+        let key = key(kind, &object);
+        if waits(&object) {
+            waiting.push(key.clone());
         }
-        match page.metadata.continue_.as_deref() {
-            Some(token) if !token.is_empty() => params = params.continue_token(token),
-            _ => return Ok((present, waiting)),
-        }
-    }
+        present.insert(key);
+    })
+    .await?;
+    Ok((present, waiting))
 }
 
 /// `Kind/namespace/name`, as the reconcile guard records it.
@@ -194,9 +191,6 @@ fn key(kind: &str, obj: &DynamicObject) -> String {
         None => format!("{kind}/{name}"),
     }
 }
-
-/// Objects per page of a watchdog's listing.
-const PAGE: u32 = 100;
 
 /// One controller's watchdog.
 struct Looker {
