@@ -51,7 +51,7 @@ struct Args {
     rollout_rounds: u32,
     /// Replicas sharding the Runtimes (`tessera run --sharding`); after provisioning the
     /// leader is killed (SIGKILL) and the handover of its Runtimes is measured instead of a
-    /// restart.
+    /// restart. A replica that exits while the fleet provisions is started again.
     /// 1: one host, no sharding.
     #[arg(long, default_value_t = 1)]
     replicas: usize,
