@@ -84,18 +84,20 @@ fn api(client: &Client, namespace: &str) -> Api<ControllerRevision> {
 /// revision of the namespace, and KCP keeps all Runtimes in one: each Shoot applied read all
 /// their revisions (30 MB at 2,400 Runtimes, every few seconds, in
 /// `./x load --runtimes 10000 --replicas 3`) until the API server stalled for longer than a
-/// lease. The cache may lag, by far less than the time between two applies of one Runtime
-/// (each waits for Gardener and a status write); a revision it missed would only be
-/// recorded twice or left to the garbage collector (it is owned by the Runtime). Not
-/// "no older than the Runtime": on 1.20 the cache of revisions moves only when a revision
-/// changes, so such a list waited 3 s and failed on a quiet cluster.
-fn selector(runtime: &Runtime) -> ListParams {
-    ListParams::default()
-        .labels(&format!(
-            "{RUNTIME}={},{MANAGED_BY}={MANAGED_BY_VALUE}",
-            runtime.name_any()
-        ))
-        .match_any()
+/// lease. The cache may lag, usually by far less than the time between two applies of one
+/// Runtime; a revision it missed is recorded again under the same number (a retried apply
+/// right after a failed status write is the likely case; `tessera render --revision` then
+/// refuses that number as recorded twice), and on deletion, where no garbage collector
+/// runs, left behind. `tessera history` reads etcd (`cached: false`): rare, and it must
+/// show what was just written. Not "no older than the Runtime": on 1.20 the cache of
+/// revisions moves only when a revision changes, so such a list waited 3 s and failed on
+/// a quiet cluster.
+fn selector(runtime: &Runtime, cached: bool) -> ListParams {
+    let params = ListParams::default().labels(&format!(
+        "{RUNTIME}={},{MANAGED_BY}={MANAGED_BY_VALUE}",
+        runtime.name_any()
+    ));
+    if cached { params.match_any() } else { params }
 }
 
 /// The revisions of Runtime `runtime` in `namespace`, oldest first: those owned by it (its
@@ -110,7 +112,7 @@ pub async fn list(
     let Some(runtime) = runtimes.get_opt(runtime).await? else {
         return Ok(Vec::new());
     };
-    let mut out = owned(client, &runtime)
+    let mut out = owned(client, &runtime, false)
         .await?
         .into_iter()
         .map(revision_of)
@@ -151,15 +153,17 @@ fn beyond_kept<T>(revisions: &[T]) -> &[T] {
 
 /// The revisions the host wrote for `runtime`, oldest first: labelled with it and owned by
 /// this very Runtime (its uid). Others in the namespace, whoever made them, are neither
-/// counted nor deleted, and one that does not read as a record stops nothing.
+/// counted nor deleted, and one that does not read as a record stops nothing. `cached`:
+/// from the API server's cache (see [`selector`]).
 async fn owned(
     client: &Client,
     runtime: &Runtime,
+    cached: bool,
 ) -> Result<Vec<ControllerRevision>, HistoryError> {
     let namespace = runtime.namespace().unwrap_or_default();
     let uid = runtime.metadata.uid.as_deref();
     let items = api(client, &namespace)
-        .list(&selector(runtime))
+        .list(&selector(runtime, cached))
         .await?
         .items;
     let mut ours: Vec<ControllerRevision> = items
@@ -183,7 +187,7 @@ pub async fn record(
 ) -> Result<(), HistoryError> {
     let namespace = runtime.namespace().unwrap_or_default();
     let name = runtime.name_any();
-    let ours = owned(client, runtime).await?;
+    let ours = owned(client, runtime, true).await?;
     let last = ours.last().and_then(|cr| revision_of(cr.clone()).ok());
     if repeats(last.as_ref(), &record) {
         return Ok(());
@@ -239,7 +243,7 @@ async fn delete(client: &Client, namespace: &str, name: &str) -> Result<(), Hist
 /// would too, through the owner reference, where one runs).
 pub async fn forget(client: &Client, runtime: &Runtime) -> Result<(), HistoryError> {
     let namespace = runtime.namespace().unwrap_or_default();
-    for cr in owned(client, runtime).await? {
+    for cr in owned(client, runtime, true).await? {
         delete(client, &namespace, &cr.name_any()).await?;
     }
     Ok(())
@@ -392,14 +396,19 @@ mod tests {
     }
 
     #[test]
-    fn revisions_are_listed_from_the_cache() {
+    fn revisions_are_recorded_from_the_cache_and_shown_from_etcd() {
         let text = include_str!("../../examples/runtime-aws.yaml");
         let mut doc: Value = serde_saphyr::from_str(text).expect("the example");
         doc["metadata"] = json!({"name": "rt-1", "namespace": "kcp-system"});
         let runtime: Runtime = serde_json::from_value(doc).expect("a Runtime");
-        let params = selector(&runtime);
+        let params = selector(&runtime, true);
         assert_eq!(params.resource_version.as_deref(), Some("0"));
+        assert_eq!(
+            params.limit, None,
+            "kube drops resourceVersion=0 with a limit"
+        );
         let labels = params.label_selector.unwrap_or_default();
         assert!(labels.contains("=rt-1,"), "{labels}");
+        assert_eq!(selector(&runtime, false).resource_version, None);
     }
 }

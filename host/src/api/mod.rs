@@ -32,7 +32,7 @@ pub(crate) const PAGE: u32 = 100;
 /// Hand every object of a listing to `each`, a page at a time (`params.limit`, else
 /// [`PAGE`]): a listing of the whole fleet parsed at once holds every object, managed
 /// fields and all, at the same moment; a new leader's sweep of 1,000 Runtimes' kubeconfig
-/// Secrets held 20 MiB that way (heap profile of `./x load --runtimes 1000 --replicas 3`).
+/// Secrets held 22 MiB that way (heap profile of `./x load --runtimes 1000 --replicas 3`).
 /// `list` asks for one page. Pages come from etcd (no `resourceVersion`): a listing from
 /// the API server's cache ignores `limit`.
 pub(crate) async fn for_each_page<T, E, Fut>(

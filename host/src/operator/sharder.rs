@@ -86,7 +86,7 @@ fn shard_key(kind: &str, object: &DynamicObject) -> String {
     }
 }
 
-/// Keep what the sharder reads: the shard and drain labels, name, uid and version,
+/// Keep what the sharder reads: the shard and drain labels, name, namespace, uid and version,
 /// deletion, and the key as the body. Every sharding replica holds every sharded object so (`View`): at 10,000
 /// Runtimes, a Runtime's eight KIM labels alone would cost each replica about 10 MiB.
 fn reduce(kind: &'static str) -> impl FnMut(&mut DynamicObject) + Send + 'static {

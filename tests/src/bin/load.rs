@@ -231,7 +231,8 @@ struct Provisioned {
     after: Value,
 }
 
-/// The hosts of a run. One that exits is started again under its name and identity, as
+/// The hosts of a run. One that exits is started again with its arguments (a replica keeps
+/// its `--identity`; its log continues in `<name>-restart-N.log`), as
 /// a Deployment's kubelet restarts its container (a leader that cannot confirm its Lease
 /// ends on purpose); each slot's peak RSS and CPU seconds are kept across its restarts.
 struct Replicas {
@@ -281,6 +282,11 @@ impl Replicas {
     /// Sample each host's usage; start again each one that exited.
     fn tend(&mut self, cp: &ControlPlane) {
         for i in 0..self.hosts.len() {
+            if self.metrics[i].is_empty() {
+                self.metrics[i] = self.hosts[i]
+                    .metrics_addr(Duration::from_millis(200))
+                    .unwrap_or_default();
+            }
             let pid = self.hosts[i].pid();
             let (rss, cpu) = usage(pid);
             self.peak[i] = self.peak[i].max(rss);

@@ -41,7 +41,7 @@ impl Controlled {
 
 /// Delete kubeconfig Secrets whose controlling RuntimeKubeconfig is gone; returns how many.
 /// Two paged lists whatever the fleet (a read per Secret made a new leader of 1,000
-/// Runtimes wait 40 s before it sharded; one page for all held 20 MiB): the Secrets first,
+/// Runtimes wait 40 s before it sharded; one page for all held 22 MiB): the Secrets first,
 /// then the RuntimeKubeconfigs — a Secret's owner is made before it, so an owner missing
 /// from the later list is gone.
 pub(crate) async fn remove_orphaned_secrets(
