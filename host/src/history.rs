@@ -85,10 +85,9 @@ fn api(client: &Client, namespace: &str) -> Api<ControllerRevision> {
 /// their revisions (30 MB at 2,400 Runtimes, every few seconds, in
 /// `./x load --runtimes 10000 --replicas 3`) until the API server stalled for longer than a
 /// lease. The cache may lag, usually by far less than the time between two applies of one
-/// Runtime; a revision it missed is recorded again under the same number (a retried apply
-/// right after a failed status write is the likely case; `tessera render --revision` then
-/// refuses that number as recorded twice), and on deletion, where no garbage collector
-/// runs, left behind. `tessera history` reads etcd (`cached: false`): rare, and it must
+/// Runtime; a revision it missed would be recorded again under the same number, were the
+/// new one not named after its number ([`record`] then reads etcd); on deletion, where no
+/// garbage collector runs, it is left behind. `tessera history` reads etcd (`cached: false`): rare, and it must
 /// show what was just written. Not "no older than the Runtime": on 1.20 the cache of
 /// revisions moves only when a revision changes, so such a list waited 3 s and failed on
 /// a quiet cluster.
@@ -179,26 +178,60 @@ async fn owned(
 }
 
 /// Record `record` as the next revision of `runtime` (unless it repeats the last one), and
-/// let the oldest beyond [`KEPT`] go.
+/// let the oldest beyond [`KEPT`] go. The revisions are read from the API server's cache
+/// and the new one is named after its number: should the cache lag behind one this host
+/// wrote, the name is taken, and the revisions are read again from etcd (rare: a cache
+/// lags far less than the time between two applies of one Runtime).
 pub async fn record(
     client: &Client,
     runtime: &Runtime,
     record: RenderRecord,
 ) -> Result<(), HistoryError> {
-    let namespace = runtime.namespace().unwrap_or_default();
-    let name = runtime.name_any();
     let ours = owned(client, runtime, true).await?;
+    match write_next(client, runtime, &ours, &record, Naming::ByNumber).await {
+        Err(HistoryError::Kube(e)) if crate::api::is_conflict(&e) => {
+            let ours = owned(client, runtime, false).await?;
+            // Generated this time: whoever holds the name, nothing blocks the record.
+            write_next(client, runtime, &ours, &record, Naming::Generated).await
+        }
+        written => written,
+    }
+}
+
+/// How a new revision is named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Naming {
+    /// `<runtime>-<number>`: a second write of one number fails.
+    ByNumber,
+    /// `<runtime>-<random>`.
+    Generated,
+}
+
+/// Write `record` after the revisions `ours` (oldest first), unless it repeats the last.
+async fn write_next(
+    client: &Client,
+    runtime: &Runtime,
+    ours: &[ControllerRevision],
+    record: &RenderRecord,
+    naming: Naming,
+) -> Result<(), HistoryError> {
     let last = ours.last().and_then(|cr| revision_of(cr.clone()).ok());
-    if repeats(last.as_ref(), &record) {
+    if repeats(last.as_ref(), record) {
         return Ok(());
     }
+    let namespace = runtime.namespace().unwrap_or_default();
+    let name = runtime.name_any();
     let number = ours
         .last()
         .map_or(1, |cr| cr.revision.unwrap_or_default() + 1);
+    let (fixed, generated) = match naming {
+        Naming::ByNumber => (Some(format!("{name}-{number}")), None),
+        Naming::Generated => (None, Some(format!("{name}-"))),
+    };
     let revision = ControllerRevision {
         metadata: ObjectMeta {
-            // Generated: no object someone else named `<runtime>-<n>` can block it.
-            generate_name: Some(format!("{name}-")),
+            name: fixed,
+            generate_name: generated,
             namespace: Some(namespace.clone()),
             labels: Some(BTreeMap::from([
                 (RUNTIME.to_string(), name.clone()),
@@ -208,7 +241,7 @@ pub async fn record(
             ..Default::default()
         },
         revision: Some(number),
-        data: RawExtension(serde_json::to_value(&record).expect("a record serializes")),
+        data: RawExtension(serde_json::to_value(record).expect("a record serializes")),
     };
     let created = api(client, &namespace)
         .create(&PostParams::default(), &revision)
@@ -410,5 +443,98 @@ mod tests {
         let labels = params.label_selector.unwrap_or_default();
         assert!(labels.contains("=rt-1,"), "{labels}");
         assert_eq!(selector(&runtime, false).resource_version, None);
+    }
+
+    /// A ControllerRevision of `runtime` numbered `number`, as the API server lists it.
+    fn listed(runtime: &Runtime, number: i64, record: &RenderRecord) -> Value {
+        json!({
+            "metadata": {
+                "name": format!("rt-1-{number}"), "namespace": "kcp-system",
+                "ownerReferences": [owner(runtime)],
+            },
+            "revision": number,
+            "data": record,
+        })
+    }
+
+    #[tokio::test]
+    async fn a_number_the_cache_has_not_seen_yet_is_read_again_from_etcd() {
+        use crate::api::mock::{Exchange, serve};
+        use http::Method;
+        let text = include_str!("../../examples/runtime-aws.yaml");
+        let mut doc: Value = serde_saphyr::from_str(text).expect("the example");
+        doc["metadata"] = json!({"name": "rt-1", "namespace": "kcp-system", "uid": "u-1"});
+        let runtime: Runtime = serde_json::from_value(doc).expect("a Runtime");
+        let (one, two) = (
+            record(1, vec![], json!({"a": 1})),
+            record(2, vec![], json!({"a": 2})),
+        );
+        let path = "/apis/apps/v1/namespaces/kcp-system/controllerrevisions";
+        let list = |items: Vec<Value>| json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items});
+        let (client, server) = serve(vec![
+            // The cache lags: revision 2, just written by this host, is not in it.
+            Exchange::ok(Method::GET, path, list(vec![listed(&runtime, 1, &one)])),
+            Exchange::fails(
+                Method::POST,
+                path,
+                409,
+                "controllerrevisions \"rt-1-2\" already exists",
+            ),
+            Exchange::ok(
+                Method::GET,
+                path,
+                list(vec![listed(&runtime, 1, &one), listed(&runtime, 2, &two)]),
+            ),
+            Exchange::ok(Method::POST, path, listed(&runtime, 3, &two)),
+        ]);
+        let three = record(3, vec![], json!({"a": 3}));
+        super::record(&client, &runtime, three)
+            .await
+            .expect("recorded");
+        drop(client);
+        let got = server.received().await;
+        assert!(
+            got[0].query.contains("resourceVersion=0"),
+            "{}",
+            got[0].query
+        );
+        assert_eq!(got[1].body["metadata"]["name"], "rt-1-2");
+        assert!(
+            !got[2].query.contains("resourceVersion"),
+            "{}",
+            got[2].query
+        );
+        let written = &got[3].body;
+        assert_eq!(written["revision"], 3, "the number etcd knows, not 2 again");
+        assert_eq!(written["metadata"]["generateName"], "rt-1-");
+        assert_eq!(written["metadata"]["name"], Value::Null);
+    }
+
+    #[tokio::test]
+    async fn the_same_record_read_again_from_etcd_is_not_written_twice() {
+        use crate::api::mock::{Exchange, serve};
+        use http::Method;
+        let text = include_str!("../../examples/runtime-aws.yaml");
+        let mut doc: Value = serde_saphyr::from_str(text).expect("the example");
+        doc["metadata"] = json!({"name": "rt-1", "namespace": "kcp-system", "uid": "u-1"});
+        let runtime: Runtime = serde_json::from_value(doc).expect("a Runtime");
+        let one = record(1, vec![], json!({"a": 1}));
+        let path = "/apis/apps/v1/namespaces/kcp-system/controllerrevisions";
+        let list = |items: Vec<Value>| json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items});
+        let (client, server) = serve(vec![
+            Exchange::ok(Method::GET, path, list(vec![])),
+            Exchange::fails(
+                Method::POST,
+                path,
+                409,
+                "controllerrevisions \"rt-1-1\" already exists",
+            ),
+            Exchange::ok(Method::GET, path, list(vec![listed(&runtime, 1, &one)])),
+        ]);
+        super::record(&client, &runtime, record(1, vec![], json!({"a": 1})))
+            .await
+            .expect("recorded already");
+        drop(client);
+        assert_eq!(server.received().await.len(), 3);
     }
 }

@@ -18,10 +18,12 @@ use crate::crd::Plugin;
 use crate::fence::Fence;
 use crate::metrics::{Health, Metrics, serve};
 
+mod sharded;
 mod sharder;
 mod sharding;
 mod shards;
 mod stop;
+mod trim;
 pub use stop::Stop;
 
 /// Leader election on a `coordination.k8s.io/v1` Lease.
@@ -204,7 +206,12 @@ pub async fn run(mut options: OperatorOptions) -> Result<(), OperatorError> {
     }
     let _watchdogs = crate::controllers::watchdogs(&ctx);
     prepare(&ctx, sharding.is_none()).await;
-    let controllers = run_until_stopped(ctx.clone(), &stop);
+    let controllers = async {
+        tokio::select! {
+            _ = run_until_stopped(ctx.clone(), &stop) => {}
+            never = trim::give_back_forever() => match never {},
+        }
+    };
     let Some(lost) = lost else {
         controllers.await;
         return Ok(());

@@ -4,8 +4,8 @@
 //! duration, labels objects for their shard, drains those that move, takes expired shard
 //! Leases and deletes dead ones no object names any more.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -16,6 +16,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 
+use super::sharded::SlimStore;
 use super::shards::{
     DEAD_HOLDER, LeaseFacts, LeaseMove, LeaseView, Liveness, Move, Placement, Ring, decide,
     lease_move, liveness, next_expiry,
@@ -60,48 +61,15 @@ pub(crate) struct Sharder {
     pub(crate) metrics: Metrics,
 }
 
-/// One sharded kind: its objects, each reduced to its metadata and its key.
+/// One sharded kind: its objects, each slimmed to its placement and key.
 struct Kind {
     resource: ApiResource,
-    store: Store<DynamicObject>,
+    store: Arc<Mutex<SlimStore>>,
 }
 
-/// What every object of a sharded kind is hashed by: its Runtime (`namespace/runtime id`),
-/// so that a Runtime's kubeconfig and accesses, and the ModuleSets on its cluster (named by
-/// its kubeconfig Secret), share its shard and one cluster's client lives on one replica.
-fn shard_key(kind: &str, object: &DynamicObject) -> String {
-    let ns = object.namespace().unwrap_or_default();
-    let spec = &object.data["spec"];
-    let runtime = spec["runtime"].as_str();
-    match kind {
-        "Runtime" => format!("{ns}/{}", object.name_any()),
-        "ModuleSet" => match spec["target"]["secretName"].as_str() {
-            Some(secret) => match secret.strip_prefix("kubeconfig-") {
-                Some(id) => format!("{ns}/{id}"),
-                None => format!("{ns}/secret/{secret}"),
-            },
-            None => format!("{ns}/moduleset/{}", object.name_any()),
-        },
-        _ => format!("{ns}/{}", runtime.unwrap_or_default()),
-    }
-}
-
-/// Keep what the sharder reads: the shard and drain labels, name, namespace, uid and version,
-/// deletion, and the key as the body. Every sharding replica holds every sharded object so (`View`): at 10,000
-/// Runtimes, a Runtime's eight KIM labels alone would cost each replica about 10 MiB.
-fn reduce(kind: &'static str) -> impl FnMut(&mut DynamicObject) + Send + 'static {
-    move |object| {
-        object.data = serde_json::Value::String(shard_key(kind, object));
-        object.types = None;
-        let meta = &mut object.metadata;
-        meta.generate_name = None;
-        meta.managed_fields = None;
-        meta.annotations = None;
-        meta.owner_references = None;
-        meta.finalizers = None;
-        if let Some(all) = meta.labels.as_mut() {
-            all.retain(|k, _| k == labels::SHARD || k == labels::DRAIN);
-        }
+impl Kind {
+    fn store(&self) -> std::sync::MutexGuard<'_, SlimStore> {
+        self.store.lock().expect("sharded store lock")
     }
 }
 
@@ -114,18 +82,24 @@ where
         Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
         None => Api::all_with(client.clone(), &resource),
     };
-    let writer = reflector::store::Writer::new(resource.clone());
-    let store = writer.as_reader();
+    let store = Arc::new(Mutex::new(SlimStore::default()));
+    let writer = store.clone();
     let kind: &'static str = match K::kind(&()).as_ref() {
         "Runtime" => "Runtime",
         "ModuleSet" => "ModuleSet",
         _ => "other",
     };
+    // Errors need nothing here: the watcher backs off and lists again.
     let events = watcher(api, watcher::Config::default().any_semantic())
         .default_backoff()
-        .modify(reduce(kind))
-        .reflect(writer)
-        .map(|_| ())
+        .map(move |event| {
+            if let Ok(event) = event {
+                writer
+                    .lock()
+                    .expect("sharded store lock")
+                    .apply(kind, event);
+            }
+        })
         .boxed();
     (Kind { resource, store }, events)
 }
@@ -268,10 +242,7 @@ impl Sharder {
     /// object unassigned.
     fn ready(&self, shards: &Shards, kinds: &[Kind]) -> bool {
         futures::FutureExt::now_or_never(shards.store.wait_until_ready()).is_some_and(|r| r.is_ok())
-            && kinds.iter().all(|k| {
-                futures::FutureExt::now_or_never(k.store.wait_until_ready())
-                    .is_some_and(|r| r.is_ok())
-            })
+            && kinds.iter().all(|k| k.store().listed())
     }
 
     /// One look at everything: label, drain, take and delete as decided.
@@ -289,12 +260,11 @@ impl Sharder {
                 .map(|(s, _)| s.clone()),
         );
         let mut counts = BTreeMap::new();
-        let mut seen = HashSet::new();
         for kind in kinds {
-            let moves = plan(kind, &ring, &liveness, acted, &mut counts, &mut seen);
+            let moves = plan(kind, &ring, &liveness, acted, &mut counts);
             self.perform(kind, moves, acted).await;
         }
-        acted.retain(|uid, _| seen.contains(uid));
+        acted.retain(|uid, _| kinds.iter().any(|k| k.store().contains(uid)));
         for (shard, lease) in &leases {
             let facts = self.facts(shard, lease, &counts, now);
             match lease_move(liveness[shard], facts) {
@@ -497,41 +467,37 @@ fn plan(
     liveness: &BTreeMap<String, Liveness>,
     acted: &Acted,
     counts: &mut BTreeMap<(String, String), i64>,
-    seen: &mut HashSet<String>,
 ) -> Vec<Planned> {
     let mut moves = Vec::new();
-    for object in kind.store.state() {
-        let meta = &object.metadata;
-        let (Some(uid), Some(version)) = (meta.uid.clone(), meta.resource_version.clone()) else {
-            continue;
-        };
-        seen.insert(uid.clone());
-        let labels = object.labels();
-        let shard = labels.get(labels::SHARD).map(String::as_str);
-        if let Some(shard) = shard {
-            *counts
-                .entry((shard.to_string(), kind.resource.kind.clone()))
-                .or_default() += 1;
+    // Counted borrowed: a pass runs after every change, over every object.
+    let mut per_shard: HashMap<&str, i64> = HashMap::new();
+    let store = kind.store();
+    for (uid, object) in store.iter() {
+        if let Some(shard) = object.shard.as_deref() {
+            *per_shard.entry(shard).or_default() += 1;
         }
-        if acted.get(&uid) == Some(&version) {
+        if acted.get(uid).map(String::as_str) == Some(&*object.version) {
             continue;
         }
         let placement = Placement {
-            shard,
-            draining: labels.contains_key(labels::DRAIN),
-            deleting: meta.deletion_timestamp.is_some(),
-            key: object.data.as_str().unwrap_or_default(),
+            shard: object.shard.as_deref(),
+            draining: object.draining,
+            deleting: object.deleting,
+            key: &object.key,
         };
         let action = decide(placement, ring, liveness);
         if action != Move::Stay {
             moves.push(Planned {
-                namespace: object.namespace().unwrap_or_default(),
-                name: object.name_any(),
-                uid,
-                version,
+                namespace: object.namespace.to_string(),
+                name: object.name.to_string(),
+                uid: uid.to_string(),
+                version: object.version.to_string(),
                 action,
             });
         }
+    }
+    for (shard, n) in per_shard {
+        counts.insert((shard.to_string(), kind.resource.kind.clone()), n);
     }
     moves
 }
@@ -539,33 +505,6 @@ fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn object(name: &str, spec: serde_json::Value) -> DynamicObject {
-        let mut o = DynamicObject::new(name, &ApiResource::erase::<Runtime>(&())).within("kcp");
-        o.data = serde_json::json!({ "spec": spec });
-        o
-    }
-
-    #[test]
-    fn a_runtime_its_kubeconfig_its_accesses_and_the_module_sets_on_its_cluster_share_a_key() {
-        let runtime = shard_key("Runtime", &object("rt-1", serde_json::json!({})));
-        assert_eq!(runtime, "kcp/rt-1");
-        let owned = object("whatever", serde_json::json!({ "runtime": "rt-1" }));
-        assert_eq!(shard_key("RuntimeKubeconfig", &owned), runtime);
-        assert_eq!(shard_key("RuntimeAccess", &owned), runtime);
-        let set = object(
-            "modules",
-            serde_json::json!({ "target": { "secretName": "kubeconfig-rt-1" } }),
-        );
-        assert_eq!(shard_key("ModuleSet", &set), runtime);
-        let other = object(
-            "modules",
-            serde_json::json!({ "target": { "secretName": "dev-cluster" } }),
-        );
-        assert_eq!(shard_key("ModuleSet", &other), "kcp/secret/dev-cluster");
-        let local = object("modules", serde_json::json!({}));
-        assert_eq!(shard_key("ModuleSet", &local), "kcp/moduleset/modules");
-    }
 
     #[test]
     fn the_sharder_pauses_while_the_fence_is_closed_and_resumes() {
@@ -575,29 +514,5 @@ mod tests {
         assert!(fenced(&fence, &mut was), "still closed");
         fence.hold_until(std::time::Instant::now() + Duration::from_secs(60));
         assert!(!fenced(&fence, &mut was) && !was);
-    }
-
-    #[test]
-    fn the_sharder_keeps_only_labels_and_the_key() {
-        let mut o = object("rt-1", serde_json::json!({ "big": "spec" }));
-        o.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
-        o.metadata.labels = Some(
-            [
-                (labels::SHARD, "s1"),
-                (labels::DRAIN, "true"),
-                ("kyma-project.io/region", "eu"),
-            ]
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .into(),
-        );
-        reduce("Runtime")(&mut o);
-        assert_eq!(o.data, serde_json::json!("kcp/rt-1"));
-        assert!(o.metadata.annotations.is_none());
-        assert!(
-            o.types.is_none(),
-            "the kind is the store's, not each object's"
-        );
-        let kept: Vec<&str> = o.labels().keys().map(String::as_str).collect();
-        assert_eq!(kept, [labels::DRAIN, labels::SHARD]);
     }
 }

@@ -518,10 +518,12 @@ fn start_replicas(bench: &Bench, host_args: &[String]) -> Replicas {
     hosts
 }
 
-/// Runtimes labelled for `shard`.
+/// Runtimes labelled for `shard`, from the API server's watch cache: a label-selected list
+/// from etcd reads every Runtime of the namespace, and polled while the survivors take over
+/// at 10,000 Runtimes it would load the API server they wait on.
 async fn on_shard(api: &Api<Runtime>, shard: &str) -> usize {
     let selector = format!("{}={shard}", tessera::crd::labels::SHARD);
-    api.list_metadata(&ListParams::default().labels(&selector))
+    api.list_metadata(&ListParams::default().labels(&selector).match_any())
         .await
         .map(|l| l.items.len())
         .unwrap_or(usize::MAX)
@@ -545,10 +547,19 @@ fn failover(bench: &Bench, replicas: Replicas) -> anyhow::Result<()> {
     let before = bench.cp.sim_stats();
     hosts[index].kill();
     let killed = Instant::now();
+    let killed_at = jiff::Timestamp::now();
     while bench.rt.block_on(on_shard(&bench.api, victim)) > 0 && killed.elapsed() < bench.limit() {
         std::thread::sleep(Duration::from_millis(250));
     }
     let moved = killed.elapsed();
+    // When a survivor took the leader Lease, from its log: the first part of the handover.
+    let led = hosts
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != index)
+        .filter_map(|(_, h)| logged_at(&h.logs(), "became leader"))
+        .max()
+        .map(|at| at.duration_since(killed_at).as_secs_f64());
     let settle = wait_quiet(&bench.cp, Duration::from_secs(10), bench.limit());
     let after = bench.cp.sim_stats();
     let ready = bench.rt.block_on(ready_count(&bench.api));
@@ -559,9 +570,10 @@ fn failover(bench: &Bench, replicas: Replicas) -> anyhow::Result<()> {
         .map(|(_, h)| format!("{:.0}", usage(h.pid()).0))
         .collect();
     println!(
-        "failover (1 of {} replicas killed, the leader: {leader}): its {moving} Runtimes on other shards after {:.1} s; survivors busy {:.1} s: {} requests, {} writes, {} to Gardener ({} Shoot reads); {ready} Ready; survivors' peak RSS {} MiB",
+        "failover (1 of {} replicas killed, the leader: {leader}): its {moving} Runtimes on other shards after {:.1} s (the leader Lease taken after {}); survivors busy {:.1} s: {} requests, {} writes, {} to Gardener ({} Shoot reads); {ready} Ready; survivors' peak RSS {} MiB",
         names.len(),
         moved.as_secs_f64(),
+        led.map_or("?".into(), |s| format!("{s:.1} s")),
         settle.as_secs_f64(),
         delta(&after, &before, "requests") - delta(&after, &before, "leaseRequests"),
         delta(&after, &before, "writes"),
@@ -574,6 +586,18 @@ fn failover(bench: &Bench, replicas: Replicas) -> anyhow::Result<()> {
         "only {ready} Ready after the failover"
     );
     Ok(())
+}
+
+/// When the last line of `logs` (the host's JSON lines) with `message` was written.
+fn logged_at(logs: &str, message: &str) -> Option<jiff::Timestamp> {
+    logs.lines()
+        .rev()
+        .filter(|line| line.contains(message))
+        .find_map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).ok()?;
+            (v["fields"]["message"] == message).then_some(())?;
+            v["timestamp"].as_str()?.parse().ok()
+        })
 }
 
 /// Where one Runtime stands, from a watch of the Runtimes.
