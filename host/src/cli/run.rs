@@ -115,8 +115,7 @@ pub struct RunArgs {
     /// hanging resources.
     #[arg(long)]
     force_deletion: bool,
-    /// Reconciles running at once, per controller (0: unbounded); the others wait their
-    /// turn in the order they became due.
+    /// Reconciles running at once, per controller (0: unbounded).
     #[arg(long, default_value_t = 32)]
     workers: u16,
     /// Re-resolve the tags of Plugin resources this often; a moved tag is picked up

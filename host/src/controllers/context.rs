@@ -252,8 +252,6 @@ pub(crate) struct Context {
     pub(crate) initial_sync: InitialSync,
     /// When each object's last reconcile ended, for the watchdog behind `/healthz`.
     pub(crate) progress: super::kit::Progress,
-    /// Reconciles at once per controller (`--workers`), first come, first served.
-    pub(crate) admission: super::kit::Admission,
     /// The watchdog's own client (see [`Clients::watchdog`]).
     pub(crate) watchdog_client: Client,
     /// Why the watch of Shoots fails, in words (`None`: it works); Runtimes say so in
@@ -319,7 +317,6 @@ impl Context {
         let retries = super::kit::Retries::new(config.requeue.error, config.requeue.error_max);
         let clusters = crate::kubeconfig::ClientCache::counted(metrics.cluster_clients.clone());
         let clusters = Arc::new(clusters);
-        let admission = super::kit::Admission::new(config.workers);
         Arc::new(Self {
             client: clients.control,
             fence: clients.fence,
@@ -333,7 +330,6 @@ impl Context {
             fetcher,
             initial_sync: InitialSync::default(),
             progress: super::kit::Progress::default(),
-            admission,
             watchdog_client: clients.watchdog,
             shoot_watch: std::sync::Mutex::new(None),
             leading: tokio::sync::watch::Sender::new(false),

@@ -30,6 +30,7 @@ pub(crate) async fn run(ctx: Arc<Context>) {
         secrets,
         watcher::Config::default().labels(ACCESS_UID).any_semantic(),
     )
+    .with_config(kube::runtime::controller::Config::default().concurrency(ctx.config.workers))
     .shutdown_on_signal()
     .run(reconcile, error_policy, ctx.clone())
     .for_each(|outcome| kit::run_outcome(&ctx, kit::Controller::Access, outcome))

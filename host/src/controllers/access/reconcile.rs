@@ -20,9 +20,12 @@ pub(crate) async fn reconcile(
     access: Arc<RuntimeAccess>,
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
-    kit::guarded(Controller::Access, access.as_ref(), &ctx, || {
-        reconcile_inner(&access, &ctx)
-    })
+    kit::guarded(
+        Controller::Access,
+        access.as_ref(),
+        &ctx,
+        reconcile_inner(&access, &ctx),
+    )
     .await
 }
 

@@ -5,7 +5,6 @@
 
 pub(crate) mod finalizer;
 
-mod admission;
 mod events;
 mod liveness;
 mod requeue;
@@ -23,7 +22,6 @@ use kube::Resource;
 use kube::runtime::controller::Action;
 use tracing::Instrument;
 
-pub(crate) use admission::Admission;
 pub(crate) use events::{EventSink, Note};
 pub(crate) use liveness::{Progress, Watchdog, watch_progress};
 pub(crate) use requeue::Requeue;
@@ -68,20 +66,18 @@ pub(crate) fn key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
     }
 }
 
-/// Run one reconcile of `obj` inside a span naming it, once [`Admission`] gives it a turn;
-/// record its duration and outcome, and forget its failures once it succeeds. `reconcile`
-/// builds the reconcile, boxed once admitted: a reconcile waiting for its turn is small.
+/// Run one reconcile of `obj` inside a span naming it; record its duration and outcome,
+/// and forget its failures once it succeeds.
 pub(crate) async fn guarded<K, F>(
     controller: Controller,
     obj: &K,
     ctx: &Context,
-    reconcile: impl FnOnce() -> F,
+    reconcile: F,
 ) -> Result<Action, ReconcileError>
 where
     K: Resource<DynamicType = ()>,
     F: Future<Output = Result<Action, ReconcileError>>,
 {
-    let _turn = ctx.admission.turn(controller).await;
     if shard::draining(ctx, obj) {
         return shard::release(ctx, obj).await;
     }
@@ -90,7 +86,7 @@ where
     // At debug, one line per reconcile shows what a trigger woke (the tests count them).
     span.in_scope(|| tracing::debug!("reconcile started"));
     let started = Instant::now();
-    let result = Box::pin(reconcile()).instrument(span).await;
+    let result = reconcile.instrument(span).await;
     observe(ctx, controller, "Reconcile", started);
     ctx.progress.ended(&key);
     let outcome = match &result {

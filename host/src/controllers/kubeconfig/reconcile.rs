@@ -22,9 +22,12 @@ pub(crate) async fn reconcile(
     rkc: Arc<RuntimeKubeconfig>,
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
-    kit::guarded(Controller::Kubeconfig, rkc.as_ref(), &ctx, || {
-        reconcile_inner(&rkc, &ctx)
-    })
+    kit::guarded(
+        Controller::Kubeconfig,
+        rkc.as_ref(),
+        &ctx,
+        reconcile_inner(&rkc, &ctx),
+    )
     .await
 }
 

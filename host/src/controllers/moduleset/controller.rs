@@ -50,6 +50,9 @@ pub(crate) async fn run(ctx: Arc<Context>) {
     );
     let catalog = catalog_changes(&mctx.ctx, controller.store());
     controller
+        .with_config(
+            kube::runtime::controller::Config::default().concurrency(mctx.ctx.config.workers),
+        )
         .reconcile_on(catalog)
         .reconcile_on(drifted)
         .shutdown_on_signal()

@@ -43,7 +43,7 @@ pub(crate) async fn reconcile(
     set: Arc<ModuleSet>,
     mctx: Arc<ModuleContext>,
 ) -> Result<Action, ReconcileError> {
-    let pass = || reconcile_set_object(set.clone(), mctx.clone());
+    let pass = reconcile_set_object(set.clone(), mctx.clone());
     kit::guarded(Controller::ModuleSet, set.as_ref(), &mctx.ctx, pass).await
 }
 

@@ -29,6 +29,7 @@ pub(crate) async fn run(ctx: Arc<Context>) {
     kit::controller(plugins, config)
         .reconcile_all_on(refusals)
         .reconcile_all_on(leading)
+        .with_config(kube::runtime::controller::Config::default().concurrency(ctx.config.workers))
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx.clone())
         .for_each(|outcome| kit::run_outcome(&ctx, kit::Controller::Plugin, outcome))
@@ -40,6 +41,6 @@ fn error_policy(plugin: Arc<Plugin>, error: &ReconcileError, ctx: Arc<Context>) 
 }
 
 async fn reconcile(plugin: Arc<Plugin>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
-    let reconcile = || reconcile_plugin(plugin.clone(), ctx.clone());
+    let reconcile = reconcile_plugin(plugin.clone(), ctx.clone());
     kit::guarded(kit::Controller::Plugin, plugin.as_ref(), &ctx, reconcile).await
 }

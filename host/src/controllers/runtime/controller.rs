@@ -35,6 +35,7 @@ pub(crate) async fn run(ctx: Arc<Context>) {
         )
         .reconcile_on(shoots)
         .reconcile_on(catalog)
+        .with_config(kube::runtime::controller::Config::default().concurrency(ctx.config.workers))
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx.clone())
         .for_each(|outcome| kit::run_outcome(&ctx, kit::Controller::Runtime, outcome))
@@ -69,9 +70,12 @@ pub(crate) fn tokio_stream_of(
 
 async fn reconcile(runtime: Arc<Runtime>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let machine = Machine::new(runtime.clone(), ctx.clone());
-    kit::guarded(kit::Controller::Runtime, runtime.as_ref(), &ctx, || {
-        machine.run()
-    })
+    kit::guarded(
+        kit::Controller::Runtime,
+        runtime.as_ref(),
+        &ctx,
+        machine.run(),
+    )
     .await
 }
 
