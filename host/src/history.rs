@@ -86,8 +86,8 @@ fn api(client: &Client, namespace: &str) -> Api<ControllerRevision> {
 /// `./x load --runtimes 10000 --replicas 3`) until the API server stalled for longer than a
 /// lease. The cache may lag, usually by far less than the time between two applies of one
 /// Runtime; a revision it missed would be recorded again under the same number, were the
-/// new one not named after its number ([`record`] then reads etcd); on deletion, where no
-/// garbage collector runs, it is left behind. `tessera history` reads etcd (`cached: false`): rare, and it must
+/// new one not named after its number ([`record`]); on deletion, where no garbage
+/// collector runs, it is left behind. `tessera history` reads etcd (`cached: false`): rare, and it must
 /// show what was just written. Not "no older than the Runtime": on 1.20 the cache of
 /// revisions moves only when a revision changes, so such a list waited 3 s and failed on
 /// a quiet cluster.
@@ -160,42 +160,59 @@ async fn owned(
     cached: bool,
 ) -> Result<Vec<ControllerRevision>, HistoryError> {
     let namespace = runtime.namespace().unwrap_or_default();
-    let uid = runtime.metadata.uid.as_deref();
     let items = api(client, &namespace)
         .list(&selector(runtime, cached))
         .await?
         .items;
     let mut ours: Vec<ControllerRevision> = items
         .into_iter()
-        .filter(|cr| {
-            cr.owner_references()
-                .iter()
-                .any(|o| Some(o.uid.as_str()) == uid)
-        })
+        .filter(|cr| of_runtime(cr, runtime))
         .collect();
     ours.sort_by_key(|cr| cr.revision.unwrap_or_default());
     Ok(ours)
 }
 
+/// Whether `revision` is owned by this very Runtime (its uid).
+fn of_runtime(revision: &ControllerRevision, runtime: &Runtime) -> bool {
+    let uid = runtime.metadata.uid.as_deref();
+    revision
+        .owner_references()
+        .iter()
+        .any(|o| Some(o.uid.as_str()) == uid)
+}
+
 /// Record `record` as the next revision of `runtime` (unless it repeats the last one), and
 /// let the oldest beyond [`KEPT`] go. The revisions are read from the API server's cache
 /// and the new one is named after its number: should the cache lag behind one this host
-/// wrote, the name is taken, and the revisions are read again from etcd (rare: a cache
-/// lags far less than the time between two applies of one Runtime).
+/// wrote, the name is taken (409), and that revision is read by name (one key, not a list)
+/// and the next number tried. A name someone else's object holds gets a generated name.
+/// Revisions named before names followed numbers were generated: a cache lagging behind
+/// one of those is not caught.
 pub async fn record(
     client: &Client,
     runtime: &Runtime,
     record: RenderRecord,
 ) -> Result<(), HistoryError> {
-    let ours = owned(client, runtime, true).await?;
-    match write_next(client, runtime, &ours, &record, Naming::ByNumber).await {
-        Err(HistoryError::Kube(e)) if crate::api::is_conflict(&e) => {
-            let ours = owned(client, runtime, false).await?;
-            // Generated this time: whoever holds the name, nothing blocks the record.
-            write_next(client, runtime, &ours, &record, Naming::Generated).await
+    let mut ours = owned(client, runtime, true).await?;
+    for _ in 0..=KEPT {
+        match write_next(client, runtime, &ours, &record, Naming::ByNumber).await {
+            Err(HistoryError::Kube(e)) if crate::api::is_conflict(&e) => {}
+            written => return written,
         }
-        written => written,
+        let name = format!("{}-{}", runtime.name_any(), next_number(&ours));
+        let namespace = runtime.namespace().unwrap_or_default();
+        match api(client, &namespace).get_opt(&name).await? {
+            Some(taken) if of_runtime(&taken, runtime) => ours.push(taken),
+            _ => break,
+        }
     }
+    write_next(client, runtime, &ours, &record, Naming::Generated).await
+}
+
+/// The number after the last of `ours` (oldest first).
+fn next_number(ours: &[ControllerRevision]) -> i64 {
+    ours.last()
+        .map_or(1, |cr| cr.revision.unwrap_or_default() + 1)
 }
 
 /// How a new revision is named.
@@ -221,9 +238,7 @@ async fn write_next(
     }
     let namespace = runtime.namespace().unwrap_or_default();
     let name = runtime.name_any();
-    let number = ours
-        .last()
-        .map_or(1, |cr| cr.revision.unwrap_or_default() + 1);
+    let number = next_number(ours);
     let (fixed, generated) = match naming {
         Naming::ByNumber => (Some(format!("{name}-{number}")), None),
         Naming::Generated => (None, Some(format!("{name}-"))),
@@ -457,38 +472,45 @@ mod tests {
         })
     }
 
-    #[tokio::test]
-    async fn a_number_the_cache_has_not_seen_yet_is_read_again_from_etcd() {
-        use crate::api::mock::{Exchange, serve};
-        use http::Method;
+    fn runtime_with_uid() -> Runtime {
         let text = include_str!("../../examples/runtime-aws.yaml");
         let mut doc: Value = serde_saphyr::from_str(text).expect("the example");
         doc["metadata"] = json!({"name": "rt-1", "namespace": "kcp-system", "uid": "u-1"});
-        let runtime: Runtime = serde_json::from_value(doc).expect("a Runtime");
-        let (one, two) = (
+        serde_json::from_value(doc).expect("a Runtime")
+    }
+
+    fn list(items: Vec<Value>) -> Value {
+        json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items})
+    }
+
+    const REVISIONS: &str = "/apis/apps/v1/namespaces/kcp-system/controllerrevisions";
+
+    #[tokio::test]
+    async fn a_number_the_cache_has_not_seen_yet_is_read_by_name_and_the_next_taken() {
+        use crate::api::mock::{Exchange, serve};
+        use http::Method;
+        let runtime = runtime_with_uid();
+        let (one, two, three) = (
             record(1, vec![], json!({"a": 1})),
             record(2, vec![], json!({"a": 2})),
+            record(3, vec![], json!({"a": 3})),
         );
-        let path = "/apis/apps/v1/namespaces/kcp-system/controllerrevisions";
-        let list = |items: Vec<Value>| json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items});
         let (client, server) = serve(vec![
             // The cache lags: revision 2, just written by this host, is not in it.
-            Exchange::ok(Method::GET, path, list(vec![listed(&runtime, 1, &one)])),
-            Exchange::fails(
-                Method::POST,
-                path,
-                409,
-                "controllerrevisions \"rt-1-2\" already exists",
-            ),
             Exchange::ok(
                 Method::GET,
-                path,
-                list(vec![listed(&runtime, 1, &one), listed(&runtime, 2, &two)]),
+                REVISIONS,
+                list(vec![listed(&runtime, 1, &one)]),
             ),
-            Exchange::ok(Method::POST, path, listed(&runtime, 3, &two)),
+            Exchange::fails(Method::POST, REVISIONS, 409, "rt-1-2 already exists"),
+            Exchange::ok(
+                Method::GET,
+                &format!("{REVISIONS}/rt-1-2"),
+                listed(&runtime, 2, &two),
+            ),
+            Exchange::ok(Method::POST, REVISIONS, listed(&runtime, 3, &three)),
         ]);
-        let three = record(3, vec![], json!({"a": 3}));
-        super::record(&client, &runtime, three)
+        super::record(&client, &runtime, three.clone())
             .await
             .expect("recorded");
         drop(client);
@@ -499,42 +521,54 @@ mod tests {
             got[0].query
         );
         assert_eq!(got[1].body["metadata"]["name"], "rt-1-2");
-        assert!(
-            !got[2].query.contains("resourceVersion"),
-            "{}",
-            got[2].query
-        );
         let written = &got[3].body;
-        assert_eq!(written["revision"], 3, "the number etcd knows, not 2 again");
-        assert_eq!(written["metadata"]["generateName"], "rt-1-");
-        assert_eq!(written["metadata"]["name"], Value::Null);
+        assert_eq!(written["revision"], 3, "the next number, not 2 again");
+        assert_eq!(written["metadata"]["name"], "rt-1-3");
     }
 
     #[tokio::test]
-    async fn the_same_record_read_again_from_etcd_is_not_written_twice() {
+    async fn the_same_record_found_under_its_name_is_not_written_twice() {
         use crate::api::mock::{Exchange, serve};
         use http::Method;
-        let text = include_str!("../../examples/runtime-aws.yaml");
-        let mut doc: Value = serde_saphyr::from_str(text).expect("the example");
-        doc["metadata"] = json!({"name": "rt-1", "namespace": "kcp-system", "uid": "u-1"});
-        let runtime: Runtime = serde_json::from_value(doc).expect("a Runtime");
+        let runtime = runtime_with_uid();
         let one = record(1, vec![], json!({"a": 1}));
-        let path = "/apis/apps/v1/namespaces/kcp-system/controllerrevisions";
-        let list = |items: Vec<Value>| json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items});
         let (client, server) = serve(vec![
-            Exchange::ok(Method::GET, path, list(vec![])),
-            Exchange::fails(
-                Method::POST,
-                path,
-                409,
-                "controllerrevisions \"rt-1-1\" already exists",
+            Exchange::ok(Method::GET, REVISIONS, list(vec![])),
+            Exchange::fails(Method::POST, REVISIONS, 409, "rt-1-1 already exists"),
+            Exchange::ok(
+                Method::GET,
+                &format!("{REVISIONS}/rt-1-1"),
+                listed(&runtime, 1, &one),
             ),
-            Exchange::ok(Method::GET, path, list(vec![listed(&runtime, 1, &one)])),
         ]);
-        super::record(&client, &runtime, record(1, vec![], json!({"a": 1})))
+        super::record(&client, &runtime, one.clone())
             .await
             .expect("recorded already");
         drop(client);
         assert_eq!(server.received().await.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_name_someone_else_holds_gets_a_generated_name_with_the_same_number() {
+        use crate::api::mock::{Exchange, serve};
+        use http::Method;
+        let runtime = runtime_with_uid();
+        let one = record(1, vec![], json!({"a": 1}));
+        let mut foreign = listed(&runtime, 7, &one);
+        foreign["metadata"]["ownerReferences"] = json!([]);
+        let (client, server) = serve(vec![
+            Exchange::ok(Method::GET, REVISIONS, list(vec![])),
+            Exchange::fails(Method::POST, REVISIONS, 409, "rt-1-1 already exists"),
+            Exchange::ok(Method::GET, &format!("{REVISIONS}/rt-1-1"), foreign),
+            Exchange::ok(Method::POST, REVISIONS, listed(&runtime, 1, &one)),
+        ]);
+        super::record(&client, &runtime, one.clone())
+            .await
+            .expect("recorded");
+        drop(client);
+        let written = &server.received().await[3].body;
+        assert_eq!(written["revision"], 1);
+        assert_eq!(written["metadata"]["generateName"], "rt-1-");
+        assert_eq!(written["metadata"]["name"], Value::Null);
     }
 }

@@ -50,7 +50,7 @@ impl Slim {
 /// What every object of a sharded kind is hashed by: its Runtime (`namespace/runtime id`),
 /// so that a Runtime's kubeconfig and accesses, and the ModuleSets on its cluster (named by
 /// its kubeconfig Secret), share its shard and one cluster's client lives on one replica.
-pub(crate) fn shard_key(kind: &str, object: &DynamicObject) -> String {
+fn shard_key(kind: &str, object: &DynamicObject) -> String {
     let ns = object.namespace().unwrap_or_default();
     let spec = &object.data["spec"];
     let runtime = spec["runtime"].as_str();

@@ -1,6 +1,6 @@
 //! Sharding, the acting half (the decisions are in [`super::shards`]): every sharding
-//! replica watches the shard Leases and the sharded objects (slimmed to their labels and the
-//! key they are hashed by); the leader, after every change and every third of a lease
+//! replica watches the shard Leases and the sharded objects (each kept as its placement and
+//! the key it is hashed by, [`super::sharded`]); the leader, after every change and every third of a lease
 //! duration, labels objects for their shard, drains those that move, takes expired shard
 //! Leases and deletes dead ones no object names any more.
 
@@ -147,7 +147,7 @@ fn view(lease: &Lease) -> LeaseView {
 /// replica keeps it from its start, not only the leader, so that a new leader acts on its
 /// first pass instead of first listing every sharded kind from an API server that may be
 /// busy (9.8 s of a 40 s handover at 3,000 Runtimes). It costs a standby what it costs the
-/// leader: each object's metadata and key.
+/// leader: each object's placement and key.
 pub(crate) struct View {
     shards: Shards,
     kinds: Vec<Kind>,

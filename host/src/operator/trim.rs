@@ -9,7 +9,7 @@ use std::time::Duration;
 /// How often: a trim walks every arena under its lock, a few milliseconds at 200 MiB.
 const EVERY: Duration = Duration::from_secs(30);
 
-/// Trim the heap every [`EVERY`], for as long as the host runs.
+/// Trim the heap every [`EVERY`], while the controllers run.
 pub(crate) async fn give_back_forever() -> std::convert::Infallible {
     let mut ticks = tokio::time::interval(EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -27,6 +27,7 @@ fn trim() {
     unsafe { libc::malloc_trim(0) };
 }
 
-/// musl's allocator (the static image) unmaps freed memory by itself: nothing to do.
+/// Other allocators have no such call; musl's (the static image's) unmaps freed memory by
+/// itself. The benchmarks' figures are glibc's.
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn trim() {}

@@ -558,7 +558,8 @@ fn failover(bench: &Bench, replicas: Replicas) -> anyhow::Result<()> {
         .enumerate()
         .filter(|(i, _)| *i != index)
         .filter_map(|(_, h)| logged_at(&h.logs(), "became leader"))
-        .max()
+        .filter(|at| *at >= killed_at)
+        .min()
         .map(|at| at.duration_since(killed_at).as_secs_f64());
     let settle = wait_quiet(&bench.cp, Duration::from_secs(10), bench.limit());
     let after = bench.cp.sim_stats();
@@ -594,8 +595,10 @@ fn logged_at(logs: &str, message: &str) -> Option<jiff::Timestamp> {
         .rev()
         .filter(|line| line.contains(message))
         .find_map(|line| {
-            let v: serde_json::Value = serde_json::from_str(line).ok()?;
-            (v["fields"]["message"] == message).then_some(())?;
+            let v: Value = serde_json::from_str(line).ok()?;
+            if v["fields"]["message"] != message {
+                return None;
+            }
             v["timestamp"].as_str()?.parse().ok()
         })
 }
