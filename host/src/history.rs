@@ -87,10 +87,10 @@ fn api(client: &Client, namespace: &str) -> Api<ControllerRevision> {
 /// lease. The cache may lag, usually by far less than the time between two applies of one
 /// Runtime; a revision it missed would be recorded again under the same number, were the
 /// new one not named after its number ([`record`]); on deletion, where no garbage
-/// collector runs, it is left behind. `tessera history` reads etcd (`cached: false`): rare, and it must
-/// show what was just written. Not "no older than the Runtime": on 1.20 the cache of
-/// revisions moves only when a revision changes, so such a list waited 3 s and failed on
-/// a quiet cluster.
+/// collector runs, it is left behind. `tessera history` reads etcd (`cached: false`):
+/// rare, and it must show what was just written. Not "no older than the Runtime": on 1.20
+/// the cache of revisions moves only when a revision changes, so such a list waited 3 s
+/// and failed on a quiet cluster.
 fn selector(runtime: &Runtime, cached: bool) -> ListParams {
     let params = ListParams::default().labels(&format!(
         "{RUNTIME}={},{MANAGED_BY}={MANAGED_BY_VALUE}",

@@ -1,8 +1,8 @@
 //! Sharding, the acting half (the decisions are in [`super::shards`]): every sharding
 //! replica watches the shard Leases and the sharded objects (each kept as its placement and
-//! the key it is hashed by, [`super::sharded`]); the leader, after every change and every third of a lease
-//! duration, labels objects for their shard, drains those that move, takes expired shard
-//! Leases and deletes dead ones no object names any more.
+//! the key it is hashed by, [`super::sharded`]); the leader, after every change and every
+//! third of a lease duration, labels objects for their shard, drains those that move,
+//! takes expired shard Leases and deletes dead ones no object names any more.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
