@@ -340,7 +340,7 @@ impl ControlPlane {
 
     /// Like [`ControlPlane::sim_outage`], for any request through the simulator (a target
     /// cluster reached through it, say). Code 999 holds the requests until the outage ends
-    /// (a cluster that hangs).
+    /// (a cluster that hangs); code 998 serves each half a second late (a busy API server).
     pub fn sim_outage_any(&self, needle: &str, code: Option<u16>) {
         let _ = self.sim_get(&format!("/_sim/outage-any/{needle}/{}", code.unwrap_or(0)));
     }

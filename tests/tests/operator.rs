@@ -22,6 +22,9 @@ use tessera_tests::rollout::metric_sum;
 #[path = "operator/access.rs"]
 mod access;
 use access::runtime_access;
+#[path = "operator/backlog.rs"]
+mod backlog;
+use backlog::backlog_is_no_stall;
 #[path = "operator/budget.rs"]
 mod budget;
 use budget::gardener_budget;
@@ -1752,6 +1755,7 @@ fn main() {
             scenario!(runtime_access),
             scenario!(structured_authentication),
             scenario!(gardener_budget),
+            scenario!(backlog_is_no_stall),
             scenario!(kim),
         ],
     )

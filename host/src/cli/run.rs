@@ -99,7 +99,9 @@ pub struct RunArgs {
     /// `/healthz` fails (and the kubelet restarts the host) once an object has waited this
     /// long for its controller (a generation not yet observed, a deletion our finalizer
     /// holds) with no reconcile of it ending: a watch that stopped delivering, a reconcile
-    /// that hangs. More than twice the longest requeue; 0 turns the check off.
+    /// that hangs. A backlog is none: an object waiting while its controller's workers were
+    /// busy all along and reconciles kept ending is excused. More than twice the longest
+    /// requeue; 0 turns the check off.
     #[arg(long, default_value = "15m", value_parser = duration)]
     stall_timeout: Duration,
     /// Lifetime requested for admin kubeconfigs, at least 10m (Gardener refuses less; it

@@ -73,6 +73,10 @@ fn set_outage(sim: &Sim, rest: &str, shoots_only: bool) -> Response {
 /// that hangs rather than fails).
 const HANG: u16 = 999;
 
+/// An outage "code" that serves each request after [`SLOW_BY`] (a busy API server).
+const SLOW: u16 = 998;
+const SLOW_BY: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// The status a simulated outage answers `request` with ([`HANG`]: hold it).
 fn outage(sim: &Sim, request: &Request) -> Option<u16> {
     outage_of(sim, &request.uri().to_string())
@@ -115,7 +119,11 @@ async fn handle(State(sim): State<Arc<Sim>>, request: Request) -> Response {
     while outage(&sim, &request) == Some(HANG) {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    if let Some(code) = outage(&sim, &request).and_then(|c| StatusCode::from_u16(c).ok()) {
+    if outage(&sim, &request) == Some(SLOW) {
+        tokio::time::sleep(SLOW_BY).await;
+    }
+    let failing = outage(&sim, &request).filter(|c| *c != SLOW);
+    if let Some(code) = failing.and_then(|c| StatusCode::from_u16(c).ok()) {
         let (reason, message) = match code.as_u16() {
             404 => (
                 "NotFound",
@@ -257,8 +265,8 @@ async fn forward(sim: Arc<Sim>, request: Request) -> Response {
     }
 }
 
-/// A watch through the simulator ends when an outage starts that covers it, as a
-/// connection Gardener drops: the client must watch again, and meets the outage.
+/// A watch through the simulator ends when an outage starts that covers it (one that
+/// fails or hangs requests), as a connection Gardener drops: the client must watch again, and meets the outage.
 fn cut_on_outage(sim: Arc<Sim>, uri: String, body: Body) -> Body {
     use futures::StreamExt;
     let data = body.into_data_stream();
@@ -267,7 +275,8 @@ fn cut_on_outage(sim: Arc<Sim>, uri: String, body: Body) -> Body {
             tokio::select! {
                 chunk = data.next() => return chunk.map(|c| (c, (data, sim, uri))),
                 _ = tokio::time::sleep(std::time::Duration::from_millis(250)) => {
-                    if outage_of(&sim, &uri).is_some() {
+                    // A slow server keeps its watches.
+                    if outage_of(&sim, &uri).is_some_and(|c| c != SLOW) {
                         return None;
                     }
                 }

@@ -9,6 +9,15 @@
 //! and retry), so an unreachable dependency is no stall: that is `/readyz`'s business. A
 //! listing that fails or hangs decides nothing; listings failing for a whole timeout are
 //! logged (once), since stalls go unseen meanwhile.
+//!
+//! Nor is a backlog a stall: when more objects are due than `--workers`, kube-runtime
+//! takes the surplus in hash order, not first come first served, so under a lasting burst
+//! (10,000 Runtimes created at once) an unlucky object waits as long as the burst lasts.
+//! A restart would only lose the work in hand. An object is excused while its controller
+//! was busy all the time it waited: its workers at work at least three quarters of the
+//! time (a queue leaves them idle only between two reconciles) and reconciles ending. A
+//! watch that stopped delivering leaves workers idle; reconciles that hang end nothing:
+//! both still stall.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -22,13 +31,112 @@ use crate::api::PAGE;
 use crate::controllers::Context;
 use crate::crd::labels::FINALIZER_PREFIX;
 
-/// When each object's last reconcile ended (any outcome), by `Kind/namespace/name`.
+/// When each object's last reconcile ended (any outcome), by `Kind/namespace/name`, and
+/// how busy each controller is.
 #[derive(Default)]
 pub(crate) struct Progress {
     ended: Mutex<HashMap<String, Instant>>,
+    load: Mutex<HashMap<Controller, Load>>,
+}
+
+/// One controller's reconciles running now, and how much they worked since the watchdog
+/// last looked.
+#[derive(Debug, Default, Clone, Copy)]
+struct Load {
+    running: u32,
+    /// When `running` last changed (`None`: never yet).
+    changed: Option<Instant>,
+    /// Reconcile-time (summed over the reconciles running) since the last look.
+    worked: Duration,
+    /// Reconciles ended since the last look.
+    ended: u32,
+    looked: Option<Instant>,
+}
+
+/// How busy a controller was between two looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pace {
+    /// Its workers were at work most of the time and reconciles ended: a queue.
+    Queued,
+    /// Its workers were at work most of the time, none ended: long reconciles, or hung.
+    Quiet,
+    /// Workers to spare: an object that waits was not held up by the others.
+    Idle,
+}
+
+impl Load {
+    /// Count the time since the last change at the reconciles running through it.
+    fn tally(&mut self, now: Instant) {
+        if let Some(changed) = self.changed {
+            self.worked += now.saturating_duration_since(changed) * self.running;
+        }
+        self.changed = Some(now);
+    }
+
+    fn start(&mut self, now: Instant) {
+        self.tally(now);
+        self.running += 1;
+    }
+
+    fn end(&mut self, now: Instant) {
+        self.tally(now);
+        self.running = self.running.saturating_sub(1);
+        self.ended += 1;
+    }
+
+    /// How busy the controller was since the last look, for `workers` at once (0:
+    /// unbounded, nothing queues). Queued means at work three quarters of the time: a
+    /// queue keeps every worker at work but for the moments between two reconciles.
+    fn look(&mut self, now: Instant, workers: u32) -> Pace {
+        self.tally(now);
+        let since = self.looked.replace(now).unwrap_or(now);
+        let capacity = now.saturating_duration_since(since) * workers;
+        let (worked, ended) = (
+            std::mem::take(&mut self.worked),
+            std::mem::take(&mut self.ended),
+        );
+        if capacity.is_zero() || worked * 4 < capacity * 3 {
+            return Pace::Idle;
+        }
+        match ended {
+            0 => Pace::Quiet,
+            _ => Pace::Queued,
+        }
+    }
+}
+
+/// A reconcile of `controller` running; its drop (also when it is cancelled) ends it.
+pub(crate) struct Running<'a> {
+    progress: &'a Progress,
+    controller: Controller,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        let mut load = self.progress.load.lock().expect("progress lock");
+        load.entry(self.controller).or_default().end(Instant::now());
+    }
 }
 
 impl Progress {
+    /// A reconcile of `controller` starts; it ends when the returned guard drops.
+    pub(crate) fn running(&self, controller: Controller) -> Running<'_> {
+        let mut load = self.load.lock().expect("progress lock");
+        load.entry(controller).or_default().start(Instant::now());
+        Running {
+            progress: self,
+            controller,
+        }
+    }
+
+    /// How busy `controller` was since this was last asked ([`Load::look`]).
+    fn load(&self, controller: Controller, workers: u32) -> Pace {
+        let mut load = self.load.lock().expect("progress lock");
+        load.entry(controller)
+            .or_default()
+            .look(Instant::now(), workers)
+    }
+
     /// A reconcile of `key` ended.
     pub(crate) fn ended(&self, key: &str) {
         let mut ended = self.ended.lock().expect("progress lock");
@@ -46,13 +154,40 @@ impl Progress {
     }
 }
 
-/// Since when each object of one controller has waited, as the listings saw it.
+/// Since when each object of one controller has waited, as the listings saw it, and since
+/// when the controller has been busy without a break.
 #[derive(Debug, Default)]
 struct Waiting {
     since: HashMap<String, Instant>,
+    last_look: Option<Instant>,
+    busy_since: Option<Instant>,
+    /// The last look that found reconciles ending in a queue.
+    last_busy: Option<Instant>,
 }
 
 impl Waiting {
+    /// Fold in how busy the controller was between the last look and `now`.
+    fn load(&mut self, pace: Pace, now: Instant) {
+        match pace {
+            Pace::Queued => {
+                self.busy_since = self.busy_since.or(self.last_look).or(Some(now));
+                self.last_busy = Some(now);
+            }
+            Pace::Quiet => {}
+            Pace::Idle => self.busy_since = None,
+        }
+        self.last_look = Some(now);
+    }
+
+    /// Whether an object waiting since `since` waited behind a queue all that time, one
+    /// that still moved within `timeout` (workers that all hang are no queue).
+    fn excused(&self, since: Instant, now: Instant, timeout: Duration) -> bool {
+        let moving = self
+            .last_busy
+            .is_some_and(|t| now.duration_since(t) < timeout);
+        moving && self.busy_since.is_some_and(|busy| busy <= since)
+    }
+
     /// Fold in one listing: the objects waiting now keep the time they were first seen
     /// waiting; the others are dropped.
     fn observe(&mut self, waiting: impl IntoIterator<Item = String>, now: Instant) {
@@ -75,6 +210,7 @@ impl Waiting {
         self.since
             .iter()
             .filter(|(_, since)| now.duration_since(**since) >= timeout)
+            .filter(|(_, since)| !self.excused(**since, now, timeout))
             .filter(|(key, _)| last_ended(key).is_none_or(|t| now.duration_since(t) >= timeout))
             .map(|(key, since)| (key.clone(), now.duration_since(*since)))
             .max_by_key(|(_, waited)| *waited)
@@ -221,6 +357,8 @@ impl Looker {
                 }
             };
             blind.listed(self.controller);
+            let workers = u32::from(self.ctx.config.workers);
+            waiting.load(self.ctx.progress.load(self.controller, workers), now);
             waiting.observe(waits, now);
             self.ctx.progress.forget_gone(&self.kind, &present);
             let verdict = waiting.stalled(|k| self.ctx.progress.last(k), now, self.timeout);
@@ -342,6 +480,112 @@ mod tests {
         let ended = |_: &str| Some(t0 + T / 2);
         assert_eq!(waiting.stalled(ended, t0 + T, T), None);
         assert!(waiting.stalled(ended, t0 + T / 2 + T, T).is_some());
+    }
+
+    #[test]
+    fn a_controller_is_busy_while_its_workers_work_and_reconciles_end() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut load = Load::default();
+        assert_eq!(load.look(at(0), 2), Pace::Idle, "the first look");
+        // Two workers, each at work but for a millisecond between two reconciles.
+        load.start(at(0));
+        load.start(at(0));
+        for ms in (100..=1000).step_by(100) {
+            load.end(at(ms));
+            load.start(at(ms + 1));
+        }
+        assert_eq!(load.look(at(1000), 2), Pace::Queued);
+        assert_eq!(
+            load.look(at(2000), 2),
+            Pace::Quiet,
+            "both at work, none ended"
+        );
+        load.end(at(2100));
+        load.end(at(2200));
+        load.start(at(2900));
+        load.end(at(2950));
+        assert_eq!(
+            load.look(at(3000), 2),
+            Pace::Idle,
+            "at work a fraction of the time"
+        );
+        assert_eq!(
+            load.look(at(4000), 0),
+            Pace::Idle,
+            "unbounded workers never queue"
+        );
+    }
+
+    #[test]
+    fn progress_tracks_load_per_controller() {
+        let progress = Progress::default();
+        let running = progress.running(Controller::Runtime);
+        std::thread::sleep(Duration::from_millis(5));
+        drop(running);
+        assert!(progress.load.lock().unwrap()[&Controller::Runtime].ended == 1);
+        assert!(
+            !progress
+                .load
+                .lock()
+                .unwrap()
+                .contains_key(&Controller::Plugin)
+        );
+    }
+
+    #[test]
+    fn an_object_waiting_behind_a_queue_is_no_stall_until_the_queue_is_gone() {
+        let t0 = Instant::now();
+        let mut waiting = Waiting::default();
+        let key = || ["Runtime/ns/a".to_string()];
+        for (i, pace) in [Pace::Queued, Pace::Quiet, Pace::Queued]
+            .into_iter()
+            .enumerate()
+        {
+            let now = t0 + T / 2 * i as u32;
+            waiting.load(pace, now);
+            waiting.observe(key(), now);
+        }
+        assert_eq!(
+            waiting.stalled(|_| None, t0 + T, T),
+            None,
+            "busy throughout"
+        );
+        waiting.load(Pace::Idle, t0 + T * 2);
+        waiting.observe(key(), t0 + T * 2);
+        let stalled = waiting.stalled(|_| None, t0 + T * 2, T);
+        assert!(stalled.is_some(), "workers to spare: a stall");
+    }
+
+    #[test]
+    fn workers_that_all_hang_are_no_queue() {
+        let t0 = Instant::now();
+        let mut waiting = Waiting::default();
+        let key = || ["Runtime/ns/a".to_string()];
+        waiting.load(Pace::Queued, t0);
+        waiting.observe(key(), t0);
+        waiting.load(Pace::Quiet, t0 + T);
+        waiting.observe(key(), t0 + T);
+        assert!(
+            waiting.stalled(|_| None, t0 + T, T).is_some(),
+            "nothing ended for a whole timeout"
+        );
+    }
+
+    #[test]
+    fn a_queue_that_began_after_an_object_waited_does_not_excuse_it() {
+        let t0 = Instant::now();
+        let mut waiting = Waiting::default();
+        let key = || ["Runtime/ns/a".to_string()];
+        for (i, pace) in [Pace::Idle, Pace::Idle, Pace::Queued]
+            .into_iter()
+            .enumerate()
+        {
+            let now = t0 + T / 2 * i as u32;
+            waiting.load(pace, now);
+            waiting.observe(key(), now);
+        }
+        assert!(waiting.stalled(|_| None, t0 + T, T).is_some());
     }
 
     #[test]

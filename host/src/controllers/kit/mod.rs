@@ -34,7 +34,7 @@ use crate::controllers::{Context, ReconcileError};
 use crate::metrics::ReconcileResult;
 
 /// The controllers, as metric labels and span fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Controller {
     Runtime,
     Plugin,
@@ -86,7 +86,9 @@ where
     // At debug, one line per reconcile shows what a trigger woke (the tests count them).
     span.in_scope(|| tracing::debug!("reconcile started"));
     let started = Instant::now();
+    let running = ctx.progress.running(controller);
     let result = reconcile.instrument(span).await;
+    drop(running);
     observe(ctx, controller, "Reconcile", started);
     ctx.progress.ended(&key);
     let outcome = match &result {
