@@ -74,6 +74,27 @@ fn shoot_reads(stats: &Value) -> u64 {
     objects.filter_map(|(_, o)| o["reads"].as_u64()).sum()
 }
 
+/// The `top` kinds of request (the simulator's `byKind`) between two readings, most first.
+fn by_kind(after: &Value, before: &Value, top: usize) -> String {
+    let mut kinds: Vec<(u64, &str)> = after["byKind"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(kind, n)| {
+            let was = before["byKind"][kind].as_u64().unwrap_or(0);
+            (n.as_u64().unwrap_or(0).saturating_sub(was), kind.as_str())
+        })
+        .filter(|(n, _)| *n > 0)
+        .collect();
+    kinds.sort_by(|a, b| b.cmp(a));
+    let shown: Vec<String> = kinds
+        .iter()
+        .take(top)
+        .map(|(n, k)| format!("{k} {n}"))
+        .collect();
+    shown.join(", ")
+}
+
 fn delta(after: &Value, before: &Value, key: &str) -> u64 {
     after[key].as_u64().unwrap_or(0) - before[key].as_u64().unwrap_or(0)
 }
@@ -402,6 +423,10 @@ fn print_provisioned(args: &Args, p: &Provisioned) {
         per("gardenerRequests"),
         p.usage.iter().map(|u| u.0).sum::<f64>() * 1024.0 / args.runtimes.max(1) as f64,
     );
+    println!(
+        "requests by kind:              {}",
+        by_kind(after, before, 12)
+    );
 }
 
 /// A no-op resync: a fresh host lists and reconciles every Runtime once (under Gardener's
@@ -581,6 +606,10 @@ fn failover(bench: &Bench, replicas: Replicas) -> anyhow::Result<()> {
         delta(&after, &before, "gardenerRequests"),
         shoot_reads(&after) - shoot_reads(&before),
         rss.join(", "),
+    );
+    println!(
+        "failover requests by kind (leases included): {}",
+        by_kind(&after, &before, 10)
     );
     anyhow::ensure!(
         ready == bench.args.runtimes,

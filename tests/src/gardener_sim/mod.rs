@@ -71,6 +71,10 @@ pub(crate) struct Stats {
     /// tests share), admin kubeconfigs, request arrival times and Gardener's refusals per
     /// `shoot/<name>`, so that tests running side by side each count their own.
     pub by_object: std::sync::Mutex<std::collections::BTreeMap<String, Value>>,
+    /// Requests per kind (`"<verb> <resource>[/<subresource>]"`, the verb as the API
+    /// server's audit names it: get, list, watch, create, patch, …), leases included, so
+    /// that a benchmark can say what a phase's requests were.
+    pub by_kind: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 pub(crate) struct Sim {

@@ -107,6 +107,7 @@ async fn handle(State(sim): State<Arc<Sim>>, request: Request) -> Response {
             "watches": s.watches.load(Ordering::Relaxed),
             "adminKubeconfigs": s.admin_kubeconfigs.load(Ordering::Relaxed),
             "byObject": *s.by_object.lock().expect("stats lock"),
+            "byKind": *s.by_kind.lock().expect("stats lock"),
         });
         return ([("content-type", "application/json")], body.to_string()).into_response();
     }
@@ -152,6 +153,16 @@ async fn handle(State(sim): State<Arc<Sim>>, request: Request) -> Response {
 fn count(sim: &Sim, request: &Request) {
     let s = &sim.stats;
     s.requests.fetch_add(1, Ordering::Relaxed);
+    let kind = request_kind(
+        request.method(),
+        request.uri().path(),
+        request.uri().query(),
+    );
+    *s.by_kind
+        .lock()
+        .expect("stats lock")
+        .entry(kind)
+        .or_default() += 1;
     if let Some((_, name, _)) = shoot_path(request.uri().path()) {
         arrived(s, &format!("shoot/{name}"));
     }
@@ -198,6 +209,45 @@ fn count(sim: &Sim, request: &Request) {
         if let Some((_, name, None)) = shoot_path(path) {
             tally(s, &format!("shoot/{name}"), "objectWrites");
         }
+    }
+}
+
+/// `"<verb> <resource>[/<subresource>]"` of a request, the verb as the API server's audit
+/// log names it (`"discovery"` for the group and version documents).
+fn request_kind(method: &Method, path: &str, query: Option<&str>) -> String {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let skip = match segments.first() {
+        Some(&"api") => 2,
+        Some(&"apis") => 3,
+        _ => return format!("{} {path}", method.as_str().to_lowercase()),
+    };
+    let mut rest = segments.get(skip..).unwrap_or_default();
+    // `namespaces/<ns>/<resource>…`, not a Namespace's own subresource.
+    if rest.first() == Some(&"namespaces")
+        && rest.len() > 2
+        && !matches!(rest[2], "status" | "finalize")
+    {
+        rest = &rest[2..];
+    }
+    let Some(resource) = rest.first() else {
+        return "discovery".into();
+    };
+    let named = rest.len() > 1;
+    let watch = query.is_some_and(|q| q.contains("watch=true") || q.contains("watch=1"));
+    let verb = match (method.as_str(), named) {
+        ("GET", true) => "get",
+        ("GET", false) if watch => "watch",
+        ("GET", false) => "list",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        (other, _) => return format!("{} {resource}", other.to_lowercase()),
+    };
+    match rest.get(2) {
+        Some(sub) => format!("{verb} {resource}/{sub}"),
+        None => format!("{verb} {resource}"),
     }
 }
 
@@ -284,4 +334,49 @@ fn cut_on_outage(sim: Arc<Sim>, uri: String, body: Body) -> Body {
         }
     });
     Body::from_stream(stream)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_named_by_verb_and_resource() {
+        let kind = |m: Method, p: &str, q: Option<&str>| request_kind(&m, p, q);
+        let runtimes = "/apis/infrastructuremanager.kyma-project.io/v1/namespaces/kcp/runtimes";
+        assert_eq!(kind(Method::GET, runtimes, None), "list runtimes");
+        assert_eq!(
+            kind(Method::GET, runtimes, Some("watch=true&labelSelector=a")),
+            "watch runtimes"
+        );
+        assert_eq!(
+            kind(Method::PATCH, &format!("{runtimes}/rt/status"), None),
+            "patch runtimes/status"
+        );
+        assert_eq!(
+            kind(Method::GET, "/api/v1/namespaces/kcp/secrets/s", None),
+            "get secrets"
+        );
+        assert_eq!(
+            kind(Method::POST, "/api/v1/namespaces/kcp/events", None),
+            "create events"
+        );
+        assert_eq!(
+            kind(Method::GET, "/api/v1/namespaces/kcp", None),
+            "get namespaces"
+        );
+        assert_eq!(
+            kind(Method::PUT, "/api/v1/namespaces/kcp/finalize", None),
+            "update namespaces/finalize"
+        );
+        assert_eq!(
+            kind(Method::DELETE, "/api/v1/namespaces/kcp/secrets", None),
+            "deletecollection secrets"
+        );
+        assert_eq!(
+            kind(Method::GET, "/apis/coordination.k8s.io/v1", None),
+            "discovery"
+        );
+        assert_eq!(kind(Method::GET, "/version", None), "get /version");
+    }
 }

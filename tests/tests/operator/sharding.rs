@@ -11,7 +11,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
 use tessera::crd::{RuntimeKubeconfig, labels};
-use tessera_tests::probe::{eventually, tail};
+use tessera_tests::probe::{eventually, http_get, tail};
 
 use super::{ControlPlane, Host, LIMIT, Result, RuntimeState, Scenario};
 
@@ -178,6 +178,7 @@ async fn handover_after_kill(
     let gone = deleted(s, &on_a[0]).await?;
     let live: Vec<String> = ids.iter().filter(|i| **i != on_a[0]).cloned().collect();
     all_ready(s, &live, &[b]).await?;
+    expiries_exported(s, b, &on_a[1..]).await?;
     eprintln!(
         "sharding: {} Runtimes of a killed replica moved after {moved:?} (lease {LEASE:?}); one deleted {gone:?} later",
         on_a.len()
@@ -194,6 +195,34 @@ async fn handover_after_kill(
     .await
     .map_err(|e| format!("{e}\n== b\n{}", tail(&b.logs(), 20)))?;
     Ok(on_a[0].clone())
+}
+
+/// The survivor exports the kubeconfig expiry of each Runtime it took over, though it
+/// rotated none of them: the alert on that expiry must not go blind after a handover.
+async fn expiries_exported(s: &Scenario<'_>, b: &Host, taken: &[String]) -> Result {
+    kubeconfigs_follow(s).await?;
+    let addr = b
+        .metrics_addr(LIMIT)
+        .ok_or("shard-b logged no metrics address")?;
+    let series = |rt: &String| {
+        format!(
+            r#"tessera_kubeconfig_expiration_timestamp_seconds{{namespace="{}",runtime="{rt}"}}"#,
+            s.ns
+        )
+    };
+    eventually(
+        "the taken kubeconfigs' expiry on shard-b",
+        LIMIT,
+        || async {
+            let metrics = http_get(&addr, "/metrics").await.ok()?;
+            taken
+                .iter()
+                .all(|rt| metrics.contains(&series(rt)))
+                .then_some(())
+        },
+    )
+    .await
+    .map_err(|e| format!("{e}\n== b\n{}", tail(&b.logs(), 20)))
 }
 
 /// shard-c joins and takes its share through the drain step (nothing is worked on twice:

@@ -64,6 +64,12 @@ async fn reconcile_inner(rkc: &RuntimeKubeconfig, ctx: &Context) -> Result<Actio
         rkc = &fresh;
         held = decide::held(rkc, secret.as_ref());
     }
+    // Every pass exports the expiry on record, not only a rotation: a replica that took
+    // this RuntimeKubeconfig over (a restart, a handover) would otherwise export nothing
+    // until it rotates, and the alert on the expiry would miss rotations failing meanwhile.
+    let at = held.expiry.map(|t| t.as_second());
+    ctx.metrics
+        .kubeconfig_expires(&namespace, &rkc.spec.runtime, at);
     let lifetime = decide::lifetime(&held, expiration);
     let now = jiff::Timestamp::now();
     if let Rotation::Wait(wait) = decide::rotation(&held, now, lifetime, fraction)
