@@ -153,16 +153,7 @@ async fn handle(State(sim): State<Arc<Sim>>, request: Request) -> Response {
 fn count(sim: &Sim, request: &Request) {
     let s = &sim.stats;
     s.requests.fetch_add(1, Ordering::Relaxed);
-    let kind = request_kind(
-        request.method(),
-        request.uri().path(),
-        request.uri().query(),
-    );
-    *s.by_kind
-        .lock()
-        .expect("stats lock")
-        .entry(kind)
-        .or_default() += 1;
+    count_kind(s, request);
     if let Some((_, name, _)) = shoot_path(request.uri().path()) {
         arrived(s, &format!("shoot/{name}"));
     }
@@ -210,6 +201,17 @@ fn count(sim: &Sim, request: &Request) {
             tally(s, &format!("shoot/{name}"), "objectWrites");
         }
     }
+}
+
+/// One more request of its kind in `Stats::by_kind`.
+fn count_kind(s: &super::Stats, request: &Request) {
+    let uri = request.uri();
+    let kind = request_kind(request.method(), uri.path(), uri.query());
+    *s.by_kind
+        .lock()
+        .expect("stats lock")
+        .entry(kind)
+        .or_default() += 1;
 }
 
 /// `"<verb> <resource>[/<subresource>]"` of a request, the verb as the API server's audit
