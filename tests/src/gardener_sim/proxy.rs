@@ -344,41 +344,32 @@ mod tests {
 
     #[test]
     fn requests_are_named_by_verb_and_resource() {
-        let kind = |m: Method, p: &str, q: Option<&str>| request_kind(&m, p, q);
-        let runtimes = "/apis/infrastructuremanager.kyma-project.io/v1/namespaces/kcp/runtimes";
-        assert_eq!(kind(Method::GET, runtimes, None), "list runtimes");
-        assert_eq!(
-            kind(Method::GET, runtimes, Some("watch=true&labelSelector=a")),
-            "watch runtimes"
-        );
-        assert_eq!(
-            kind(Method::PATCH, &format!("{runtimes}/rt/status"), None),
-            "patch runtimes/status"
-        );
-        assert_eq!(
-            kind(Method::GET, "/api/v1/namespaces/kcp/secrets/s", None),
-            "get secrets"
-        );
-        assert_eq!(
-            kind(Method::POST, "/api/v1/namespaces/kcp/events", None),
-            "create events"
-        );
-        assert_eq!(
-            kind(Method::GET, "/api/v1/namespaces/kcp", None),
-            "get namespaces"
-        );
-        assert_eq!(
-            kind(Method::PUT, "/api/v1/namespaces/kcp/finalize", None),
-            "update namespaces/finalize"
-        );
-        assert_eq!(
-            kind(Method::DELETE, "/api/v1/namespaces/kcp/secrets", None),
-            "deletecollection secrets"
-        );
-        assert_eq!(
-            kind(Method::GET, "/apis/coordination.k8s.io/v1", None),
-            "discovery"
-        );
-        assert_eq!(kind(Method::GET, "/version", None), "get /version");
+        let rt = "/apis/infrastructuremanager.kyma-project.io/v1/namespaces/kcp/runtimes";
+        let cases = [
+            (format!("GET {rt}"), "list runtimes"),
+            (format!("GET {rt}?watch=true&a=b"), "watch runtimes"),
+            (format!("PATCH {rt}/rt/status"), "patch runtimes/status"),
+            ("GET /api/v1/namespaces/kcp/secrets/s".into(), "get secrets"),
+            ("POST /api/v1/namespaces/kcp/events".into(), "create events"),
+            ("GET /api/v1/namespaces/kcp".into(), "get namespaces"),
+            (
+                "PUT /api/v1/namespaces/kcp/finalize".into(),
+                "update namespaces/finalize",
+            ),
+            (
+                "DELETE /api/v1/namespaces/kcp/secrets".into(),
+                "deletecollection secrets",
+            ),
+            ("GET /apis/coordination.k8s.io/v1".into(), "discovery"),
+            ("GET /version".into(), "get /version"),
+        ];
+        for (request, want) in cases {
+            let (method, uri) = request.split_once(' ').expect("method and path");
+            let (path, query) = uri
+                .split_once('?')
+                .map_or((uri, None), |(p, q)| (p, Some(q)));
+            let method = Method::from_bytes(method.as_bytes()).expect("a method");
+            assert_eq!(request_kind(&method, path, query), want, "{request}");
+        }
     }
 }
