@@ -1016,6 +1016,17 @@ async fn foreign_ca_refused(cp: &ControlPlane) -> Result {
     })
 }
 
+/// A kubeconfig Secret `name` whose RuntimeKubeconfig is gone (its owner's uid names none).
+fn orphaned_kubeconfig(name: &str) -> Secret {
+    serde_json::from_value(json!({
+        "metadata": { "name": name, "labels": { "tessera.dev/kubeconfig": "true" },
+            "ownerReferences": [{ "apiVersion": "tessera.dev/v1alpha1", "kind": "RuntimeKubeconfig",
+                "name": "ghost", "uid": "00000000-0000-0000-0000-000000000000", "controller": true }] },
+        "data": { "config": "Z2hvc3Q=" },
+    }))
+    .expect("a Secret")
+}
+
 async fn deleted_while_host_down(cp: &ControlPlane) -> Result {
     let s = Scenario::new(cp, "t-down").await;
     let mut host = s.host("a", &[]);
@@ -1037,15 +1048,11 @@ async fn deleted_while_host_down(cp: &ControlPlane) -> Result {
         return Err("Secret vanished without a host".into());
     }
     // A kubeconfig Secret whose owner vanished while no host ran (finalizer removed by hand).
-    let orphan: Secret = serde_json::from_value(json!({
-        "metadata": { "name": "kubeconfig-ghost", "labels": { "tessera.dev/kubeconfig": "true" },
-            "ownerReferences": [{ "apiVersion": "tessera.dev/v1alpha1", "kind": "RuntimeKubeconfig",
-                "name": "ghost", "uid": "00000000-0000-0000-0000-000000000000", "controller": true }] },
-        "data": { "config": "Z2hvc3Q=" },
-    }))
-    .unwrap();
     s.secrets()
-        .create(&PostParams::default(), &orphan)
+        .create(
+            &PostParams::default(),
+            &orphaned_kubeconfig("kubeconfig-ghost"),
+        )
         .await
         .map_err(|e| e.to_string())?;
     // One that only carries the label was made by someone else: it stays.

@@ -18,5 +18,6 @@ pub(crate) use shoot::{
     CONFIRM_DELETION, FORCE_DELETION, OPERATION_ANNOTATION, ShootClient, ShootError, ShootProgress,
     Source as ShootSource,
 };
+pub(crate) use shoot_cache::Freshness as ShootFreshness;
 
 pub(crate) use crate::crd::FIELD_MANAGER;

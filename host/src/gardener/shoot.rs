@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 use super::FIELD_MANAGER;
-use super::shoot_cache::ShootCache;
+use super::shoot_cache::{Freshness, ShootCache};
 use crate::api;
 use crate::plugins::ShootIdentity;
 
@@ -171,13 +171,19 @@ impl ShootClient {
         Ok(shoot)
     }
 
-    /// The Shoot from the cache when it can answer for it, else from Gardener.
+    /// The Shoot from the cache when it can answer for it as `freshness` asks, else from
+    /// Gardener.
     pub(crate) async fn read(
         &self,
         namespace: &str,
         name: &str,
+        freshness: Freshness,
     ) -> Result<(Option<DynamicObject>, Source), ShootError> {
-        match self.cache.get(namespace, name, CACHE_PATIENCE).await {
+        match self
+            .cache
+            .get(namespace, name, freshness, CACHE_PATIENCE)
+            .await
+        {
             Some(shoot) => Ok((Some(shoot), Source::Cache)),
             None => Ok((self.get(namespace, name).await?, Source::Gardener)),
         }

@@ -8,7 +8,10 @@
 //! reconcile right after a patch must not judge the Shoot from before it); so is every Shoot
 //! while the watch is down or relisting. Decisions that write to Gardener read the Shoot
 //! afresh anyway (`Machine::fresh_shoot`): the cache only saves the reads of reconciles
-//! that end with nothing to do.
+//! that end with nothing to do. A Shoot Gardener is working on is answered only when the
+//! watch delivered it recently ([`Freshness::DeliveredWithin`]): the reconciles its events
+//! and the Runtime's own status writes cause read the cache, a poll after a quiet spell
+//! reads Gardener (the watch may lag or have stalled).
 //!
 //! Shoots are kept slimmed (`api::slim`): who wrote a Shoot is what a settled Runtime's
 //! judgement needs (KIM's field manager); which fields each manager owns only a write
@@ -21,6 +24,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use kube::api::DynamicObject;
 use kube::runtime::watcher;
@@ -50,9 +54,21 @@ enum State {
 /// A Shoot's `namespace/name`.
 type Key = Box<str>;
 
+/// How recent a cached Shoot must be to answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Freshness {
+    /// Any entry the watch caught up with (a settled Runtime: every change brings an
+    /// event, and a missed one is no work lost).
+    Any,
+    /// Delivered by the watch (or its list) within this long (a Shoot in progress).
+    DeliveredWithin(Duration),
+}
+
 /// A slimmed Shoot, packed, with the version it is at.
 struct Entry {
     version: Option<String>,
+    /// When the watch delivered it.
+    delivered: Instant,
     /// `None` if it did not pack (a `DynamicObject` always serializes): never answered.
     /// Shared so that a read inflates it outside the lock.
     shoot: Option<Arc<Packed>>,
@@ -132,22 +148,35 @@ impl ShootCache {
         &self,
         namespace: &str,
         name: &str,
-        patience: std::time::Duration,
+        freshness: Freshness,
+        patience: Duration,
     ) -> Option<DynamicObject> {
         let mut state = self.state.subscribe();
         let listed = state.wait_for(|s| *s != State::Listing);
         let _ = tokio::time::timeout(patience, listed).await;
-        self.cached(namespace, name)
+        self.cached(namespace, name, freshness, Instant::now())
     }
 
-    fn cached(&self, namespace: &str, name: &str) -> Option<DynamicObject> {
+    fn cached(
+        &self,
+        namespace: &str,
+        name: &str,
+        freshness: Freshness,
+        now: Instant,
+    ) -> Option<DynamicObject> {
         let key = key(namespace, name);
         let packed = {
             let inner = self.inner.lock().expect("shoot cache lock");
             if *self.state.borrow() != State::Synced || inner.ahead.contains_key(&key) {
                 return None;
             }
-            inner.shoots.get(&key)?.shoot.clone()?
+            let entry = inner.shoots.get(&key)?;
+            if let Freshness::DeliveredWithin(age) = freshness
+                && now.saturating_duration_since(entry.delivered) > age
+            {
+                return None;
+            }
+            entry.shoot.clone()?
         };
         // Packed by `entry` from a `DynamicObject`: reads back unless memory is corrupt;
         // should it not, Gardener is asked.
@@ -184,6 +213,7 @@ fn entry(shoot: &DynamicObject) -> Entry {
     crate::api::slim(&mut shoot);
     Entry {
         version: shoot.metadata.resource_version.clone(),
+        delivered: Instant::now(),
         shoot: Packed::of(&shoot).map(Arc::new),
     }
 }
@@ -228,7 +258,7 @@ mod tests {
 
     fn version(cache: &ShootCache, name: &str) -> Option<String> {
         cache
-            .cached("garden-p", name)
+            .cached("garden-p", name, Freshness::Any, Instant::now())
             .and_then(|s| s.metadata.resource_version)
     }
 
@@ -278,6 +308,32 @@ mod tests {
         assert_eq!(cache.len(), 1);
     }
 
+    #[test]
+    fn a_shoot_in_progress_is_answered_only_while_its_last_delivery_is_recent() {
+        let cache = ShootCache::default();
+        listed(&cache, &[shoot("a", "1")]);
+        let recent = Freshness::DeliveredWithin(Duration::from_secs(30));
+        let at = |after: u64| Instant::now() + Duration::from_secs(after);
+        let answers = |freshness, now| {
+            cache
+                .cached("garden-p", "a", freshness, now)
+                .and_then(|s| s.metadata.resource_version)
+        };
+        assert_eq!(answers(recent, at(0)).as_deref(), Some("1"));
+        assert_eq!(
+            answers(recent, at(31)),
+            None,
+            "quiet for longer: ask Gardener"
+        );
+        assert_eq!(answers(Freshness::Any, at(31)).as_deref(), Some("1"));
+        cache.apply(&watcher::Event::Apply(shoot("a", "2")));
+        assert_eq!(
+            answers(recent, at(29)).as_deref(),
+            Some("2"),
+            "a new event makes it recent again"
+        );
+    }
+
     #[tokio::test]
     async fn a_read_waits_for_the_first_list_but_not_for_a_watch_that_is_down() {
         let cache = std::sync::Arc::new(ShootCache::default());
@@ -287,7 +343,7 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             listed(&listing, &[shoot("a", "1")]);
         });
-        let read = cache.get("garden-p", "a", patience).await;
+        let read = cache.get("garden-p", "a", Freshness::Any, patience).await;
         assert_eq!(
             read.and_then(|s| s.metadata.resource_version).as_deref(),
             Some("1")
@@ -295,7 +351,12 @@ mod tests {
         lister.await.expect("listed");
         cache.lost();
         let started = std::time::Instant::now();
-        assert!(cache.get("garden-p", "a", patience).await.is_none());
+        assert!(
+            cache
+                .get("garden-p", "a", Freshness::Any, patience)
+                .await
+                .is_none()
+        );
         assert!(
             started.elapsed() < patience,
             "a watch that is down is not waited for"
@@ -306,7 +367,9 @@ mod tests {
     fn keeps_shoots_slimmed() {
         let cache = ShootCache::default();
         listed(&cache, &[shoot("a", "1")]);
-        let cached = cache.cached("garden-p", "a").expect("cached");
+        let cached = cache
+            .cached("garden-p", "a", Freshness::Any, Instant::now())
+            .expect("cached");
         let entries = cached.metadata.managed_fields.expect("managers kept");
         assert_eq!(entries[0].manager.as_deref(), Some("tessera"));
         assert_eq!(entries[0].fields_v1, None);

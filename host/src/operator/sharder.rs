@@ -196,8 +196,16 @@ impl Sharder {
         }
     }
 
-    /// Run until the process ends (the leader stops by exiting).
-    pub(crate) async fn run(self, view: View) -> std::convert::Infallible {
+    /// Run until the process ends (the leader stops by exiting). `quiet` is told after
+    /// the first pass that had nothing to move or take, once a lease duration has passed
+    /// (by then the Lease of a replica that died with the last leader has run out): work
+    /// that can wait (the sweep) waits for it, since a dead replica's objects move first.
+    pub(crate) async fn run(
+        self,
+        view: View,
+        quiet: tokio::sync::oneshot::Sender<()>,
+    ) -> std::convert::Infallible {
+        let (mut quiet, leading) = (Some(quiet), std::time::Instant::now());
         let View {
             shards,
             kinds,
@@ -213,8 +221,14 @@ impl Sharder {
         loop {
             let mut wait = tick;
             if !fenced(&self.fence, &mut paused) && self.ready(&shards, &kinds) {
-                self.pass(&shards, &kinds, &mut acted).await;
+                let moved = self.pass(&shards, &kinds, &mut acted).await;
                 wait = wait.min(shards.next_expiry().saturating_add(EXPIRY_MARGIN));
+                if moved == 0
+                    && leading.elapsed() >= self.lease_duration
+                    && let Some(quiet) = quiet.take()
+                {
+                    let _ = quiet.send(());
+                }
             }
             tokio::select! {
                 _ = triggers.next() => {}
@@ -245,8 +259,9 @@ impl Sharder {
             && kinds.iter().all(|k| k.store().listed())
     }
 
-    /// One look at everything: label, drain, take and delete as decided.
-    async fn pass(&self, shards: &Shards, kinds: &[Kind], acted: &mut Acted) {
+    /// One look at everything: label, drain, take and delete as decided; how many
+    /// objects and Leases it decided to move or take.
+    async fn pass(&self, shards: &Shards, kinds: &[Kind], acted: &mut Acted) -> usize {
         let now = jiff::Timestamp::now();
         let leases = shards.leases();
         let liveness: BTreeMap<String, Liveness> = leases
@@ -259,9 +274,10 @@ impl Sharder {
                 .filter(|(_, l)| **l == Liveness::Ready)
                 .map(|(s, _)| s.clone()),
         );
-        let mut counts = BTreeMap::new();
+        let (mut counts, mut moved) = (BTreeMap::new(), 0);
         for kind in kinds {
             let moves = plan(kind, &ring, &liveness, acted, &mut counts);
+            moved += moves.len();
             self.perform(kind, moves, acted).await;
         }
         acted.retain(|uid, _| kinds.iter().any(|k| k.store().contains(uid)));
@@ -269,11 +285,15 @@ impl Sharder {
             let facts = self.facts(shard, lease, &counts, now);
             match lease_move(liveness[shard], facts) {
                 LeaseMove::Keep => {}
-                LeaseMove::TakeOver => self.take(lease, now).await,
+                LeaseMove::TakeOver => {
+                    moved += 1;
+                    self.take(lease, now).await;
+                }
                 LeaseMove::Delete => self.delete(lease).await,
             }
         }
         self.metrics.set_shard_objects(&counts);
+        moved
     }
 
     /// What the Lease of `shard` is besides its liveness.

@@ -90,15 +90,18 @@ impl Sharding {
         let lost = view.follow(leading).await?;
         ctx.metrics.set_leader(true);
         ctx.leading.send_replace(true);
-        // Beside the sharder, not before it.
+        // Beside the sharder, once it has nothing to move: its lists of every kubeconfig
+        // Secret and RuntimeKubeconfig would load the API server while the label writes
+        // that move a dead replica's objects wait on it.
+        let (quiet, sharded) = tokio::sync::oneshot::channel();
         let sweep = async {
-            if ctx.config.controllers == Controllers::All {
+            if sharded.await.is_ok() && ctx.config.controllers == Controllers::All {
                 super::sweep_kubeconfig_secrets(ctx).await;
             }
         };
         tokio::select! {
             error = lost => Err(error),
-            (_, never) = async { tokio::join!(sweep, sharder.run(view)) } => match never {},
+            (_, never) = async { tokio::join!(sweep, sharder.run(view, quiet)) } => match never {},
         }
     }
 

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use tessera::crd::{RuntimeKubeconfig, labels};
 use tessera_tests::probe::{eventually, http_get, tail};
 
-use super::{ControlPlane, Host, LIMIT, Result, RuntimeState, Scenario};
+use super::{ControlPlane, Host, LIMIT, Result, RuntimeState, Scenario, orphaned_kubeconfig};
 
 const RUNTIMES: usize = 8;
 /// `--lease-duration` of the scenario's hosts.
@@ -121,6 +121,14 @@ fn created_once(s: &Scenario<'_>, ids: &[String]) -> Result {
 
 pub(super) async fn shards_split_and_hand_over(cp: &ControlPlane) -> Result {
     let s = Scenario::new(cp, "t-shard").await;
+    // Swept by the leader once it has nothing to move.
+    s.secrets()
+        .create(
+            &PostParams::default(),
+            &orphaned_kubeconfig("kubeconfig-ghost"),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
     let mut a = shard_host(&s, "shard-a");
     let b = shard_host(&s, "shard-b");
     let ids: Vec<String> = (0..RUNTIMES).map(id).collect();
@@ -150,6 +158,11 @@ pub(super) async fn shards_split_and_hand_over(cp: &ControlPlane) -> Result {
         return Err(format!("the Runtimes were not split: {placed:?}"));
     }
     kubeconfigs_follow(&s).await?;
+    eventually("the leader to sweep the orphaned Secret", LIMIT, || async {
+        let left = s.secrets().get_opt("kubeconfig-ghost").await.ok()?;
+        left.is_none().then_some(())
+    })
+    .await?;
     let created = [&a, &b].map(|h| h.logs().matches("Shoot created").count());
     if created.contains(&0) || created.iter().sum::<usize>() != RUNTIMES {
         return Err(format!(

@@ -7,7 +7,7 @@ use super::super::machine::{Ask, Machine, Step, Transition};
 use crate::controllers::kit::finalizer;
 use crate::controllers::{ReconcileError, labels};
 use crate::crd::{Reason, RuntimeState};
-use crate::gardener::ShootSource;
+use crate::gardener::{ShootFreshness, ShootSource};
 
 pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let has_finalizer = finalizer::has(m.runtime.as_ref(), labels::RUNTIME_FINALIZER);
@@ -31,16 +31,16 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     if m.status.state.is_none() {
         m.set_state(RuntimeState::Pending);
     }
-    // A settled Runtime is judged from the watch's cache: no request to Gardener. One in
-    // progress reads its Shoot, so that its poll sees Gardener's progress even while the
-    // watch lags or stalls.
-    let settled = m.is_settled();
+    // Judged from the watch's cache, without a request to Gardener: a settled Runtime
+    // always, one in progress only after a recent event of its Shoot (half a poll
+    // interval), so that its poll sees Gardener's progress even while the watch lags or
+    // stalls. A write reads the Shoot afresh either way.
+    let freshness = match m.is_settled() {
+        true => ShootFreshness::Any,
+        false => ShootFreshness::DeliveredWithin(m.ctx.config.requeue.pending / 2),
+    };
     (m.shoot, m.shoot_source) = match &m.status.shoot {
-        Some(r) if settled => m.ctx.shoots.read(&r.namespace, &r.name).await?,
-        Some(r) => (
-            m.ctx.shoots.get(&r.namespace, &r.name).await?,
-            ShootSource::Gardener,
-        ),
+        Some(r) => m.ctx.shoots.read(&r.namespace, &r.name, freshness).await?,
         None => (None, ShootSource::Gardener),
     };
     m.gardener_answered |= m.status.shoot.is_some();
