@@ -24,11 +24,24 @@ pub(crate) async fn client(
         ctx.clusters.forget(namespace, &name);
         fail(format!("Secret {namespace}/{name} does not exist"))
     })?;
+    client_of(ctx, runtime_id, &secret).await
+}
+
+/// A client for the cluster of `runtime_id` from its kubeconfig Secret as the caller read
+/// it (checked like any other kubeconfig).
+pub(crate) async fn client_of(
+    ctx: &Context,
+    runtime_id: &str,
+    secret: &Secret,
+) -> Result<Client, ReconcileError> {
     let (client, _) = ctx
         .clusters
-        .client(&ctx.config.kubeconfigs, &secret, "config", &ctx.fence)
+        .client(&ctx.config.kubeconfigs, secret, "config", &ctx.fence)
         .await
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| ReconcileError::RuntimeCluster {
+            runtime: runtime_id.to_string(),
+            message: e.to_string(),
+        })?;
     Ok(client)
 }
 

@@ -56,11 +56,12 @@ pub(crate) async fn reach(
             "Secret {namespace}/{name} is not (yet) the kubeconfig Tessera wrote for Runtime {runtime}"
         ));
     };
-    let admin = secret.data.unwrap_or_default().remove("config");
-    let Some(admin) = admin.and_then(|b| String::from_utf8(b.0).ok()) else {
+    let admin = secret.data.as_ref().and_then(|d| d.get("config"));
+    let Some(admin) = admin.and_then(|b| String::from_utf8(b.0.clone()).ok()) else {
         return pending(format!("Secret {namespace}/{name} holds no kubeconfig"));
     };
-    match runtime_cluster::client(ctx, namespace, runtime).await {
+    // From the Secret just read: reading it again for the client is a request per pass.
+    match runtime_cluster::client_of(ctx, runtime, &secret).await {
         Ok(client) => Ok(Reach::Cluster { client, admin }),
         Err(e) => Ok(Reach::Wait(Reason::TargetUnreachable, e.to_string())),
     }

@@ -63,6 +63,9 @@ pub(crate) struct Machine {
     pub(crate) cache_secrets: std::collections::BTreeMap<String, String>,
     /// A registry cache waits for its runtime cluster: come back soon after Ready.
     pub(crate) caches_waiting: bool,
+    /// The runtime cluster's client, once a step of this reconcile needed it: the steps
+    /// that prepare the cluster share one read of the kubeconfig Secret.
+    cluster: Option<kube::Client>,
 }
 
 impl Machine {
@@ -80,7 +83,21 @@ impl Machine {
             gardener_answered: false,
             cache_secrets: Default::default(),
             caches_waiting: false,
+            cluster: None,
         }
+    }
+
+    /// The runtime cluster's client (see `runtime_cluster::client`), read once per
+    /// reconcile.
+    pub(crate) async fn cluster(&mut self) -> Result<kube::Client, ReconcileError> {
+        if let Some(client) = &self.cluster {
+            return Ok(client.clone());
+        }
+        let client =
+            crate::controllers::runtime_cluster::client(&self.ctx, &self.namespace(), &self.id())
+                .await?;
+        self.cluster = Some(client.clone());
+        Ok(client)
     }
 
     /// The runtime id.

@@ -26,7 +26,7 @@ use tessera_sdk::models::ImageRegistryCache;
 use super::machine::Machine;
 use super::takeover;
 use crate::api;
-use crate::controllers::{ReconcileError, labels, runtime_cluster};
+use crate::controllers::{ReconcileError, labels};
 use crate::crd::{ConditionStatus, ConditionType, FIELD_MANAGER, Reason};
 
 /// The name prefix of every copy (KIM's `RegistryCacheSecretPrefix`).
@@ -277,10 +277,8 @@ async fn copies(m: &Machine, api: &Api<Secret>) -> Result<Vec<Copy>, ReconcileEr
 /// The caches with credentials, with their Secrets' data when the runtime cluster answers;
 /// and, for each cache that cannot be served (its Secret missing or unreadable there, no or
 /// a repeated uid), why, naming the field.
-async fn wanted(m: &Machine, caches: &[ImageRegistryCache]) -> (Vec<Wanted>, Vec<String>) {
-    let client = runtime_cluster::client(&m.ctx, &m.namespace(), &m.id())
-        .await
-        .ok();
+async fn wanted(m: &mut Machine, caches: &[ImageRegistryCache]) -> (Vec<Wanted>, Vec<String>) {
+    let client = m.cluster().await.ok();
     let mut wanted = Vec::new();
     let mut missing = Vec::new();
     for (i, cache, secret) in with_secrets(caches) {

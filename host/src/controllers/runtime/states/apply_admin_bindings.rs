@@ -24,7 +24,7 @@ pub(crate) fn binding_name(runtime_id: &str, user: &str) -> String {
 
 pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     let admins = m.runtime.spec.inner.security.administrators.clone();
-    let client = runtime_cluster::client(&m.ctx, &m.namespace(), &m.id()).await?;
+    let client = m.cluster().await?;
     let api: Api<ClusterRoleBinding> = Api::all(client);
     let id = m.id();
     let existing = runtime_cluster::list_owned(&api, &id).await?;

@@ -36,7 +36,7 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
     if !oidc_extension_on(m.shoot.as_ref()) || (configs.is_empty() && !had_any && !taking_over) {
         return Ok(Transition::Next(Step::ApplyAdminBindings));
     }
-    let client = runtime_cluster::client(&m.ctx, &m.namespace(), &m.id()).await?;
+    let client = m.cluster().await?;
     let api: Api<DynamicObject> = Api::all_with(client, &resource());
     let id = m.id();
     let existing = runtime_cluster::list_owned(&api, &id).await?;

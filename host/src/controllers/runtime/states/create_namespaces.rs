@@ -10,7 +10,7 @@ use kube::api::{Api, PostParams};
 
 use super::super::machine::{Machine, Step, Transition};
 use crate::api;
-use crate::controllers::{ReconcileError, labels, runtime_cluster};
+use crate::controllers::{ReconcileError, labels};
 use crate::crd::{Condition, ConditionStatus, ConditionType, FIELD_MANAGER, Reason};
 
 /// The `KymaSystemNSCreated` message once `names` exist.
@@ -40,7 +40,7 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         return Ok(Transition::Next(Step::ConfigureOidc));
     }
     let id = m.id();
-    let client = runtime_cluster::client(&m.ctx, &m.namespace(), &id).await?;
+    let client = m.cluster().await?;
     let api: Api<Namespace> = Api::all(client);
     for name in &names {
         ensure(&api, name, &id)

@@ -47,7 +47,7 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         "data": { "details": text },
     });
     let id = m.id();
-    let client = runtime_cluster::client(&m.ctx, &m.namespace(), &id).await?;
+    let client = m.cluster().await?;
     let api: Api<ConfigMap> = Api::namespaced(client, NAMESPACE);
     let params = PatchParams::apply(FIELD_MANAGER).force();
     api.patch(NAME, &params, &Patch::Apply(&doc))
