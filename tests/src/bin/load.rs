@@ -578,6 +578,16 @@ impl Placements {
         placements
     }
 
+    /// Runtimes labelled for `shard`, once the watch has listed them.
+    fn listed_on(&self, shard: &str) -> usize {
+        loop {
+            match self.on(shard) {
+                Some(n) => return n,
+                None => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+
     /// Runtimes labelled for `shard` (`None` until the watch has listed them once).
     fn on(&self, shard: &str) -> Option<usize> {
         let held = self.0.lock().expect("placements lock");
@@ -600,12 +610,7 @@ fn failover(bench: &Bench, replicas: Replicas) -> anyhow::Result<()> {
         .unwrap_or(0);
     let victim = &names[index];
     let placements = Placements::follow(bench);
-    let moving = loop {
-        match placements.on(victim) {
-            Some(n) => break n,
-            None => std::thread::sleep(Duration::from_millis(100)),
-        }
-    };
+    let moving = placements.listed_on(victim);
     let leader = hosts[index].logs().contains("became leader");
     let before = bench.cp.sim_stats();
     hosts[index].kill();
