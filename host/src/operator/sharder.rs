@@ -198,8 +198,9 @@ impl Sharder {
 
     /// Run until the process ends (the leader stops by exiting). `quiet` is told after
     /// the first pass that had nothing to move or take, once a lease duration has passed
-    /// (by then the Lease of a replica that died with the last leader has run out): work
-    /// that can wait (the sweep) waits for it, since a dead replica's objects move first.
+    /// (by then the Lease of a replica that died with the last leader has run out), or
+    /// after ten lease durations: work that can wait (the sweep) waits for it, since a
+    /// dead replica's objects move first.
     pub(crate) async fn run(
         self,
         view: View,
@@ -223,8 +224,10 @@ impl Sharder {
             if !fenced(&self.fence, &mut paused) && self.ready(&shards, &kinds) {
                 let moved = self.pass(&shards, &kinds, &mut acted).await;
                 wait = wait.min(shards.next_expiry().saturating_add(EXPIRY_MARGIN));
-                if moved == 0
-                    && leading.elapsed() >= self.lease_duration
+                // A write refused for good would keep every pass moving: the sweep waits
+                // ten lease durations at most.
+                let led = leading.elapsed();
+                if (moved == 0 && led >= self.lease_duration || led >= 10 * self.lease_duration)
                     && let Some(quiet) = quiet.take()
                 {
                     let _ = quiet.send(());

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use futures::StreamExt;
 use kube::api::{Api, ListParams, PartialObjectMeta, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tessera::crd::labels::SHARD;
 use tessera::crd::{Plugin, Runtime, RuntimeState};
@@ -557,7 +557,7 @@ impl Placements {
         let api: Api<PartialObjectMeta<Runtime>> = Api::namespaced(bench.client.clone(), "load");
         let into = placements.clone();
         bench.rt.spawn(async move {
-            let events = watcher(api, watcher::Config::default());
+            let events = watcher(api, watcher::Config::default()).default_backoff();
             let mut events = std::pin::pin!(events);
             while let Some(event) = events.next().await {
                 let mut held = into.0.lock().expect("placements lock");
