@@ -1016,15 +1016,21 @@ async fn foreign_ca_refused(cp: &ControlPlane) -> Result {
     })
 }
 
-/// A kubeconfig Secret `name` whose RuntimeKubeconfig is gone (its owner's uid names none).
-fn orphaned_kubeconfig(name: &str) -> Secret {
-    serde_json::from_value(json!({
+/// Create a kubeconfig Secret `name` whose RuntimeKubeconfig is gone (its owner's uid
+/// names none).
+async fn create_orphaned_kubeconfig(s: &Scenario<'_>, name: &str) -> Result {
+    let orphan: Secret = serde_json::from_value(json!({
         "metadata": { "name": name, "labels": { "tessera.dev/kubeconfig": "true" },
             "ownerReferences": [{ "apiVersion": "tessera.dev/v1alpha1", "kind": "RuntimeKubeconfig",
                 "name": "ghost", "uid": "00000000-0000-0000-0000-000000000000", "controller": true }] },
         "data": { "config": "Z2hvc3Q=" },
     }))
-    .expect("a Secret")
+    .expect("a Secret");
+    s.secrets()
+        .create(&PostParams::default(), &orphan)
+        .await
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 async fn deleted_while_host_down(cp: &ControlPlane) -> Result {
@@ -1048,13 +1054,7 @@ async fn deleted_while_host_down(cp: &ControlPlane) -> Result {
         return Err("Secret vanished without a host".into());
     }
     // A kubeconfig Secret whose owner vanished while no host ran (finalizer removed by hand).
-    s.secrets()
-        .create(
-            &PostParams::default(),
-            &orphaned_kubeconfig("kubeconfig-ghost"),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
+    create_orphaned_kubeconfig(&s, "kubeconfig-ghost").await?;
     // One that only carries the label was made by someone else: it stays.
     let foreign: Secret = serde_json::from_value(json!({
         "metadata": { "name": "kubeconfig-foreign", "labels": { "tessera.dev/kubeconfig": "true" } },

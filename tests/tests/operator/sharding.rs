@@ -9,11 +9,13 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use tessera::crd::{RuntimeKubeconfig, labels};
 use tessera_tests::probe::{eventually, http_get, tail};
 
-use super::{ControlPlane, Host, LIMIT, Result, RuntimeState, Scenario, orphaned_kubeconfig};
+use super::{
+    ControlPlane, Host, LIMIT, Result, RuntimeState, Scenario, create_orphaned_kubeconfig,
+};
 
 const RUNTIMES: usize = 8;
 /// `--lease-duration` of the scenario's hosts.
@@ -122,13 +124,7 @@ fn created_once(s: &Scenario<'_>, ids: &[String]) -> Result {
 pub(super) async fn shards_split_and_hand_over(cp: &ControlPlane) -> Result {
     let s = Scenario::new(cp, "t-shard").await;
     // Swept by the leader once it has nothing to move.
-    s.secrets()
-        .create(
-            &PostParams::default(),
-            &orphaned_kubeconfig("kubeconfig-ghost"),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
+    create_orphaned_kubeconfig(&s, "kubeconfig-ghost").await?;
     let mut a = shard_host(&s, "shard-a");
     let b = shard_host(&s, "shard-b");
     let ids: Vec<String> = (0..RUNTIMES).map(id).collect();
