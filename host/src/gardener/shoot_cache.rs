@@ -5,8 +5,9 @@
 //!
 //! The cache answers only for what it has caught up with. A Shoot this host read or wrote
 //! itself at a version the watch has not delivered yet is read from Gardener again (a
-//! reconcile right after a patch must not judge the Shoot from before it); so is every Shoot
-//! while the watch is down or relisting. Decisions that write to Gardener read the Shoot
+//! reconcile right after a patch must not judge the Shoot from before it, nor after a
+//! relist from the API server's cache, which may be older than the patch); so is every
+//! Shoot while the watch is down or relisting. Decisions that write to Gardener read the Shoot
 //! afresh anyway (`Machine::fresh_shoot`): the cache only saves the reads of reconciles
 //! that end with nothing to do. A Shoot Gardener is working on is answered only when the
 //! watch delivered it recently ([`Freshness::DeliveredWithin`]): the reconciles its events
@@ -123,11 +124,10 @@ impl ShootCache {
                 let listing = inner.listing.get_or_insert_default();
                 listing.insert(key_of(s), packed);
             }
-            // A fresh list is newer than anything this host saw before it started.
             (watcher::Event::InitDone, _) => {
                 inner.shoots = inner.listing.take().unwrap_or_default();
                 inner.shoots.shrink_to_fit();
-                inner.ahead.clear();
+                confirmed_by_list(&mut inner);
                 self.state.send_replace(State::Synced);
             }
             // Both are packed above.
@@ -206,6 +206,12 @@ impl ShootCache {
     fn len(&self) -> usize {
         self.inner.lock().expect("shoot cache lock").shoots.len()
     }
+
+    #[cfg(test)]
+    fn is_ahead(&self, name: &str) -> bool {
+        let inner = self.inner.lock().expect("shoot cache lock");
+        inner.ahead.contains_key(&key("garden-p", name))
+    }
 }
 
 fn entry(shoot: &DynamicObject) -> Entry {
@@ -229,6 +235,21 @@ fn caught_up(inner: &mut Inner, shoot: &DynamicObject) {
     if done {
         inner.ahead.remove(&key);
     }
+}
+
+/// After a complete list: forget what this host was ahead with where the list shows it.
+/// The list (`resourceVersion=0`, from the API server's cache) may be older than this
+/// host's last write, so an entry it shows at another version stays until the watch
+/// delivers that version, or this host's next read from Gardener finds the cache current
+/// (`ShootCache::saw`). A Shoot this host found gone and the list does not hold is settled.
+fn confirmed_by_list(inner: &mut Inner) {
+    let Inner { shoots, ahead, .. } = inner;
+    ahead.retain(|key, version| match (version, shoots.get(key)) {
+        (None, None) => false,
+        (None, Some(_)) => true,
+        (Some(version), listed) => listed.and_then(|e| e.version.as_ref()) != Some(version),
+    });
+    ahead.shrink_to_fit();
 }
 
 #[cfg(test)]
@@ -292,20 +313,53 @@ mod tests {
     }
 
     #[test]
-    fn a_delete_waits_for_any_event_of_the_shoot_and_a_relist_forgets_what_was_ahead() {
+    fn a_delete_waits_for_any_event_of_the_shoot_and_a_relist_forgets_what_it_shows() {
         let cache = ShootCache::default();
-        listed(&cache, &[shoot("a", "1"), shoot("b", "1")]);
+        listed(&cache, &[shoot("a", "1"), shoot("b", "1"), shoot("c", "1")]);
         cache.changed("garden-p", "a");
         cache.saw(&shoot("b", "9"));
+        cache.saw(&shoot("c", "4"));
         assert_eq!(version(&cache, "a"), None);
         cache.apply(&watcher::Event::Apply(shoot("a", "2")));
         assert_eq!(version(&cache, "a").as_deref(), Some("2"));
         cache.apply(&watcher::Event::Delete(shoot("a", "3")));
         assert_eq!(version(&cache, "a"), None, "deleted");
+        cache.changed("garden-p", "a");
         assert_eq!(version(&cache, "b"), None);
-        listed(&cache, &[shoot("b", "10")]);
-        assert_eq!(version(&cache, "b").as_deref(), Some("10"));
-        assert_eq!(cache.len(), 1);
+        listed(&cache, &[shoot("b", "10"), shoot("c", "4")]);
+        assert_eq!(
+            version(&cache, "c").as_deref(),
+            Some("4"),
+            "the list shows it"
+        );
+        assert!(!cache.is_ahead("a"), "gone, and the list agrees");
+        assert_eq!(cache.len(), 2);
+        assert_eq!(
+            version(&cache, "b"),
+            None,
+            "listed at another version: newer, or a stale list from before this host's write"
+        );
+        cache.saw(&shoot("b", "10"));
+        assert_eq!(
+            version(&cache, "b").as_deref(),
+            Some("10"),
+            "Gardener agrees"
+        );
+    }
+
+    #[test]
+    fn a_stale_relist_does_not_hide_this_hosts_write() {
+        let cache = ShootCache::default();
+        listed(&cache, &[shoot("a", "1")]);
+        cache.saw(&shoot("a", "5"));
+        listed(&cache, &[shoot("a", "4")]);
+        assert_eq!(
+            version(&cache, "a"),
+            None,
+            "the list is older than the write"
+        );
+        cache.apply(&watcher::Event::Apply(shoot("a", "5")));
+        assert_eq!(version(&cache, "a").as_deref(), Some("5"));
     }
 
     #[test]

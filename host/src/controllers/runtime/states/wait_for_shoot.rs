@@ -122,13 +122,6 @@ pub(crate) async fn run(m: &mut Machine) -> Result<Transition, ReconcileError> {
         // Nothing changed since the Runtime became Ready: skip the runtime cluster;
         // `Ready` rewrites nothing that is already true.
         Verdict::Done if m.is_settled() => Ok(Transition::Next(Step::Ready)),
-        // A step forward or a lasting failure is decided on the Shoot as Gardener has it,
-        // not on a cached copy a relist may have served from before this host's patch.
-        Verdict::Done | Verdict::Fatal(_)
-            if let Some(again) = m.fresh_shoot(Step::WaitForShoot).await? =>
-        {
-            Ok(Transition::Next(again))
-        }
         Verdict::Done => Ok(Transition::Next(Step::HandleKubeconfig)),
         Verdict::Fatal(message) => Ok(m.fail(Reason::GardenerErrorFatal, message)),
         Verdict::Retry { message, ask, wait } => {
