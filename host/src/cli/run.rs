@@ -96,6 +96,12 @@ pub struct RunArgs {
     /// Re-check Ready Runtimes this often [default: only when something changes].
     #[arg(long, value_parser = duration)]
     requeue_ready: Option<Duration>,
+    /// Pass settled ModuleSets this often without an event: their plugins run and every
+    /// object is applied again, repairing drift the drift watches did not see (a cluster
+    /// dropped after --target-idle has none). Each pass costs its target cluster a request
+    /// per object: thousands of clusters served by few API servers may need it longer.
+    #[arg(long, default_value = "10m", value_parser = duration)]
+    requeue_modules: Duration,
     /// `/healthz` fails (and the kubelet restarts the host) once an object has waited this
     /// long for its controller (a generation not yet observed, a deletion our finalizer
     /// holds) with no reconcile of it ending: a watch that stopped delivering, a reconcile
@@ -218,9 +224,10 @@ pub struct RunArgs {
     /// A target cluster no ModuleSet pass asked for this long loses its client, discovery
     /// cache and drift watches; the next pass of one of its sets connects again and
     /// applies everything (repairing what changed meanwhile). Settled sets pass every
-    /// 10 minutes, so the default keeps their clusters and drops those of deleted or moved
-    /// sets; below 10 minutes a host with thousands of clusters keeps only the busy ones
-    /// connected, and drift on the others is repaired at their next pass (0: never drop).
+    /// --requeue-modules (10 minutes), so the default keeps their clusters and drops those
+    /// of deleted or moved sets; below that a host with thousands of clusters keeps only
+    /// the busy ones connected, and drift on the others is repaired at their next pass
+    /// (0: never drop).
     #[arg(long, default_value = "15m", value_parser = duration)]
     target_idle: Duration,
     /// Daily maintenance windows (YAML: `default`, `regions.<region>`, `sets.<ns>/<name>`,
@@ -372,6 +379,7 @@ fn operator_config(args: RunArgs) -> anyhow::Result<OperatorConfig> {
             error: args.requeue_error,
             error_max: args.requeue_error_max,
             ready: args.requeue_ready,
+            modules: args.requeue_modules,
         },
         stall_timeout: (!args.stall_timeout.is_zero()).then_some(args.stall_timeout),
         kubeconfig_expiration: args.kubeconfig_expiration,

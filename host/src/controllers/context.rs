@@ -27,6 +27,9 @@ pub struct RequeueTimes {
     pub error_max: Duration,
     /// Re-check Ready Runtimes this often (`None`: only on change).
     pub ready: Option<Duration>,
+    /// Pass settled ModuleSets this often even without events: their plugins run and their
+    /// objects are applied again (drift on a cluster without drift watches is repaired then).
+    pub modules: Duration,
 }
 
 impl Default for RequeueTimes {
@@ -37,6 +40,7 @@ impl Default for RequeueTimes {
             error: Duration::from_secs(5),
             error_max: Duration::from_secs(300),
             ready: None,
+            modules: Duration::from_secs(600),
         }
     }
 }

@@ -14,9 +14,6 @@ use crate::crd::{
 use crate::modules::set::Notice;
 use crate::modules::{ModuleReport, SetOutcome, State};
 
-/// Re-check settled ModuleSets this often even without events (drift safety net).
-pub(crate) const RESYNC: Duration = Duration::from_secs(600);
-
 // The words of a ModuleSet's conditions.
 const READY: ConditionType = ConditionType::Ready;
 const TARGET_REACHABLE: ConditionType = ConditionType::TargetReachable;
@@ -332,11 +329,16 @@ pub(crate) fn notice_notes(before: &[ModuleReport], notices: &[Notice]) -> Vec<N
         .collect()
 }
 
-/// The shortest time a module asked for, at most [`RESYNC`]; with a module in Error, sooner
+/// The shortest time a module asked for, at most `resync` (`--requeue-modules`, the drift
+/// safety net); with a module in Error, sooner
 /// if the set's backoff says so, counting this as one more failure: failures on the target
 /// are often transient (an admission webhook, a quota).
-pub(crate) fn next_requeue(requested: Option<Duration>, status: &ModuleSetStatus) -> Requeue {
-    let after = requested.unwrap_or(RESYNC).min(RESYNC);
+pub(crate) fn next_requeue(
+    requested: Option<Duration>,
+    resync: Duration,
+    status: &ModuleSetStatus,
+) -> Requeue {
+    let after = requested.unwrap_or(resync).min(resync);
     if status.state != Some(State::Error) {
         return Requeue::After(after);
     }
@@ -357,6 +359,8 @@ mod tests {
 
     use super::*;
     use crate::modules::set::ModuleShadow;
+
+    const RESYNC: Duration = Duration::from_secs(600);
 
     fn set(deleting: bool) -> ModuleSet {
         let mut metadata = json!({"name": "main", "namespace": "team", "generation": 3});
@@ -736,7 +740,7 @@ mod tests {
 
     #[test]
     fn a_settled_set_is_looked_at_again_after_the_resync() {
-        let requeue = next_requeue(None, &with_state(State::Ready, "1/1 Ready"));
+        let requeue = next_requeue(None, RESYNC, &with_state(State::Ready, "1/1 Ready"));
         assert_eq!(requeue, Requeue::After(RESYNC));
     }
 
@@ -744,6 +748,7 @@ mod tests {
     fn a_module_asking_to_be_looked_at_sooner_is() {
         let requeue = next_requeue(
             Some(Duration::from_secs(5)),
+            RESYNC,
             &with_state(State::Processing, "0/1 Ready"),
         );
         assert_eq!(requeue, Requeue::After(Duration::from_secs(5)));
@@ -751,7 +756,11 @@ mod tests {
 
     #[test]
     fn a_module_asking_for_more_than_the_resync_gets_the_resync() {
-        let requeue = next_requeue(Some(RESYNC * 2), &with_state(State::Warning, "0/1 Ready"));
+        let requeue = next_requeue(
+            Some(RESYNC * 2),
+            RESYNC,
+            &with_state(State::Warning, "0/1 Ready"),
+        );
         assert_eq!(requeue, Requeue::After(RESYNC));
     }
 
@@ -762,7 +771,7 @@ mod tests {
             failure: failure.into(),
             at_most: Some(RESYNC),
         };
-        assert_eq!(next_requeue(None, &status), backoff("1/2 Ready"));
+        assert_eq!(next_requeue(None, RESYNC, &status), backoff("1/2 Ready"));
         condition(
             &set(false),
             &mut status,
@@ -772,7 +781,7 @@ mod tests {
             "page is Error: HTTP 500",
         );
         assert_eq!(
-            next_requeue(None, &status),
+            next_requeue(None, RESYNC, &status),
             backoff("page is Error: HTTP 500")
         );
     }

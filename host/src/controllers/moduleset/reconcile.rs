@@ -157,7 +157,8 @@ async fn conclude(
     publish(ctx, set, notes).await;
     write(api, set, old, &status).await?;
     set_state_metric(ctx, set, status.state);
-    let requeue = decide::next_requeue(outcome.requeue, &status);
+    let resync = ctx.config.requeue.modules;
+    let requeue = decide::next_requeue(outcome.requeue, resync, &status);
     Ok(requeue.action(ctx, &kit::key(set)))
 }
 
