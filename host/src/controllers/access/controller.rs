@@ -25,6 +25,7 @@ pub(crate) async fn run(ctx: Arc<Context>) {
     kit::controller(
         accesses,
         kit::shard::selected(&ctx, watcher::Config::default().any_semantic()),
+        kit::Wake::OnAnyChange,
     )
     .owns(
         secrets,

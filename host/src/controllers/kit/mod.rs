@@ -28,7 +28,7 @@ pub(crate) use requeue::Requeue;
 pub(crate) use retries::{LogLine, Retries, Retry};
 pub(crate) use secret::SecretBuilder;
 pub(crate) use wakes::catalog_wakes;
-pub(crate) use watch::controller;
+pub(crate) use watch::{Wake, controller};
 
 use crate::controllers::{Context, ReconcileError};
 use crate::metrics::ReconcileResult;

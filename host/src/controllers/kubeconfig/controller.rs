@@ -24,6 +24,7 @@ pub(crate) async fn run(ctx: Arc<Context>) {
     kit::controller(
         kubeconfigs,
         kit::shard::selected(&ctx, watcher::Config::default().any_semantic()),
+        kit::Wake::OnIntent,
     )
     .owns(
         secrets,

@@ -47,6 +47,7 @@ pub(crate) async fn run(ctx: Arc<Context>) {
     let controller = kit::controller(
         sets,
         kit::shard::selected(&mctx.ctx, watcher::Config::default().any_semantic()),
+        kit::Wake::OnIntent,
     );
     let catalog = catalog_changes(&mctx.ctx, controller.store());
     controller

@@ -26,7 +26,7 @@ pub(crate) async fn run(ctx: Arc<Context>) {
         rx.changed().await.ok()?;
         Some(((), rx))
     });
-    kit::controller(plugins, config)
+    kit::controller(plugins, config, kit::Wake::OnAnyChange)
         .reconcile_all_on(refusals)
         .reconcile_all_on(leading)
         .with_config(kube::runtime::controller::Config::default().concurrency(ctx.config.workers))

@@ -25,6 +25,7 @@ pub(crate) async fn run(ctx: Arc<Context>) {
     let controller = kit::controller(
         runtimes,
         kit::shard::selected(&ctx, watcher::Config::default().any_semantic()),
+        kit::Wake::OnAnyChange,
     );
     let catalog = catalog_changes(&ctx, controller.store());
     let shoots = super::shoot_watch::shoot_changes(ctx.clone(), controller.store());
