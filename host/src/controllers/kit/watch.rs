@@ -2,13 +2,15 @@
 //! written by a client and by the host's status writes carries two managed-fields entries,
 //! whose field sets are often as large as its spec, and no reconcile reads them.
 
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::hash::Hash;
 
+use futures::StreamExt;
 use kube::Resource;
 use kube::api::Api;
 use kube::runtime::controller::Controller;
-use kube::runtime::{PredicateConfig, WatchStreamExt, reflector, watcher};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde::de::DeserializeOwned;
 
 /// Which changes of its own objects wake a controller.
@@ -33,17 +35,66 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Debug + Unpin,
 {
     let (reader, writer) = reflector::store();
+    let mut seen = Seen::new(wake);
     let objects = watcher(api, config)
         .modify(crate::api::slim)
         .reflect(writer)
-        .applied_objects();
-    match wake {
-        Wake::OnAnyChange => Controller::for_stream(objects, reader),
-        Wake::OnIntent => {
-            let filtered = objects.predicate_filter(intent::<K>, PredicateConfig::default());
-            Controller::for_stream(filtered, reader)
+        .filter_map(move |event| futures::future::ready(seen.wakes(event)));
+    Controller::for_stream(objects, reader)
+}
+
+/// The intent last woken for, per object this watch holds.
+struct Seen {
+    wake: Wake,
+    intents: HashMap<String, u64>,
+}
+
+impl Seen {
+    fn new(wake: Wake) -> Self {
+        Self {
+            wake,
+            intents: HashMap::new(),
         }
     }
+
+    /// The object `event` wakes the controller for, if any. An object that left the watch
+    /// (deleted, or no longer selected: a shard label moved it) or a relist forgets what
+    /// was seen: coming back wakes it even with the intent it left with.
+    fn wakes<K: Resource>(
+        &mut self,
+        event: Result<watcher::Event<K>, watcher::Error>,
+    ) -> Option<Result<K, watcher::Error>> {
+        match event {
+            Err(e) => Some(Err(e)),
+            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                if self.wake == Wake::OnIntent {
+                    let intent = intent(&o)?;
+                    let was = self.intents.insert(key(&o), intent);
+                    if was == Some(intent) {
+                        return None;
+                    }
+                }
+                Some(Ok(o))
+            }
+            Ok(watcher::Event::Delete(o)) => {
+                self.intents.remove(&key(&o));
+                None
+            }
+            Ok(watcher::Event::Init) => {
+                self.intents.clear();
+                None
+            }
+            Ok(watcher::Event::InitDone) => None,
+        }
+    }
+}
+
+fn key<K: Resource>(object: &K) -> String {
+    let meta = object.meta();
+    meta.uid.clone().unwrap_or_else(|| {
+        let namespace = meta.namespace.as_deref().unwrap_or_default();
+        format!("{namespace}/{}", meta.name.as_deref().unwrap_or_default())
+    })
 }
 
 /// What `Wake::OnIntent` compares: equal for two versions that differ only in status,
@@ -92,5 +143,39 @@ mod tests {
         for changed in [spec, labelled, annotated, deleting] {
             assert_ne!(intent(&changed), intent(&base));
         }
+    }
+
+    #[test]
+    fn an_object_coming_back_into_the_watch_wakes_its_controller_again() {
+        let mut seen = Seen::new(Wake::OnIntent);
+        let mut wakes = |event| seen.wakes::<ModuleSet>(Ok(event)).is_some();
+        let mut placed = set();
+        placed.metadata.uid = Some("u1".into());
+        assert!(wakes(watcher::Event::Apply(placed.clone())), "first sight");
+        let mut written = placed.clone();
+        written.status = Some(Default::default());
+        assert!(
+            !wakes(watcher::Event::Apply(written.clone())),
+            "its own status write"
+        );
+        assert!(
+            !wakes(watcher::Event::Delete(written.clone())),
+            "moved to another shard"
+        );
+        assert!(
+            wakes(watcher::Event::Apply(written.clone())),
+            "back with the labels it left with"
+        );
+        assert!(!wakes(watcher::Event::Init));
+        assert!(wakes(watcher::Event::InitApply(written)), "a relist");
+        let mut any = Seen::new(Wake::OnAnyChange);
+        assert!(
+            any.wakes::<ModuleSet>(Ok(watcher::Event::Apply(placed.clone())))
+                .is_some()
+        );
+        assert!(
+            any.wakes::<ModuleSet>(Ok(watcher::Event::Apply(placed)))
+                .is_some()
+        );
     }
 }
