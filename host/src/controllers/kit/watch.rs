@@ -23,7 +23,7 @@ pub(crate) enum Wake {
     /// annotations or deletion. Not its status, which only this host writes and which a
     /// pass just ended with; not its finalizers, which the pass adds and then goes on.
     /// A ModuleSet woken by its own status write ran its plugins and applied every object
-    /// again (two to three full passes per install where one does).
+    /// again (two to three full passes per install where one does). ModuleSets only.
     OnIntent,
 }
 

@@ -24,7 +24,10 @@ pub(crate) async fn run(ctx: Arc<Context>) {
     kit::controller(
         kubeconfigs,
         kit::shard::selected(&ctx, watcher::Config::default().any_semantic()),
-        kit::Wake::OnIntent,
+        // Its own status writes wake it: a refused RuntimeKubeconfig waits for its Runtime
+        // (`binding::unbound`), which it does not watch, and the kim scenario showed a
+        // takeover resolved only by that wake.
+        kit::Wake::OnAnyChange,
     )
     .owns(
         secrets,
