@@ -255,6 +255,13 @@ fn check_args(args: &RunArgs) -> anyhow::Result<()> {
             args.kubeconfig_expiration.as_secs()
         );
     }
+    // Zero would pass every settled ModuleSet again at once, forever.
+    if args.requeue_modules < Duration::from_secs(1) {
+        anyhow::bail!(
+            "--requeue-modules must be at least 1s, got {:?}",
+            args.requeue_modules
+        );
+    }
     check_stall_timeout(args)?;
     args.registry.check_scoped().map_err(anyhow::Error::msg)
 }
