@@ -7,9 +7,10 @@
 
 use std::collections::HashMap;
 
-use kube::ResourceExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
 use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
 
 use crate::crd::labels;
 
@@ -30,21 +31,38 @@ pub(crate) struct Slim {
 
 impl Slim {
     /// `object` slimmed, with its uid; `None` without a uid or version (never from a watch).
-    fn of(kind: &str, object: &DynamicObject) -> Option<(Box<str>, Self)> {
-        let meta = &object.metadata;
+    pub(crate) fn of(kind: &str, object: &DynamicObject) -> Option<(Box<str>, Self)> {
+        Self::placed(&object.metadata, shard_key(kind, object))
+    }
+
+    /// A Runtime from its metadata alone: it is hashed by its own name, so the sharder
+    /// watches Runtimes, the largest sharded kind and the one written most, as metadata.
+    pub(crate) fn of_runtime(meta: &ObjectMeta) -> Option<(Box<str>, Self)> {
+        let namespace = meta.namespace.as_deref().unwrap_or_default();
+        let key = runtime_key(namespace, meta.name.as_deref()?);
+        Self::placed(meta, key)
+    }
+
+    fn placed(meta: &ObjectMeta, key: String) -> Option<(Box<str>, Self)> {
         let uid = meta.uid.as_deref()?;
-        let labels = object.labels();
+        let labels = meta.labels.as_ref();
+        let label = |name: &str| labels.and_then(|l| l.get(name));
         let slim = Self {
-            namespace: object.namespace().unwrap_or_default().into(),
-            name: object.name_any().into(),
+            namespace: meta.namespace.as_deref().unwrap_or_default().into(),
+            name: meta.name.as_deref().unwrap_or_default().into(),
             version: meta.resource_version.as_deref()?.into(),
-            shard: labels.get(labels::SHARD).map(|s| s.as_str().into()),
-            draining: labels.contains_key(labels::DRAIN),
+            shard: label(labels::SHARD).map(|s| s.as_str().into()),
+            draining: label(labels::DRAIN).is_some(),
             deleting: meta.deletion_timestamp.is_some(),
-            key: shard_key(kind, object).into(),
+            key: key.into(),
         };
         Some((uid.into(), slim))
     }
+}
+
+/// The key of the Runtime `name` in `namespace`, and of everything that follows it.
+fn runtime_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
 }
 
 /// What every object of a sharded kind is hashed by: its Runtime (`namespace/runtime id`),
@@ -55,15 +73,15 @@ fn shard_key(kind: &str, object: &DynamicObject) -> String {
     let spec = &object.data["spec"];
     let runtime = spec["runtime"].as_str();
     match kind {
-        "Runtime" => format!("{ns}/{}", object.name_any()),
+        "Runtime" => runtime_key(&ns, &object.name_any()),
         "ModuleSet" => match spec["target"]["secretName"].as_str() {
             Some(secret) => match secret.strip_prefix("kubeconfig-") {
-                Some(id) => format!("{ns}/{id}"),
+                Some(id) => runtime_key(&ns, id),
                 None => format!("{ns}/secret/{secret}"),
             },
             None => format!("{ns}/moduleset/{}", object.name_any()),
         },
-        _ => format!("{ns}/{}", runtime.unwrap_or_default()),
+        _ => runtime_key(&ns, runtime.unwrap_or_default()),
     }
 }
 
@@ -80,22 +98,26 @@ pub(crate) struct SlimStore {
 }
 
 impl SlimStore {
-    /// Take in one event of the watch of `kind`.
-    pub(crate) fn apply(&mut self, kind: &str, event: watcher::Event<DynamicObject>) {
+    /// Take in one event of a watch, each object slimmed by `slim`.
+    pub(crate) fn apply<K: Resource>(
+        &mut self,
+        event: watcher::Event<K>,
+        slim: impl Fn(&K) -> Option<(Box<str>, Slim)>,
+    ) {
         match event {
             watcher::Event::Apply(object) => {
-                if let Some((uid, slim)) = Slim::of(kind, &object) {
+                if let Some((uid, slim)) = slim(&object) {
                     self.objects.insert(uid, slim);
                 }
             }
             watcher::Event::Delete(object) => {
-                if let Some(uid) = object.metadata.uid.as_deref() {
+                if let Some(uid) = object.meta().uid.as_deref() {
                     self.objects.remove(uid);
                 }
             }
             watcher::Event::Init => self.relisting = Some(HashMap::new()),
             watcher::Event::InitApply(object) => {
-                if let Some((uid, slim)) = Slim::of(kind, &object) {
+                if let Some((uid, slim)) = slim(&object) {
                     self.relisting.get_or_insert_default().insert(uid, slim);
                 }
             }
@@ -179,33 +201,36 @@ mod tests {
             key: "kcp/rt-1".into(),
         };
         assert_eq!(slim, expected);
+        // The sharder watches Runtimes as metadata: the same placement and key from it.
+        assert_eq!(Slim::of_runtime(&o.metadata), Some((uid, expected)));
     }
 
     #[test]
     fn a_relist_replaces_the_objects_once_complete() {
         use watcher::Event;
         let mut store = SlimStore::default();
+        let slim = |o: &DynamicObject| Slim::of("Runtime", o);
         let (a, b) = (
             object("a", serde_json::json!({})),
             object("b", serde_json::json!({})),
         );
-        store.apply("Runtime", Event::Init);
-        store.apply("Runtime", Event::InitApply(a.clone()));
+        store.apply(Event::Init, slim);
+        store.apply(Event::InitApply(a.clone()), slim);
         assert!(
             !store.listed() && !store.contains("uid-a"),
             "not before done"
         );
-        store.apply("Runtime", Event::InitDone);
+        store.apply(Event::InitDone, slim);
         assert!(store.listed() && store.contains("uid-a"));
-        store.apply("Runtime", Event::Apply(b.clone()));
+        store.apply(Event::Apply(b.clone()), slim);
         assert_eq!(store.iter().count(), 2);
         // The watch broke; `a` went meanwhile: the relist drops it.
-        store.apply("Runtime", Event::Init);
-        store.apply("Runtime", Event::InitApply(b.clone()));
+        store.apply(Event::Init, slim);
+        store.apply(Event::InitApply(b.clone()), slim);
         assert!(store.contains("uid-a"), "kept until the relist is complete");
-        store.apply("Runtime", Event::InitDone);
+        store.apply(Event::InitDone, slim);
         assert!(!store.contains("uid-a") && store.contains("uid-b"));
-        store.apply("Runtime", Event::Delete(b));
+        store.apply(Event::Delete(b), slim);
         assert_eq!(store.iter().count(), 0);
     }
 }

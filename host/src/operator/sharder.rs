@@ -11,12 +11,15 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::{BoxStream, SelectAll};
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, PartialObjectMeta, Patch, PatchParams,
+    PostParams,
+};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 
-use super::sharded::SlimStore;
+use super::sharded::{Slim, SlimStore};
 use super::shards::{
     DEAD_HOLDER, LeaseFacts, LeaseMove, LeaseView, Liveness, Move, Placement, Ring, decide,
     lease_move, liveness, next_expiry,
@@ -83,25 +86,52 @@ where
         None => Api::all_with(client.clone(), &resource),
     };
     let store = Arc::new(Mutex::new(SlimStore::default()));
-    let writer = store.clone();
-    let kind: &'static str = match K::kind(&()).as_ref() {
-        "Runtime" => "Runtime",
-        "ModuleSet" => "ModuleSet",
-        _ => "other",
+    let config = watcher::Config::default().any_semantic();
+    let events = match K::kind(&()).as_ref() {
+        // Every status write of a Runtime reached every replica whole, to be slimmed to
+        // its metadata: the sharder needs nothing else of it.
+        "Runtime" => {
+            let api: Api<PartialObjectMeta<Runtime>> = match namespace {
+                Some(ns) => Api::namespaced(client.clone(), ns),
+                None => Api::all(client.clone()),
+            };
+            keep(store.clone(), watcher(api, config), |o| {
+                Slim::of_runtime(&o.metadata)
+            })
+        }
+        kind => {
+            let kind = if kind == "ModuleSet" {
+                "ModuleSet"
+            } else {
+                "other"
+            };
+            keep(store.clone(), watcher(api, config), move |o| {
+                Slim::of(kind, o)
+            })
+        }
     };
+    (Kind { resource, store }, events)
+}
+
+/// Keep `store` from `events`, each object slimmed by `slim`.
+fn keep<K, S, F>(store: Arc<Mutex<SlimStore>>, events: S, slim: F) -> BoxStream<'static, ()>
+where
+    K: Resource + Clone + std::fmt::Debug + Send + 'static,
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    F: Fn(&K) -> Option<(Box<str>, Slim)> + Send + 'static,
+{
     // Errors need nothing here: the watcher backs off and lists again.
-    let events = watcher(api, watcher::Config::default().any_semantic())
+    events
         .default_backoff()
         .map(move |event| {
             if let Ok(event) = event {
-                writer
+                store
                     .lock()
                     .expect("sharded store lock")
-                    .apply(kind, event);
+                    .apply(event, &slim);
             }
         })
-        .boxed();
-    (Kind { resource, store }, events)
+        .boxed()
 }
 
 /// The shard Leases, by shard.
@@ -373,8 +403,10 @@ impl Sharder {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
+        // Answered with the metadata only: nothing of the answer is read, and a whole
+        // Runtime decoded per write (48 in flight) is memory and CPU spent for nothing.
         match api
-            .patch(&planned.name, &params, &Patch::Merge(&patch))
+            .patch_metadata(&planned.name, &params, &Patch::Merge(&patch))
             .await
         {
             Ok(_) => Written::Moved(how),

@@ -51,7 +51,7 @@ where
     });
     let name = obj.name_any();
     match api
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch_metadata(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
         Ok(_) => {
