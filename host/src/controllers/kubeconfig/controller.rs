@@ -24,10 +24,10 @@ pub(crate) async fn run(ctx: Arc<Context>) {
     kit::controller(
         kubeconfigs,
         kit::shard::selected(&ctx, watcher::Config::default().any_semantic()),
-        // Its own status writes wake it: a refused RuntimeKubeconfig waits for its Runtime
-        // (`binding::unbound`), which it does not watch, and the kim scenario showed a
-        // takeover resolved only by that wake.
-        kit::Wake::OnAnyChange,
+        // Not woken by its own status and finalizer writes: a refused RuntimeKubeconfig
+        // looks at its Runtime again with backoff (`reconcile::refuse`) instead of
+        // counting on such a wake (the kim scenario once passed only by it).
+        kit::Wake::OnIntent,
     )
     .owns(
         secrets,

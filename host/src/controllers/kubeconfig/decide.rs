@@ -100,7 +100,8 @@ pub(crate) fn secret_not_owned(namespace: &str, name: &str) -> Refusal {
     }
 }
 
-/// The status of a refused RuntimeKubeconfig: failed, until it or its Runtime changes.
+/// The status of a refused RuntimeKubeconfig: failed, until a look after it or its Runtime
+/// changed finds it bound.
 pub(crate) fn refused(
     mut status: RuntimeKubeconfigStatus,
     generation: Option<i64>,

@@ -43,14 +43,14 @@ async fn reconcile_inner(rkc: &RuntimeKubeconfig, ctx: &Context) -> Result<Actio
     let runtimes: Api<Runtime> = Api::namespaced(ctx.client.clone(), &namespace);
     let runtime = runtimes.get_opt(&rkc.spec.runtime).await?;
     if let Some(why) = binding::unbound(rkc, runtime.as_ref()) {
-        return refuse(&api, rkc, decide::not_bound(&why)).await;
+        return refuse(ctx, &api, rkc, decide::not_bound(&why)).await;
     }
     let secret = secrets.get_opt(&rkc.spec.secret.name).await?;
     let kim = &ctx.config.kim;
     let foreign = |s: &&Secret| !binding::owns(rkc, s) && !binding::adoptable(rkc, s, kim);
     if let Some(foreign) = secret.as_ref().filter(foreign) {
         let refusal = decide::secret_not_owned(&namespace, &foreign.name_any());
-        return refuse(&api, rkc, refusal).await;
+        return refuse(ctx, &api, rkc, refusal).await;
     }
     let expiration = ctx.config.kubeconfig_expiration;
     let fraction = ctx.config.rotation_fraction;
@@ -188,15 +188,19 @@ async fn delete_own_secret(
 }
 
 /// Record why `rkc` does nothing, and wait for it (or its Runtime) to change.
+/// Say why `rkc` may not act, and look again with backoff: what it waits for (its
+/// Runtime recording the Shoot, a takeover, a foreign Secret going) is not watched here.
 async fn refuse(
+    ctx: &Context,
     api: &Api<RuntimeKubeconfig>,
     rkc: &RuntimeKubeconfig,
     refusal: Refusal,
 ) -> Result<Action, ReconcileError> {
+    let delay = kit::retry_later(ctx, &kit::key(rkc), &refusal.message);
     let status = rkc.status.clone().unwrap_or_default();
     let status = decide::refused(status, rkc.metadata.generation, refusal);
     write_status(api, &rkc.name_any(), rkc, status).await?;
-    Ok(Action::await_change())
+    Ok(Action::requeue(delay))
 }
 
 async fn write_status(
