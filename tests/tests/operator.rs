@@ -1287,7 +1287,12 @@ async fn two_hosts_one_leader(cp: &ControlPlane) -> Result {
     let holder = eventually("a lease holder", LIMIT, || async {
         leases.get("tessera").await.ok()?.spec?.holder_identity
     })
-    .await?;
+    .await
+    .map_err(|e| {
+        // CI once timed out here (2026-11-29, not reproduced in three local runs): say why.
+        let (a, b) = (tail(&a.logs(), 15), tail(&b.logs(), 15));
+        format!("{e}\n== a\n{a}\n== b\n{b}")
+    })?;
     s.create(&s.manifest("rt-leader-1", "leader-1")).await?;
     s.wait_state("rt-leader-1", RuntimeState::Ready, &a).await?;
     // A host that loses its lease exits, so "leading" is: said so, and still running.
