@@ -81,10 +81,6 @@ where
     K: Resource<DynamicType = ()>,
 {
     let resource = ApiResource::erase::<K>(&());
-    let api: Api<DynamicObject> = match namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-        None => Api::all_with(client.clone(), &resource),
-    };
     let store = Arc::new(Mutex::new(SlimStore::default()));
     let config = watcher::Config::default().any_semantic();
     let events = match K::kind(&()).as_ref() {
@@ -100,6 +96,10 @@ where
             })
         }
         kind => {
+            let api: Api<DynamicObject> = match namespace {
+                Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+                None => Api::all_with(client.clone(), &resource),
+            };
             let kind = if kind == "ModuleSet" {
                 "ModuleSet"
             } else {

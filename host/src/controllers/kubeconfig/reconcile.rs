@@ -187,7 +187,6 @@ async fn delete_own_secret(
     }
 }
 
-/// Record why `rkc` does nothing, and wait for it (or its Runtime) to change.
 /// Say why `rkc` may not act, and look again with backoff: what it waits for (its
 /// Runtime recording the Shoot, a takeover, a foreign Secret going) is not watched here.
 async fn refuse(
