@@ -59,14 +59,21 @@ fn is_pods(holder: &str, pod: &str) -> bool {
     holder == pod || holder.starts_with(&format!("{pod}-"))
 }
 
-/// The pod whose shard holds ModuleSet `local` (the chart shards with two replicas).
-fn moduleset_pod(cp: &ControlPlane) -> Result<String> {
-    wait_for("ModuleSet local on a shard", || {
+/// Every live host pod holds its shard lease, so the sharder has placed ModuleSet `local`
+/// among all of them (a pod made at the failover joins later, and sets move to it then),
+/// and the set is on one of them.
+fn shards_settled(cp: &ControlPlane) -> Result {
+    wait_for("every host on its shard, ModuleSet local on one", || {
+        let pods = live_host_pods(cp).ok()?;
+        let held = |pod: &String| {
+            let lease = format!("tessera-shard-{pod}");
+            let lease = json_of(&cp.garden, &["-n", NS, "get", "lease", &lease]).ok()?;
+            (lease["spec"]["holderIdentity"] == pod.as_str()).then_some(())
+        };
+        pods.iter().try_for_each(held)?;
         let set = json_of(&cp.garden, &["-n", NS, "get", "moduleset", "local"]).ok()?;
-        let shard = set["metadata"]["labels"]["tessera.dev/shard"]
-            .as_str()?
-            .to_string();
-        live_host_pods(cp).ok()?.contains(&shard).then_some(shard)
+        let shard = set["metadata"]["labels"]["tessera.dev/shard"].as_str()?;
+        pods.iter().any(|p| p == shard).then_some(())
     })
 }
 
@@ -113,8 +120,12 @@ fn restarts(cp: &ControlPlane, pod: &str) -> Option<i64> {
 /// naming it, the kubelet restarts that container, and the new process (on new
 /// connections) carries the change out.
 fn stalled_host_restarts(cp: &ControlPlane, relay: &Blackhole) -> Result {
-    let host = moduleset_pod(cp)?;
-    let before = restarts(cp, &host).ok_or("the host's restart count")?;
+    shards_settled(cp)?;
+    let pods = live_host_pods(cp)?;
+    let before: Vec<i64> = pods
+        .iter()
+        .map(|p| restarts(cp, p).ok_or(format!("{p}'s restart count")))
+        .collect::<Result<_>>()?;
     relay.swallow_open_connections();
     let patch = json!({"spec": {"modules": [
         {"name": "telemetry-crds"},
@@ -137,11 +148,16 @@ fn stalled_host_restarts(cp: &ControlPlane, relay: &Blackhole) -> Result {
         json_of(&cp.garden, &["-n", NS, "get", "moduleset", "local"])?["metadata"]["generation"]
             .as_i64()
             .unwrap_or_default();
-    wait_for("the host's container restarted", || {
-        (restarts(cp, &host)? > before).then_some(())
+    // Whichever pod restarts must have stalled on the set (the check below); the label is
+    // not read again, as the silenced hosts cannot move it.
+    let host = wait_for("the host's container restarted", || {
+        pods.iter()
+            .zip(&before)
+            .find(|(pod, was)| restarts(cp, pod).is_some_and(|n| n > **was))
+            .map(|(pod, _)| pod)
     })
     .map_err(|e| format!("{e}\n{}", diagnose(cp)))?;
-    stopped_after_stalling(cp, &host)?;
+    stopped_after_stalling(cp, host)?;
     wait_for("the change carried out after the restart", || {
         let set = json_of(&cp.garden, &["-n", NS, "get", "moduleset", "local"]).ok()?;
         (set["status"]["observedGeneration"].as_i64() >= Some(generation)
