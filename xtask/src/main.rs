@@ -12,9 +12,9 @@
 //!   channels and measures a new digest released on one of them
 //!   (`--host-arg=--render-cache-mib=0`: the same without the render cache); `--replicas R`
 //!   shards the Runtimes over R hosts and measures one of them killed.
-//! - `chaos [--seed S] [--kills K] [--hosts H] [--runtimes N] [--sharding]`: hosts killed with SIGKILL
-//!   at random moments while Runtimes and RuntimeAccesses come and go and Gardener fails
-//!   for a while, then every convergence check (`tests/src/bin/chaos.rs`); release build.
+//! - `chaos [--seed S] [--kills K] [--hosts H] [--runtimes N] [--sharding] [--modulesets M]`:
+//!   hosts killed with SIGKILL at random moments while Runtimes, RuntimeAccesses and
+//!   ModuleSets come and go and Gardener fails for a while, then every convergence check (`tests/src/bin/chaos/main.rs`); release build.
 //! - `test [--jobs N] [-- ARGS]`: build the plugins, (once per machine, in the background)
 //!   Kubernetes, and every test binary once, then run them side by side (`suites`) with
 //!   `ARGS` each; closes with every suite's duration and one line over all.

@@ -1,13 +1,17 @@
 //! `chaos --seed S --kills K`: hosts killed with SIGKILL at random moments (a seeded
-//! plan) while Runtimes and RuntimeAccesses are created, changed and deleted and the
-//! Gardener side fails for a while; then every check of convergence: each Shoot created
-//! once (the simulator notes every uid a Shoot name had), no Shoot, RuntimeKubeconfig,
-//! Secret or service account left without its object, no finalizer stuck, every Runtime
-//! Ready at its generation and every RuntimeAccess Ready. Prints what it did and how long
+//! plan) while Runtimes, RuntimeAccesses and (with `--modulesets`) ModuleSets are created,
+//! changed and deleted and the Gardener side fails for a while; then every check of
+//! convergence: each Shoot and each module object created once (the simulator notes every
+//! uid a Shoot name had, a watch every uid of a module object), no Shoot,
+//! RuntimeKubeconfig, Secret, service account or module object left without its object, no
+//! finalizer stuck, every Runtime and ModuleSet Ready at its generation with the modules'
+//! objects as last asked, and every RuntimeAccess Ready. Prints what it did and how long
 //! convergence took; exits non-zero naming each violation. Run through `./x chaos`; a
 //! small fixed-seed run is part of `./x test` (`tests/tests/small_chaos.rs`).
 
-use std::collections::BTreeSet;
+mod modules;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
@@ -16,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use tessera::crd::{
-    KubeconfigState, Runtime, RuntimeAccess, RuntimeKubeconfig, RuntimeState, labels,
+    KubeconfigState, ModuleSet, Runtime, RuntimeAccess, RuntimeKubeconfig, RuntimeState, labels,
 };
 use tessera::gardener::shoot_resource;
 use tessera_tests::env::{ControlPlane, Host};
@@ -50,6 +54,11 @@ struct Args {
     /// shard's objects over, every new host takes a share through the drain step.
     #[arg(long)]
     sharding: bool,
+    /// ModuleSets (two modules each, from a real registry) created before the first kill on
+    /// the first Runtimes' clusters; with any, sets are also created, changed and deleted
+    /// during the run, and a Runtime is deleted only once it has none (as a user would).
+    #[arg(long, default_value_t = 0)]
+    modulesets: usize,
 }
 
 /// What the run wants to exist, and what it did.
@@ -67,6 +76,11 @@ struct World {
     next_access: usize,
     kills: usize,
     changes: Vec<String>,
+    /// ModuleSets created and not deleted: set index → (runtime index, colour asked).
+    sets: BTreeMap<usize, (usize, u32)>,
+    /// ModuleSets deleted: set index → runtime index.
+    deleted_sets: BTreeMap<usize, usize>,
+    next_set: usize,
     /// When the current Gardener outage ends.
     outage_until: Option<Instant>,
     outages: usize,
@@ -84,6 +98,8 @@ struct Chaos {
     names: Vec<String>,
     started_hosts: usize,
     world: World,
+    /// With `--modulesets`: the registry, plugin store and module-object uids.
+    modules: Option<modules::Modules>,
 }
 
 fn runtime_name(i: usize) -> String {
@@ -110,6 +126,9 @@ impl Chaos {
         let runtime_client = rt.block_on(client_for(&cp.runtime.kubeconfig));
         let _ = cp.garden.kubectl(&["create", "namespace", NS]);
         let rng = fastrand::Rng::with_seed(args.seed);
+        let modules = (args.modulesets > 0)
+            .then(|| rt.block_on(modules::Modules::start(&client, &runtime_client)))
+            .transpose()?;
         Ok(Self {
             args,
             cp,
@@ -121,6 +140,7 @@ impl Chaos {
             names: Vec::new(),
             started_hosts: 0,
             world: World::default(),
+            modules,
         })
     }
 
@@ -143,6 +163,8 @@ impl Chaos {
         if self.args.sharding {
             args.push("--sharding");
         }
+        let plugins = self.modules.as_ref().map(|m| m.host_args.clone());
+        args.extend(plugins.iter().flatten().map(String::as_str));
         self.hosts.push(self.cp.host(&name, &args));
         self.names.push(name);
     }
@@ -152,6 +174,10 @@ impl Chaos {
     }
 
     fn accesses(&self) -> Api<RuntimeAccess> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    fn sets(&self) -> Api<ModuleSet> {
         Api::namespaced(self.client.clone(), NS)
     }
 }
@@ -190,8 +216,12 @@ enum Change {
     CreateAccess,
     DeleteAccess,
     GardenerOutage,
+    CreateModuleSet,
+    PatchModuleSet,
+    DeleteModuleSet,
 }
 
+/// The changes of a run without ModuleSets (a seed plans as it did before they came).
 const CHANGES: [Change; 6] = [
     Change::CreateRuntime,
     Change::PatchRuntime,
@@ -199,6 +229,18 @@ const CHANGES: [Change; 6] = [
     Change::CreateAccess,
     Change::DeleteAccess,
     Change::GardenerOutage,
+];
+
+const WITH_MODULES: [Change; 9] = [
+    Change::CreateRuntime,
+    Change::PatchRuntime,
+    Change::DeleteRuntime,
+    Change::CreateAccess,
+    Change::DeleteAccess,
+    Change::GardenerOutage,
+    Change::CreateModuleSet,
+    Change::PatchModuleSet,
+    Change::DeleteModuleSet,
 ];
 
 impl Chaos {
@@ -216,6 +258,9 @@ impl Chaos {
             Change::CreateAccess => self.create_access(),
             Change::DeleteAccess => self.delete_access(),
             Change::GardenerOutage => Ok(self.gardener_outage()),
+            Change::CreateModuleSet => self.create_set(),
+            Change::PatchModuleSet => self.patch_set(),
+            Change::DeleteModuleSet => self.delete_set(),
         }
     }
 
@@ -251,12 +296,15 @@ impl Chaos {
         )))
     }
 
-    /// Delete a Runtime (its RuntimeAccesses first, as a user would).
+    /// Delete a Runtime (its RuntimeAccesses first, as a user would); only one without
+    /// ModuleSets: a user deletes those first and waits for them to go.
     fn delete_runtime(&mut self) -> anyhow::Result<Option<String>> {
         if self.world.live.len() <= 2 {
             return Ok(None);
         }
-        let Some(i) = self.pick(&self.world.live.clone()) else {
+        let busy = self.runtimes_with_sets()?;
+        let free = self.world.live.difference(&busy).copied().collect();
+        let Some(i) = self.pick(&free) else {
             return Ok(None);
         };
         let theirs: Vec<(usize, usize)> = self
@@ -334,6 +382,85 @@ impl Chaos {
 }
 
 impl Chaos {
+    /// Runtimes a ModuleSet targets: those of live sets and of deleted ones not yet gone.
+    fn runtimes_with_sets(&self) -> anyhow::Result<BTreeSet<usize>> {
+        let mut busy: BTreeSet<usize> = self.world.sets.values().map(|(r, _)| *r).collect();
+        if !self.world.deleted_sets.is_empty() {
+            let lp = ListParams::default();
+            for set in self.rt.block_on(self.sets().list_metadata(&lp))?.items {
+                let name = set.metadata.name.unwrap_or_default();
+                let deleted = self.world.deleted_sets.iter();
+                let r = deleted.filter(|(s, _)| modules::set_name(**s) == name);
+                busy.extend(r.map(|(_, r)| *r));
+            }
+        }
+        Ok(busy)
+    }
+
+    fn apply_set(&self, s: usize, runtime: usize, color: u32) -> anyhow::Result<()> {
+        let doc = modules::set_doc(s, &runtime_name(runtime), color);
+        let params = PatchParams::apply("chaos").force();
+        let patch = Patch::Apply(&doc);
+        self.rt
+            .block_on(self.sets().patch(&modules::set_name(s), &params, &patch))?;
+        Ok(())
+    }
+
+    /// A ModuleSet on a live Runtime's cluster (its kubeconfig Secret may not exist yet).
+    fn create_set(&mut self) -> anyhow::Result<Option<String>> {
+        let Some(runtime) = self.pick(&self.world.live.clone()) else {
+            return Ok(None);
+        };
+        let s = self.world.next_set;
+        self.world.next_set += 1;
+        let color = self.rng.u32(..1000);
+        self.apply_set(s, runtime, color)?;
+        self.world.sets.insert(s, (runtime, color));
+        let on = runtime_name(runtime);
+        Ok(Some(format!("created {} on {on}", modules::set_name(s))))
+    }
+
+    /// A new colour for a set's modules: every object of it is updated in place.
+    fn patch_set(&mut self) -> anyhow::Result<Option<String>> {
+        let live: BTreeSet<usize> = self.world.sets.keys().copied().collect();
+        let Some(s) = self.pick(&live) else {
+            return Ok(None);
+        };
+        let color = self.rng.u32(..1000);
+        let runtime = self.world.sets[&s].0;
+        self.apply_set(s, runtime, color)?;
+        self.world.sets.insert(s, (runtime, color));
+        Ok(Some(format!(
+            "patched {} (colour {color})",
+            modules::set_name(s)
+        )))
+    }
+
+    fn delete_set(&mut self) -> anyhow::Result<Option<String>> {
+        let live: BTreeSet<usize> = self.world.sets.keys().copied().collect();
+        let Some(s) = self.pick(&live) else {
+            return Ok(None);
+        };
+        let params = DeleteParams::default();
+        self.rt
+            .block_on(self.sets().delete(&modules::set_name(s), &params))?;
+        let (runtime, _) = self
+            .world
+            .sets
+            .remove(&s)
+            .expect("picked from the live sets");
+        self.world.deleted_sets.insert(s, runtime);
+        Ok(Some(format!("deleted {}", modules::set_name(s))))
+    }
+
+    fn changes(&self) -> &'static [Change] {
+        if self.modules.is_some() {
+            &WITH_MODULES
+        } else {
+            &CHANGES
+        }
+    }
+
     /// SIGKILL a random host (the leader as likely as any) and start another.
     fn kill_one(&mut self) {
         let i = self.rng.usize(..self.hosts.len());
@@ -352,7 +479,8 @@ impl Chaos {
             self.end_outage_if_due(Instant::now());
             self.kill_one();
             for _ in 0..self.rng.usize(1..=2) {
-                let change = CHANGES[self.rng.usize(..CHANGES.len())];
+                let changes = self.changes();
+                let change = changes[self.rng.usize(..changes.len())];
                 if let Some(done) = self.make(change)? {
                     eprintln!("chaos: {done}");
                     self.world.changes.push(done);
@@ -407,6 +535,16 @@ async fn unsettled(c: &Chaos) -> anyhow::Result<Vec<String>> {
             left.push(format!("RuntimeAccess {} is missing", access_name(*a)));
         }
     }
+    if c.modules.is_some() {
+        let sets = c.sets().list(&ListParams::default()).await?.items;
+        left.extend(modules::unsettled(&sets, &c.world.sets));
+        if c.args.sharding {
+            left.extend(misplaced(
+                c,
+                sets.iter().map(|s| ("ModuleSet", &s.metadata)),
+            ));
+        }
+    }
     for access in &accesses {
         let name = access.metadata.name.clone().unwrap_or_default();
         let state = access.status.as_ref().and_then(|s| s.state);
@@ -434,6 +572,12 @@ fn main() -> anyhow::Result<()> {
         let doc = access_doc(i, a)?;
         c.rt.block_on(c.accesses().create(&PostParams::default(), &doc))?;
         c.world.accesses.insert((i, a));
+    }
+    for s in 0..c.args.modulesets {
+        let (runtime, color) = (s % c.args.runtimes.max(1), c.rng.u32(..1000));
+        c.apply_set(s, runtime, color)?;
+        c.world.sets.insert(s, (runtime, color));
+        c.world.next_set += 1;
     }
     let started = Instant::now();
     c.run_plan()?;
@@ -478,6 +622,14 @@ fn print_summary(c: &Chaos, plan: Duration, took: Duration, violations: &[String
         w.deleted.len(),
         w.accesses.len()
     );
+    if let Some(m) = &c.modules {
+        println!(
+            "modulesets:           {} live, {} deleted; {} module object names seen",
+            w.sets.len(),
+            w.deleted_sets.len(),
+            m.seen()
+        );
+    }
     println!("plan ran:             {:.1} s", plan.as_secs_f64());
     println!(
         "converged after:      {:.1} s (after the plan)",
@@ -535,6 +687,10 @@ async fn leftovers(c: &Chaos) -> anyhow::Result<Vec<String>> {
         }
     }
     found.extend(orphans(c).await?);
+    if let Some(m) = &c.modules {
+        let target = &c.runtime_client;
+        found.extend(modules::leftovers(m, target, &w.sets, &w.deleted_sets).await?);
+    }
     // A deleted Runtime takes its cluster with it (here the runtime cluster is shared and
     // stays): only accesses deleted from a Runtime that lives on must be gone from it.
     let accounts: Api<ServiceAccount> = Api::namespaced(c.runtime_client.clone(), "default");
