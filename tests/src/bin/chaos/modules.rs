@@ -7,7 +7,6 @@
 //! even if the end state looks right.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use futures::{StreamExt, TryStreamExt};
@@ -18,6 +17,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use tessera::crd::{ModuleSet, Plugin};
 use tessera::modules::State;
+use tessera_tests::modules::{plugin_file, tessera};
 use tessera_tests::registry::TestRegistry;
 
 /// The runtime cluster's namespace the modules install into.
@@ -138,16 +138,9 @@ impl Modules {
 }
 
 fn push(reference: &str) -> anyhow::Result<()> {
-    let manifest = tessera_tests::plugin_dir().join("manifest.wasm");
-    let out = Command::new(tessera_tests::env::tessera_bin())
-        .args(["plugin", "push", &manifest.display().to_string(), reference])
-        .args(["--version", "1.0.0"])
-        .output()?;
-    anyhow::ensure!(
-        out.status.success(),
-        "push: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let manifest = plugin_file("manifest").display().to_string();
+    let (ok, out) = tessera(&["plugin", "push", &manifest, reference, "--version", "1.0.0"]);
+    anyhow::ensure!(ok, "push: {out}");
     Ok(())
 }
 
