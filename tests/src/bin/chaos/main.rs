@@ -221,17 +221,9 @@ enum Change {
     DeleteModuleSet,
 }
 
-/// The changes of a run without ModuleSets (a seed plans as it did before they came).
-const CHANGES: [Change; 6] = [
-    Change::CreateRuntime,
-    Change::PatchRuntime,
-    Change::DeleteRuntime,
-    Change::CreateAccess,
-    Change::DeleteAccess,
-    Change::GardenerOutage,
-];
-
-const WITH_MODULES: [Change; 9] = [
+/// Every change a step may make; a run without ModuleSets draws from the first six only,
+/// so a seed plans as it did before they came.
+const CHANGES: [Change; 9] = [
     Change::CreateRuntime,
     Change::PatchRuntime,
     Change::DeleteRuntime,
@@ -242,6 +234,7 @@ const WITH_MODULES: [Change; 9] = [
     Change::PatchModuleSet,
     Change::DeleteModuleSet,
 ];
+const WITHOUT_MODULES: usize = 6;
 
 impl Chaos {
     fn pick(&mut self, from: &BTreeSet<usize>) -> Option<usize> {
@@ -455,9 +448,9 @@ impl Chaos {
 
     fn changes(&self) -> &'static [Change] {
         if self.modules.is_some() {
-            &WITH_MODULES
-        } else {
             &CHANGES
+        } else {
+            &CHANGES[..WITHOUT_MODULES]
         }
     }
 
