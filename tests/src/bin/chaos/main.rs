@@ -528,16 +528,7 @@ async fn unsettled(c: &Chaos) -> anyhow::Result<Vec<String>> {
             left.push(format!("RuntimeAccess {} is missing", access_name(*a)));
         }
     }
-    if c.modules.is_some() {
-        let sets = c.sets().list(&ListParams::default()).await?.items;
-        left.extend(modules::unsettled(&sets, &c.world.sets));
-        if c.args.sharding {
-            left.extend(misplaced(
-                c,
-                sets.iter().map(|s| ("ModuleSet", &s.metadata)),
-            ));
-        }
-    }
+    left.extend(unsettled_sets(c).await?);
     for access in &accesses {
         let name = access.metadata.name.clone().unwrap_or_default();
         let state = access.status.as_ref().and_then(|s| s.state);
@@ -546,6 +537,21 @@ async fn unsettled(c: &Chaos) -> anyhow::Result<Vec<String>> {
         } else if state != Some(KubeconfigState::Ready) {
             left.push(format!("RuntimeAccess {name} is {state:?}"));
         }
+    }
+    Ok(left)
+}
+
+/// With `--modulesets`: the sets left to converge, and (sharded) those not on a running
+/// host's shard.
+async fn unsettled_sets(c: &Chaos) -> anyhow::Result<Vec<String>> {
+    if c.modules.is_none() {
+        return Ok(Vec::new());
+    }
+    let sets = c.sets().list(&ListParams::default()).await?.items;
+    let mut left = modules::unsettled(&sets, &c.world.sets);
+    if c.args.sharding {
+        let metas = sets.iter().map(|s| ("ModuleSet", &s.metadata));
+        left.extend(misplaced(c, metas));
     }
     Ok(left)
 }
