@@ -373,6 +373,20 @@ impl Role {
     }
 }
 
+/// The field manager a host takes a Lease with. Its own per identity: the lease manager
+/// takes a free Lease with a server-side apply and counts on the API server refusing a
+/// second taker's apply as a conflict, which it does only between different managers (with
+/// one name for every host, two hosts once both became leader at the same moment).
+pub fn lease_field_manager(identity: &str) -> String {
+    const PREFIX: &str = "tessera-lease-";
+    // The API server takes at most 128 characters; identities differ at their end (a
+    // pod's random suffix, a pid), so that is the part kept.
+    let room = 128 - PREFIX.len();
+    let skip = identity.chars().count().saturating_sub(room);
+    let kept: String = identity.chars().skip(skip).collect();
+    format!("{PREFIX}{kept}")
+}
+
 /// Wait for the leader lease; then the future that ends (with why) when leadership is lost,
 /// holding the fence open meanwhile.
 async fn lead(
@@ -388,7 +402,7 @@ async fn lead(
         .with_grace(
             crate::fence::renew_grace(std::time::Duration::from_secs(election.duration)).as_secs(),
         )
-        .with_field_manager("tessera")
+        .with_field_manager(lease_field_manager(&election.identity))
         .with_create_mode(match election.existing {
             true => LeaseCreateMode::UseExistent,
             false => LeaseCreateMode::AutoCreate,
@@ -490,4 +504,21 @@ pub fn default_identity() -> String {
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "tessera".into());
     format!("{host}-{}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_identity_takes_the_lease_as_a_manager_of_its_own() {
+        assert_ne!(lease_field_manager("vm-1"), lease_field_manager("vm-2"));
+        let long = |suffix: &str| format!("{}-{suffix}", "x".repeat(300));
+        let (a, b) = (
+            lease_field_manager(&long("7f9c")),
+            lease_field_manager(&long("k2d4")),
+        );
+        assert!(a.len() <= 128 && b.len() <= 128, "{a}");
+        assert_ne!(a, b);
+    }
 }
