@@ -52,6 +52,9 @@ struct Outcome {
     /// The binary ended unsuccessfully (a failed test, or a crash before any count).
     ok: bool,
     elapsed: Duration,
+    /// What a failed binary said about its failures, repeated at the end of the run (CI
+    /// shows a log's tail).
+    failures: String,
 }
 
 /// Run `cargo test --no-run` (given, with its arguments) and return the test binaries it built.
@@ -183,12 +186,17 @@ fn run_one(suite: &Suite, env: &[(String, PathBuf)], args: &[&str]) -> (Outcome,
             false
         }
     };
+    let failures = match ok {
+        true => String::new(),
+        false => failure_report(&String::from_utf8_lossy(&output)),
+    };
     let outcome = Outcome {
         name: suite.name.clone(),
         passed,
         failed,
         ok,
         elapsed: started.elapsed(),
+        failures,
     };
     (outcome, output)
 }
@@ -214,6 +222,35 @@ fn run_captured(mut cmd: Command, output: &Arc<Mutex<Vec<u8>>>) -> std::io::Resu
     let status = child.wait()?;
     let _ = finished.recv_timeout(Duration::from_secs(5));
     Ok(status)
+}
+
+/// Lines of a failure kept for the end of the run.
+const FAILURE_LINES: usize = 40;
+
+/// The start of each failed test's section of libtest's `failures:` (`---- name ----` to
+/// the next blank-line-separated heading), or the output's last lines when there is none
+/// (a binary that crashed).
+fn failure_report(output: &str) -> String {
+    let lines: Vec<&str> = output.lines().collect();
+    let mut kept = Vec::new();
+    let mut at = 0;
+    while let Some(start) = lines[at..].iter().position(|l| l.starts_with("---- ")) {
+        let start = at + start;
+        let end = lines[start + 1..]
+            .iter()
+            .position(|l| l.starts_with("---- ") || *l == "failures:")
+            .map_or(lines.len(), |n| start + 1 + n);
+        let section = &lines[start..end];
+        kept.extend(section.iter().take(FAILURE_LINES));
+        if section.len() > FAILURE_LINES {
+            kept.push("  (… the rest is in the suite's output above)");
+        }
+        at = end;
+    }
+    if kept.is_empty() {
+        kept = lines[lines.len().saturating_sub(FAILURE_LINES / 2)..].to_vec();
+    }
+    kept.join("\n")
 }
 
 /// The passed and failed counts of every `test result:` line in a test binary's output.
@@ -361,6 +398,9 @@ fn summarize(outcomes: &[Outcome], wall: Duration) -> Result<()> {
             o.failed
         )?;
     }
+    for o in sorted.iter().filter(|o| !o.ok) {
+        writeln!(out, "\nfailures of {}:\n{}", o.name, o.failures)?;
+    }
     let passed: u64 = outcomes.iter().map(|o| o.passed).sum();
     let failed: u64 = outcomes.iter().map(|o| o.failed).sum();
     let broken: Vec<&str> = outcomes
@@ -424,6 +464,20 @@ mod tests {
             executable: name.into(),
             leading: Vec::new(),
         }
+    }
+
+    #[test]
+    fn failures_are_cut_out_of_libtests_output() {
+        let output = "test a ... ok\ntest b ... FAILED\n\nfailures:\n\n---- b stdout ----\nboom\n\n---- c stdout ----\nbang\n\nfailures:\n    b\n    c\n\ntest result: FAILED. 1 passed; 2 failed";
+        assert_eq!(
+            failure_report(output),
+            "---- b stdout ----\nboom\n\n---- c stdout ----\nbang\n"
+        );
+        let long: String = (0..100).map(|i| format!("line {i}\n")).collect();
+        let report = failure_report(&format!("---- d stdout ----\n{long}"));
+        assert_eq!(report.lines().count(), FAILURE_LINES + 1, "{report}");
+        // A crash before libtest's report: the output's tail.
+        assert_eq!(failure_report(&long).lines().last(), Some("line 99"));
     }
 
     #[test]
