@@ -261,6 +261,16 @@ impl ControlPlane {
         Self::start_with(sim_bin, script, &PlaneOptions::default())
     }
 
+    /// The control plane of a benchmark or chaos tool: the simulator built beside the
+    /// `tessera` binary playing `script`, and `namespace` made on the garden.
+    pub fn start_for_tool(script: &Script, namespace: &str) -> Result<Self, String> {
+        let sim = tessera_bin().with_file_name("gardener-sim");
+        eprintln!("starting the local control plane…");
+        let cp = Self::start(&sim, script)?;
+        crate::modules::kubectl_ok(&cp.garden, &["create", "namespace", namespace])?;
+        Ok(cp)
+    }
+
     /// [`ControlPlane::start`] with `options`.
     pub fn start_with(
         sim_bin: &Path,

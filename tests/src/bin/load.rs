@@ -161,18 +161,15 @@ struct Bench {
 
 impl Bench {
     fn start(args: Args) -> anyhow::Result<Self> {
-        let sim = std::env::current_exe()?.with_file_name("gardener-sim");
         let script = Script {
             create_ms: args.create_ms,
             reconcile_ms: 1000,
             delete_ms: 500,
             ..Script::default()
         };
-        eprintln!("starting the local control plane…");
-        let cp = ControlPlane::start(&sim, &script).map_err(anyhow::Error::msg)?;
+        let cp = ControlPlane::start_for_tool(&script, "load").map_err(anyhow::Error::msg)?;
         let rt = tokio::runtime::Runtime::new()?;
         let client = rt.block_on(client_for(&cp.garden.kubeconfig));
-        let _ = cp.garden.kubectl(&["create", "namespace", "load"]);
         let api: Api<Runtime> = Api::namespaced(client.clone(), "load");
         Ok(Self {
             args,

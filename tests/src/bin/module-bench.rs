@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tessera::crd::{ModuleSet, Plugin};
@@ -146,23 +146,16 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let sim = tessera_bin().with_file_name("gardener-sim");
     let script = Script {
         create_ms: 1000,
         reconcile_ms: 500,
         delete_ms: 500,
         shoots: BTreeMap::new(),
     };
-    let cp = ControlPlane::start(&sim, &script).map_err(anyhow::Error::msg)?;
+    let cp = ControlPlane::start_for_tool(&script, NS).map_err(anyhow::Error::msg)?;
     let registry = TestRegistry::start().map_err(anyhow::Error::msg)?;
     rt.block_on(async {
         let client = client_for(&cp.garden.kubeconfig).await;
-        Api::<Namespace>::all(client.clone())
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({"metadata": {"name": NS}}))?,
-            )
-            .await?;
         register_plugins(&client, &registry).await?;
         let kubeconfig = std::fs::read_to_string(&cp.runtime.kubeconfig)?;
         let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);

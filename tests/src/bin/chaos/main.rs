@@ -112,19 +112,16 @@ fn access_name(a: usize) -> String {
 
 impl Chaos {
     fn start(args: Args) -> anyhow::Result<Self> {
-        let sim = std::env::current_exe()?.with_file_name("gardener-sim");
         let script = Script {
             create_ms: 1500,
             reconcile_ms: 500,
             delete_ms: 500,
             ..Script::default()
         };
-        eprintln!("starting the local control plane…");
-        let cp = ControlPlane::start(&sim, &script).map_err(anyhow::Error::msg)?;
+        let cp = ControlPlane::start_for_tool(&script, NS).map_err(anyhow::Error::msg)?;
         let rt = tokio::runtime::Runtime::new()?;
         let client = rt.block_on(client_for(&cp.garden.kubeconfig));
         let runtime_client = rt.block_on(client_for(&cp.runtime.kubeconfig));
-        let _ = cp.garden.kubectl(&["create", "namespace", NS]);
         let rng = fastrand::Rng::with_seed(args.seed);
         let modules = (args.modulesets > 0)
             .then(|| rt.block_on(modules::Modules::start(&client, &runtime_client)))
