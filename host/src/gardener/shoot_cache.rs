@@ -4,11 +4,10 @@
 //! default budget of 5 requests/s (over half an hour for 10,000 Runtimes).
 //!
 //! The cache answers only for what it has caught up with. A Shoot this host read or wrote
-//! itself at a version the watch has not delivered yet (nor one after it) is read from
-//! Gardener again (a reconcile right after a patch must not judge the Shoot from before
-//! it, nor after a relist from the API server's cache, which may be older than the patch);
-//! so is every Shoot while the watch is down or relisting. Which of two versions is the
-//! later is told as Kubernetes allows since 1.35 ([`at_or_after`]). Decisions that write to Gardener read the Shoot
+//! itself at a version the watch has not delivered yet is read from Gardener again (a
+//! reconcile right after a patch must not judge the Shoot from before it, nor after a
+//! relist from the API server's cache, which may be older than the patch); so is every
+//! Shoot while the watch is down or relisting. Decisions that write to Gardener read the Shoot
 //! afresh anyway (`Machine::fresh_shoot`): the cache only saves the reads of reconciles
 //! that end with nothing to do. A Shoot Gardener is working on is answered only when the
 //! watch delivered it recently ([`Freshness::DeliveredWithin`]): the reconciles its events
@@ -189,12 +188,8 @@ impl ShootCache {
         let key = key_of(shoot);
         let version = shoot.metadata.resource_version.clone();
         let mut inner = self.inner.lock().expect("shoot cache lock");
-        let cached = inner.shoots.get(&key).and_then(|p| p.version.as_deref());
-        let caught_up = version
-            .as_deref()
-            .zip(cached)
-            .is_some_and(|(seen, cached)| at_or_after(cached, seen));
-        match caught_up {
+        let cached = inner.shoots.get(&key).and_then(|p| p.version.as_ref());
+        match version.is_some() && cached == version.as_ref() {
             true => inner.ahead.remove(&key),
             false => inner.ahead.insert(key, version),
         };
@@ -234,8 +229,7 @@ fn caught_up(inner: &mut Inner, shoot: &DynamicObject) {
     let key = key_of(shoot);
     let done = match inner.ahead.get(&key) {
         Some(None) => true,
-        Some(Some(version)) => (shoot.metadata.resource_version.as_deref())
-            .is_some_and(|delivered| at_or_after(delivered, version)),
+        Some(Some(version)) => shoot.metadata.resource_version.as_ref() == Some(version),
         None => false,
     };
     if done {
@@ -243,33 +237,19 @@ fn caught_up(inner: &mut Inner, shoot: &DynamicObject) {
     }
 }
 
-/// After a complete list: forget what this host was ahead with where the list shows it at
-/// that version or a later one. The list (`resourceVersion=0`, from the API server's
-/// cache) may be older than this host's last write, so an entry it shows at an earlier
-/// version (or one that cannot be compared) stays until the watch delivers that version,
-/// or this host's next read from Gardener finds the cache current (`ShootCache::saw`). A
-/// Shoot this host found gone and the list does not hold is settled.
+/// After a complete list: forget what this host was ahead with where the list shows it.
+/// The list (`resourceVersion=0`, from the API server's cache) may be older than this
+/// host's last write, so an entry it shows at another version stays until the watch
+/// delivers that version, or this host's next read from Gardener finds the cache current
+/// (`ShootCache::saw`). A Shoot this host found gone and the list does not hold is settled.
 fn confirmed_by_list(inner: &mut Inner) {
     let Inner { shoots, ahead, .. } = inner;
     ahead.retain(|key, version| match (version, shoots.get(key)) {
         (None, None) => false,
         (None, Some(_)) => true,
-        (Some(version), listed) => !(listed.and_then(|e| e.version.as_deref()))
-            .is_some_and(|listed| at_or_after(listed, version)),
+        (Some(version), listed) => listed.and_then(|e| e.version.as_ref()) != Some(version),
     });
     ahead.shrink_to_fit();
-}
-
-/// Whether resourceVersion `a` is `b` or a later version of the same object. Kubernetes
-/// made versions comparable in 1.35 (KEP-5504, "Comparable Resource Version"): a version
-/// that is a decimal integer without leading zeros is later than a shorter one, or than one
-/// of its length it sorts after; any other form is opaque, and only equal counts. (Without
-/// it every Shoot a relist shows past this host's last write is read from Gardener once
-/// more, and at 10,000 Runtimes the Shoot watch relists often.)
-fn at_or_after(a: &str, b: &str) -> bool {
-    let number =
-        |v: &str| !v.starts_with('0') && !v.is_empty() && v.bytes().all(|c| c.is_ascii_digit());
-    a == b || (number(a) && number(b) && (a.len(), a) > (b.len(), b))
 }
 
 #[cfg(test)]
@@ -355,49 +335,15 @@ mod tests {
         assert!(!cache.is_ahead("a"), "gone, and the list agrees");
         assert_eq!(cache.len(), 2);
         assert_eq!(
+            version(&cache, "b"),
+            None,
+            "listed at another version: newer, or a stale list from before this host's write"
+        );
+        cache.saw(&shoot("b", "10"));
+        assert_eq!(
             version(&cache, "b").as_deref(),
             Some("10"),
-            "listed at a later version than this host saw"
-        );
-    }
-
-    #[test]
-    fn versions_compare_as_numbers_and_opaque_ones_only_when_equal() {
-        assert!(at_or_after("10", "9") && at_or_after("9", "9") && at_or_after("21", "20"));
-        assert!(!at_or_after("9", "10") && !at_or_after("20", "21"));
-        for opaque in ["", "a7", "07", "1e3"] {
-            assert!(
-                !at_or_after(opaque, "5") && !at_or_after("5", opaque),
-                "{opaque}"
-            );
-        }
-        assert!(at_or_after("a7", "a7"));
-        // An opaque version is caught up with only when delivered exactly.
-        let cache = ShootCache::default();
-        listed(&cache, &[shoot("b", "x1")]);
-        cache.saw(&shoot("b", "x2"));
-        listed(&cache, &[shoot("b", "x3")]);
-        assert_eq!(version(&cache, "b"), None, "cannot tell: ask Gardener");
-        cache.saw(&shoot("b", "x3"));
-        assert_eq!(
-            version(&cache, "b").as_deref(),
-            Some("x3"),
             "Gardener agrees"
-        );
-    }
-
-    #[test]
-    fn the_watch_past_this_hosts_version_catches_up() {
-        let cache = ShootCache::default();
-        listed(&cache, &[shoot("a", "1")]);
-        cache.saw(&shoot("a", "5"));
-        cache.apply(&watcher::Event::Apply(shoot("a", "7")));
-        assert_eq!(version(&cache, "a").as_deref(), Some("7"));
-        cache.saw(&shoot("a", "6"));
-        assert_eq!(
-            version(&cache, "a").as_deref(),
-            Some("7"),
-            "a read older than the cache leaves it answering"
         );
     }
 
