@@ -1279,9 +1279,9 @@ async fn no_seed_in_region(s: &Scenario<'_>, host: &Host) -> Result {
     Ok(())
 }
 
-/// A held Lease taken as a host's lease manager takes a free one (a server-side apply of
-/// the holder, as that host's own field manager) is refused as a conflict: what keeps two
-/// hosts that find the Lease free at the same moment from both leading.
+/// Taking a held Lease the way a host's lease manager takes a free one (a server-side
+/// apply of the holder, as that host's own field manager) is refused as a conflict: what
+/// keeps two hosts that find the Lease free at the same moment from both leading.
 async fn second_taker_refused(leases: &Api<Lease>, holder: &str) -> Result {
     let other = "another-host";
     let take = serde_json::json!({
@@ -1308,8 +1308,8 @@ async fn two_hosts_one_leader(cp: &ControlPlane) -> Result {
     })
     .await
     .map_err(|e| {
-        // CI timed out here twice: both hosts had taken the Lease as one field manager,
-        // became leader at once, saw the other in it and exited. The logs say it if again.
+        // CI timed out here once, and a local run later: both hosts had taken the Lease as
+        // one field manager, led at once, saw the other in it and exited. Logs say it again.
         let (a, b) = (tail(&a.logs(), 15), tail(&b.logs(), 15));
         format!("{e}\n== a\n{a}\n== b\n{b}")
     })?;

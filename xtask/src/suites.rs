@@ -227,9 +227,9 @@ fn run_captured(mut cmd: Command, output: &Arc<Mutex<Vec<u8>>>) -> std::io::Resu
 /// Lines of a failure kept for the end of the run.
 const FAILURE_LINES: usize = 40;
 
-/// The start of each failed test's section of libtest's `failures:` (`---- name ----` to
-/// the next blank-line-separated heading), or the output's last lines when there is none
-/// (a binary that crashed).
+/// The start of each failed test's section of libtest's `failures:` (from its
+/// `---- name ----` line to the next one or to the closing `failures:` list), or the
+/// output's last lines when there is none (a binary that crashed).
 fn failure_report(output: &str) -> String {
     let lines: Vec<&str> = output.lines().collect();
     let mut kept = Vec::new();
